@@ -1,0 +1,19 @@
+// Package canonical is Interlingua's canonical event model and the ports that
+// adapters implement or call.
+//
+// Every adapter converts between one wire format and the types here, never to
+// another wire format. The model itself is defined in protobuf
+// (proto/interlingua/v1) because it is also the payload carried between
+// instances over NATS; this package aliases the generated types and adds:
+//
+//   - Code and Error: one canonical error code set (the gRPC codes) with a
+//     wire flag telling a peer-sent error from one of ours.
+//   - Builder: constructs a run's events and tracks open messages and blocks,
+//     so a producer that stops early (failure, cancel) still closes every
+//     start with its finish and ends the run with exactly one terminal event.
+//   - Validator: checks the invariants of the model on a stream of events and
+//     reports the first violation with its seq.
+//   - TextAccumulator: holds back a UTF-8 rune split across upstream chunks,
+//     so no text delta is ever emitted broken.
+//   - Backend, Stream, Runner and Tools: the ports.
+package canonical

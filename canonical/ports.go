@@ -1,0 +1,50 @@
+package canonical
+
+import "context"
+
+// Backend starts runs on an upstream (or a built-in producer).
+type Backend interface {
+	// Start begins a run for req. An error returned here (unknown target,
+	// refused request, upstream down) means no event was produced; once a
+	// Stream is returned every outcome, failure included, arrives as events.
+	Start(ctx context.Context, req *Request) (Stream, error)
+}
+
+// Stream is one run's events.
+//
+// Recv returns the events in order; the last is the run's terminal lifecycle
+// event, after which Recv returns io.EOF. Recv is called from one goroutine.
+// Close releases the stream and cancels the run if it has not ended; it may
+// be called from another goroutine to abort a blocked Recv, and more than once.
+type Stream interface {
+	Recv() (*Event, error)
+	Close() error
+}
+
+// TargetInfo describes a routable target.
+type TargetInfo struct {
+	// Name is the target name clients use.
+	Name string
+	// Backend is the configured backend that serves it.
+	Backend string
+}
+
+// Runner is what a frontend calls to start or join runs; the bridge routes
+// each request to its backend, locally or over NATS. The XML action executor
+// calls it for nested runs.
+type Runner interface {
+	// Run starts a run. Unknown targets fail with CodeNotFound before any
+	// event. The returned Stream's events carry thread id, run id and seq.
+	Run(ctx context.Context, req *Request) (Stream, error)
+	// Target resolves a target name; false when no route serves it.
+	Target(name string) (TargetInfo, bool)
+	// Targets lists the concrete (non-glob) target names routed.
+	Targets() []TargetInfo
+}
+
+// Tools calls tools by name: built in, or NATS micro services.
+type Tools interface {
+	// Call runs tool name with JSON arguments and returns its JSON result.
+	// A tool not in the allowlist fails with CodeNotFound and never runs.
+	Call(ctx context.Context, name string, args []byte) ([]byte, error)
+}
