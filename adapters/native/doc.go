@@ -1,0 +1,12 @@
+// Package native serves Interlingua's own canonical protocol over HTTP:
+// POST /v1/runs with a canonical Request in proto3 JSON answers with the
+// run's canonical Events as newline-delimited proto3 JSON
+// (application/x-ndjson), one line per event, flushed as it is written.
+// It is the thinnest possible frontend: for debugging, scripts and the
+// conformance runner, and what the shutdown tests drive.
+//
+// Errors before the first event are a JSON body {"code","message"} with the
+// HTTP status of the code (errors.go); after it, the stream carries them as
+// the run's terminal lifecycle event. Limits: request body (MaxRequestBytes,
+// default 4 MiB).
+package native

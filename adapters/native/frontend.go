@@ -1,0 +1,100 @@
+package native
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// Config configures the frontend.
+type Config struct {
+	Runner canonical.Runner
+	Logger *slog.Logger
+	// MaxRequestBytes bounds the request body. Default 4 MiB.
+	MaxRequestBytes int64
+}
+
+// Frontend is the native NDJSON frontend.
+type Frontend struct {
+	cfg Config
+}
+
+// NewFrontend returns the frontend.
+func NewFrontend(cfg Config) *Frontend {
+	cfg.MaxRequestBytes = cmp.Or(cfg.MaxRequestBytes, 4<<20)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Frontend{cfg: cfg}
+}
+
+// Mount registers the frontend's routes.
+func (f *Frontend) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/runs", f.serveRun)
+}
+
+var marshal = protojson.MarshalOptions{}
+
+func (f *Frontend) serveRun(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.cfg.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, canonical.Errorf(canonical.CodeResourceExhausted, "request body exceeds %d bytes", mbe.Limit))
+			return
+		}
+		writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "reading request body: %v", err))
+		return
+	}
+	req := &canonical.Request{}
+	if err := protojson.Unmarshal(body, req); err != nil {
+		writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err))
+		return
+	}
+	if req.GetTarget() == "" {
+		writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "request: target is required"))
+		return
+	}
+	stream, err := f.cfg.Runner.Run(r.Context(), req)
+	if err != nil {
+		writeError(w, canonical.AsError(err))
+		return
+	}
+	defer stream.Close()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var line []byte
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return // io.EOF after the terminal event
+		}
+		line, err = marshal.MarshalAppend(line[:0], ev)
+		if err != nil {
+			f.cfg.Logger.Error("encoding event", "run", ev.GetRunId(), "err", err)
+			return
+		}
+		line = append(line, '\n')
+		if _, err := w.Write(line); err != nil {
+			return // client gone: the deferred Close cancels the run
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+func writeError(w http.ResponseWriter, e *canonical.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpStatus(e.Code))
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": e.Code.String(), "message": e.Message})
+}

@@ -1,0 +1,349 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the daemon's configuration: a YAML file, then INTERLINGUA_*
+// environment variables, then flags, each overriding the one before. Every
+// zero value means the documented default, filled in by Defaults.
+type Config struct {
+	// Listen is the one HTTP listener (HTTP/1.1 and h2c). Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// DataDir holds the embedded NATS server's JetStream store. Default
+	// $XDG_STATE_HOME/interlingua (~/.local/state/interlingua).
+	DataDir string `yaml:"data_dir"`
+	// ShutdownTimeout is how long running runs may finish after SIGTERM
+	// before they are cancelled. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	Log             LogConfig     `yaml:"log"`
+	NATS            NATSConfig    `yaml:"nats"`
+	// Backends are the upstreams, by name.
+	Backends map[string]BackendConfig `yaml:"backends"`
+	// Routes map target names (exact or glob) to backends, first match wins.
+	Routes []Route `yaml:"routes"`
+	Tools  ToolsConfig `yaml:"tools"`
+}
+
+// LogConfig configures the structured log.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// NATSConfig configures the fabric.
+type NATSConfig struct {
+	// URL of an external NATS cluster; empty starts an embedded server.
+	URL string `yaml:"url"`
+	// SubjectPrefix prefixes every subject. Default "interlingua".
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// EmbeddedListen makes the embedded server accept NATS clients on this
+	// address (e.g. 127.0.0.1:4222, port 0 for any); empty keeps it
+	// in-process only.
+	EmbeddedListen string `yaml:"embedded_listen"`
+	// ReplayMaxAge bounds the JetStream replay log by age. Default 1h.
+	ReplayMaxAge time.Duration `yaml:"replay_max_age"`
+	// ReplayMaxBytes bounds the replay log by size. Default 1 GiB.
+	ReplayMaxBytes int64 `yaml:"replay_max_bytes"`
+	// ConnectTimeout bounds the first connection. Default 5s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+}
+
+// BackendConfig is one upstream. Type names the adapter; Options are the
+// adapter's own settings, checked by the adapter.
+type BackendConfig struct {
+	Type    string    `yaml:"type"`
+	Options yaml.Node `yaml:"options"`
+}
+
+// Route maps a target (exact name or path.Match glob) to a backend.
+type Route struct {
+	Target  string `yaml:"target"`
+	Backend string `yaml:"backend"`
+	// Model renames the target for the backend; empty passes it unchanged.
+	Model string `yaml:"model"`
+	// XML turns the XML action-stream decoder on for this route.
+	XML bool `yaml:"xml"`
+}
+
+// ToolsConfig is the tool allowlist: only tools named here ever run.
+type ToolsConfig struct {
+	// Allow names the tools that may run: built-in ones (calculator, clock,
+	// echo) or NATS micro services on <prefix>.tool.<name>. Default: the
+	// built-in ones.
+	Allow []string `yaml:"allow"`
+	// Timeout bounds one tool call. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// DefaultConfig is the embedded default: the scripted backend serving its
+// demo targets.
+func DefaultConfig() Config {
+	c := Config{
+		Backends: map[string]BackendConfig{"scripted": {Type: "scripted"}},
+	}
+	for _, t := range []string{"echo", "demo-agent", "demo-approval", "stream"} {
+		c.Routes = append(c.Routes, Route{Target: t, Backend: "scripted"})
+	}
+	return c
+}
+
+// Defaults fills every zero field with its documented default.
+func (c *Config) Defaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir()
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	n := &c.NATS
+	if n.SubjectPrefix == "" {
+		n.SubjectPrefix = "interlingua"
+	}
+	if n.ReplayMaxAge == 0 {
+		n.ReplayMaxAge = time.Hour
+	}
+	if n.ReplayMaxBytes == 0 {
+		n.ReplayMaxBytes = 1 << 30
+	}
+	if n.ConnectTimeout == 0 {
+		n.ConnectTimeout = 5 * time.Second
+	}
+	if c.Tools.Allow == nil {
+		c.Tools.Allow = []string{"calculator", "clock", "echo"}
+	}
+	if c.Tools.Timeout == 0 {
+		c.Tools.Timeout = 30 * time.Second
+	}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "interlingua")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "interlingua")
+	}
+	return filepath.Join(os.TempDir(), "interlingua")
+}
+
+// LoadConfig reads a YAML config file. Unknown keys and ill-typed values are
+// refused with the key and line; so is a route naming an unknown backend.
+func LoadConfig(file string) (Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return ParseConfig(file, data)
+}
+
+// ParseConfig parses YAML config data; name prefixes error messages.
+func ParseConfig(name string, data []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config %s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	if err := c.validateRoutes(name, &root); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// validateRoutes checks that every route names a configured backend.
+func (c *Config) validateRoutes(name string, root *yaml.Node) error {
+	var errs []error
+	for i, r := range c.Routes {
+		if r.Target == "" {
+			errs = append(errs, fmt.Errorf("config %s: line %d: routes[%d].target is empty", name, routeLine(root, i, "target"), i))
+		} else if _, err := path.Match(r.Target, ""); err != nil {
+			errs = append(errs, fmt.Errorf("config %s: line %d: routes[%d].target: bad glob %q", name, routeLine(root, i, "target"), i, r.Target))
+		}
+		if _, ok := c.Backends[r.Backend]; !ok {
+			errs = append(errs, fmt.Errorf("config %s: line %d: routes[%d].backend: unknown backend %q", name, routeLine(root, i, "backend"), i, r.Backend))
+		}
+	}
+	for bn, b := range c.Backends {
+		if b.Type == "" {
+			errs = append(errs, fmt.Errorf("config %s: backends.%s.type is empty", name, bn))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// routeLine finds the line of routes[i].key in the YAML tree (0 if absent).
+func routeLine(root *yaml.Node, i int, key string) int {
+	if root == nil || len(root.Content) == 0 {
+		return 0
+	}
+	doc := root.Content[0]
+	for j := 0; j+1 < len(doc.Content); j += 2 {
+		if doc.Content[j].Value != "routes" {
+			continue
+		}
+		seq := doc.Content[j+1]
+		if i >= len(seq.Content) {
+			return seq.Line
+		}
+		item := seq.Content[i]
+		for k := 0; k+1 < len(item.Content); k += 2 {
+			if item.Content[k].Value == key {
+				return item.Content[k+1].Line
+			}
+		}
+		return item.Line
+	}
+	return 0
+}
+
+// Validate checks the filled-in config.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown_timeout: must not be negative"))
+	}
+	if strings.ContainsAny(c.NATS.SubjectPrefix, " .*>") {
+		errs = append(errs, fmt.Errorf("nats.subject_prefix: %q must be one subject token", c.NATS.SubjectPrefix))
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyEnv overrides scalar keys from INTERLINGUA_* variables: the key path
+// in upper case joined by "_" (nats.url -> INTERLINGUA_NATS_URL). Lists are
+// comma-separated.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
+	walkScalars(reflect.ValueOf(c).Elem(), "", func(key string, v reflect.Value) {
+		env := "INTERLINGUA_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if s, ok := lookup(env); ok {
+			if err := setScalar(v, s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", env, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Set overrides one scalar key ("nats.url") with a string value, as the
+// --set flag does.
+func (c *Config) Set(key, value string) error {
+	found := false
+	var err error
+	walkScalars(reflect.ValueOf(c).Elem(), "", func(k string, v reflect.Value) {
+		if k == key {
+			found = true
+			err = setScalar(v, value)
+		}
+	})
+	if !found {
+		return fmt.Errorf("--set %s: unknown key (keys: %s)", key, strings.Join(ScalarKeys(), ", "))
+	}
+	if err != nil {
+		return fmt.Errorf("--set %s: %w", key, err)
+	}
+	return nil
+}
+
+// ScalarKeys lists the keys ApplyEnv and Set accept.
+func ScalarKeys() []string {
+	var keys []string
+	var c Config
+	walkScalars(reflect.ValueOf(&c).Elem(), "", func(k string, _ reflect.Value) { keys = append(keys, k) })
+	return keys
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func walkScalars(v reflect.Value, prefix string, fn func(string, reflect.Value)) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		fv := v.Field(i)
+		switch {
+		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(yaml.Node{}):
+			walkScalars(fv, key, fn)
+		case f.Type.Kind() == reflect.String, f.Type.Kind() == reflect.Bool,
+			f.Type.Kind() == reflect.Int, f.Type.Kind() == reflect.Int64,
+			f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.String:
+			fn(key, fv)
+		}
+	}
+}
+
+func setScalar(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration", s)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean", s)
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Int, v.Kind() == reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		v.SetInt(n)
+	case v.Kind() == reflect.Slice:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		v.Set(reflect.ValueOf(parts))
+	}
+	return nil
+}

@@ -1,0 +1,14 @@
+package bridge
+
+import (
+	"net/http"
+
+	"github.com/interlingua-dev/interlingua/adapters/native"
+)
+
+func init() {
+	registerFrontend("native", func(mux *http.ServeMux, d FrontendDeps) error {
+		native.NewFrontend(native.Config{Runner: d.Runner, Logger: d.Log}).Mount(mux)
+		return nil
+	})
+}

@@ -1,0 +1,151 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// cancelGrace is how long cancelled runs get to deliver their cancelled
+// event after the shutdown timeout.
+const cancelGrace = 5 * time.Second
+
+// Server is one Interlingua instance: the fabric, the bridge, and one HTTP
+// listener (HTTP/1.1 and h2c) with every frontend mounted on it.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	fabric *Fabric
+	bridge *Bridge
+	tools  *ToolRegistry
+	http   *http.Server
+	ln     net.Listener
+}
+
+// lazyRunner lets backends built before the bridge (the XML executor's
+// nested runs) call it once it exists.
+type lazyRunner struct{ canonical.Runner }
+
+// NewServer starts the fabric, builds backends and frontends and binds the
+// listener. cfg must have had Defaults applied and be valid.
+func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	fabric, err := StartFabric(ctx, cfg.NATS, cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, fabric: fabric}
+	s.tools = NewToolRegistry(cfg.Tools, fabric.Conn(), cfg.NATS.SubjectPrefix, log)
+	lazy := &lazyRunner{}
+	backends, err := buildBackends(cfg, BackendDeps{Log: log, Tools: s.tools, Runner: lazy, NATS: fabric.Conn()})
+	if err != nil {
+		fabric.Close()
+		return nil, err
+	}
+	s.bridge = NewBridge(NewRouter(cfg.Routes, backends), fabric, log)
+	lazy.Runner = s.bridge
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           mux,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	deps := FrontendDeps{Log: log, Runner: s.bridge, Tools: s.tools, Fabric: fabric, OnShutdown: s.http.RegisterOnShutdown}
+	for _, fe := range frontends {
+		if err := fe.Mount(mux, deps); err != nil {
+			fabric.Close()
+			return nil, fmt.Errorf("frontend %s: %w", fe.Name, err)
+		}
+	}
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fabric.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return s, nil
+}
+
+// Addr is the bound listener address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Bridge returns the instance's bridge (its canonical.Runner).
+func (s *Server) Bridge() *Bridge { return s.bridge }
+
+// Fabric returns the instance's NATS fabric.
+func (s *Server) Fabric() *Fabric { return s.fabric }
+
+func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case s.bridge.Draining():
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+	case !s.fabric.Ready():
+		http.Error(w, "nats not connected", http.StatusServiceUnavailable)
+	default:
+		_, _ = w.Write([]byte("ready\n"))
+	}
+}
+
+// Serve serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets running runs finish up to ShutdownTimeout, cancels the
+// rest (each ends with a cancelled event), waits for handlers, closes the
+// fabric, and returns nil.
+func (s *Server) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.ln) }()
+	s.log.Info("serving", "listen", s.Addr(), "nats", redact(s.cfg.NATS.URL), "data_dir", s.cfg.DataDir)
+	select {
+	case err := <-errc:
+		s.fabric.Close()
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shutdownErr := make(chan error, 1)
+	go func() { shutdownErr <- s.http.Shutdown(drainCtx) }()
+	s.bridge.Drain(drainCtx, cancelGrace)
+	// Runs are over; handlers finish writing their last events.
+	graceCtx, cancel2 := context.WithTimeout(context.Background(), cancelGrace)
+	defer cancel2()
+	if err := <-shutdownErr; errors.Is(err, context.DeadlineExceeded) {
+		if err := s.http.Shutdown(graceCtx); err != nil {
+			s.log.Warn("connections still open at exit", "err", err)
+		}
+	}
+	_ = s.http.Close()
+	<-errc
+	s.fabric.Close()
+	s.log.Info("stopped")
+	return nil
+}
+
+// NewLogger builds the daemon's logger from its config.
+func NewLogger(cfg LogConfig, w *os.File) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,102 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/builtin"
+)
+
+// maxToolBytes bounds tool arguments and results.
+const maxToolBytes = 1 << 20
+
+// ToolRegistry implements canonical.Tools over the allowlist: built-in tools
+// run in process; any other allowed name is a NATS micro service on
+// <prefix>.tool.<name> (request/reply, JSON in and out), so tools can be
+// written in any language and scaled by running more copies.
+type ToolRegistry struct {
+	allow   []string
+	builtin map[string]builtin.Func
+	nc      *nats.Conn
+	prefix  string
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// NewToolRegistry returns the registry; nc may be nil (built-ins only).
+func NewToolRegistry(cfg ToolsConfig, nc *nats.Conn, prefix string, log *slog.Logger) *ToolRegistry {
+	return &ToolRegistry{
+		allow: cfg.Allow, builtin: builtin.Tools(time.Now), nc: nc, prefix: prefix,
+		timeout: cfg.Timeout, log: log,
+	}
+}
+
+// Call implements canonical.Tools.
+func (t *ToolRegistry) Call(ctx context.Context, name string, args []byte) ([]byte, error) {
+	if !slices.Contains(t.allow, name) {
+		return nil, canonical.Errorf(canonical.CodeNotFound, "tool %q is not in the allowlist", name)
+	}
+	if len(args) > maxToolBytes {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "tool %q: arguments exceed %d bytes", name, maxToolBytes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	if f, ok := t.builtin[name]; ok {
+		return f(ctx, args)
+	}
+	if t.nc == nil {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "tool %q: no NATS connection", name)
+	}
+	msg, err := t.nc.RequestWithContext(ctx, t.prefix+".tool."+name, args)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "tool %q: no service answers on %s.tool.%s", name, t.prefix, name)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, canonical.Errorf(canonical.CodeDeadlineExceeded, "tool %q: no reply within %s", name, t.timeout)
+	case err != nil:
+		return nil, canonical.AsError(err)
+	}
+	// NATS micro services report errors in these headers.
+	if e := msg.Header.Get("Nats-Service-Error"); e != "" {
+		code := canonical.CodeUnknown
+		if n, err := strconv.Atoi(msg.Header.Get("Nats-Service-Error-Code")); err == nil {
+			code = httpishToCode(n)
+		}
+		return nil, canonical.WireError(code, "tool "+name+": "+e)
+	}
+	if len(msg.Data) > maxToolBytes {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "tool %q: result exceeds %d bytes", name, maxToolBytes)
+	}
+	return msg.Data, nil
+}
+
+// httpishToCode maps the HTTP-like codes NATS micro services use by
+// convention onto canonical codes.
+func httpishToCode(n int) canonical.Code {
+	switch {
+	case n == 400:
+		return canonical.CodeInvalidArgument
+	case n == 401:
+		return canonical.CodeUnauthenticated
+	case n == 403:
+		return canonical.CodePermissionDenied
+	case n == 404:
+		return canonical.CodeNotFound
+	case n == 408 || n == 504:
+		return canonical.CodeDeadlineExceeded
+	case n == 429:
+		return canonical.CodeResourceExhausted
+	case n == 503:
+		return canonical.CodeUnavailable
+	case n >= 500:
+		return canonical.CodeInternal
+	}
+	return canonical.CodeUnknown
+}

@@ -1,0 +1,148 @@
+// Command interlingua is the Interlingua daemon and its tools.
+//
+//	interlingua serve [flags]    run the daemon
+//	interlingua version          print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `Interlingua translates between GenAI streaming protocols.
+
+Usage:
+  interlingua serve [flags]    run the daemon (interlingua serve --help)
+  interlingua version          print the version
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "interlingua", versionString())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "interlingua: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// setFlags collects repeated --set key=value flags.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, ",") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configFile = fs.String("config", "", "YAML config `file` (default: the embedded demo config)")
+		listen     = fs.String("listen", "", "HTTP listen `address` (default 127.0.0.1:8080)")
+		dataDir    = fs.String("data-dir", "", "data `folder` for the embedded NATS JetStream store (default $XDG_STATE_HOME/interlingua)")
+		natsURL    = fs.String("nats-url", "", "external NATS `url`; empty starts an embedded nats-server")
+		logLevel   = fs.String("log-level", "", "log `level`: debug, info, warn, error (default info)")
+		logFormat  = fs.String("log-format", "", "log `format`: text or json (default text)")
+		shutdown   = fs.Duration("shutdown-timeout", 0, "how long runs may finish after SIGTERM before they are cancelled (default 30s)")
+		sets       setFlags
+	)
+	fs.Var(&sets, "set", "override any scalar config `key=value` (repeatable), e.g. --set nats.replay_max_age=2h;\nkeys: "+strings.Join(bridge.ScalarKeys(), ", "))
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: interlingua serve [flags]\n\nConfig precedence: file, then INTERLINGUA_* environment (e.g. INTERLINGUA_NATS_URL), then flags.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "interlingua serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfg := bridge.DefaultConfig()
+	if *configFile != "" {
+		var err error
+		if cfg, err = bridge.LoadConfig(*configFile); err != nil {
+			fmt.Fprintln(stderr, "interlingua:", err)
+			return 1
+		}
+	}
+	if err := cfg.ApplyEnv(os.LookupEnv); err != nil {
+		fmt.Fprintln(stderr, "interlingua:", err)
+		return 1
+	}
+	for flagName, v := range map[string]string{"listen": *listen, "data_dir": *dataDir, "nats.url": *natsURL, "log.level": *logLevel, "log.format": *logFormat} {
+		if v != "" {
+			_ = cfg.Set(flagName, v)
+		}
+	}
+	if *shutdown != 0 {
+		cfg.ShutdownTimeout = *shutdown
+	}
+	for _, kv := range sets {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(stderr, "interlingua: --set %q: want key=value\n", kv)
+			return 2
+		}
+		if err := cfg.Set(k, v); err != nil {
+			fmt.Fprintln(stderr, "interlingua:", err)
+			return 2
+		}
+	}
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "interlingua:", err)
+		return 1
+	}
+	log := bridge.NewLogger(cfg.Log, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv, err := bridge.NewServer(ctx, cfg, log)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	if err := srv.Serve(ctx); err != nil {
+		log.Error("serve failed", "err", err)
+		return 1
+	}
+	return 0
+}

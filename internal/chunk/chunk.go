@@ -1,0 +1,46 @@
+// Package chunk cuts byte streams into pieces for re-chunking tests: every
+// decoder must yield the same canonical events however its input is split.
+package chunk
+
+import "math/rand/v2"
+
+// Split cuts data into up to k pieces at cut points drawn from seed. The
+// pieces share data's memory; k < 1 is treated as 1.
+func Split(data []byte, seed uint64, k int) [][]byte {
+	if k < 1 || len(data) == 0 {
+		return [][]byte{data}
+	}
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	cuts := make([]int, 0, k)
+	for i := 1; i < k; i++ {
+		cuts = append(cuts, r.IntN(len(data)+1))
+	}
+	sortInts(cuts)
+	out := make([][]byte, 0, k)
+	prev := 0
+	for _, c := range cuts {
+		out = append(out, data[prev:c])
+		prev = c
+	}
+	return append(out, data[prev:])
+}
+
+// TwoWay returns data cut in two at i.
+func TwoWay(data []byte, i int) [][]byte { return [][]byte{data[:i], data[i:]} }
+
+// Bytes returns data one byte per piece.
+func Bytes(data []byte) [][]byte {
+	out := make([][]byte, len(data))
+	for i := range data {
+		out[i] = data[i : i+1]
+	}
+	return out
+}
+
+func sortInts(a []int) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}

@@ -1,0 +1,44 @@
+// Package sse is Server-Sent Events framing as the WHATWG HTML Living
+// Standard defines it (section 9.2, "Server-sent events": the
+// text/event-stream format and the EventSource parsing and dispatch rules),
+// shared by every adapter that speaks SSE (Triton generate_stream, the
+// LangChain agent protocol, the XML renderer).
+//
+// Directions:
+//
+//   - Writer writes events to an http.ResponseWriter. Each event is built in
+//     one reused buffer, handed to the ResponseWriter in a single Write and
+//     flushed at once through http.NewResponseController, as Caddy's reverse
+//     proxy does for text/event-stream: nothing waits in a buffer of ours or
+//     of a proxy (SetHeaders sends X-Accel-Buffering: no). NewWriter refuses
+//     a ResponseWriter that cannot flush. Data is split on LF, CRLF and CR
+//     into one data line per line, so a reader gets the data back with its
+//     line ends normalised to LF; data without line ends is written as
+//     exactly "data: <data>\n\n".
+//   - Parser reads a stream fed in chunks cut at any byte (Feed and End, as
+//     the repository's streaming converters do). Lines end in LF, CRLF or
+//     CR, also when a CRLF is split between chunks; a UTF-8 byte order mark
+//     at the very start is skipped.
+//
+// Stated degradations from the standard:
+//
+//   - The Parser works on bytes and does not decode UTF-8: invalid UTF-8
+//     passes through unchanged instead of becoming U+FFFD. Callers that emit
+//     text run it through canonical's UTF-8 accumulator.
+//   - At end of stream an event without its closing blank line is
+//     discarded, as the standard says, unless Parser.DispatchIncompleteAtEnd
+//     is set for upstreams that omit the last blank line.
+//   - Event.Event is the event field as sent, "" when there was none;
+//     EventSource would report that as "message".
+//   - A retry value above math.MaxInt32 milliseconds is clamped to it.
+//
+// Limits: a Parser holds at most Parser.MaxEventBytes (default 4 MiB) bytes
+// of peer data at once — the line being read plus the pending event's data,
+// event type and the last event ID — and Feed fails with a *LimitError,
+// whose cause is a canonical ResourceExhausted error, the moment a stream
+// would need more. A Writer keeps its buffer between events only while it is
+// at most 64 KiB.
+//
+// Neither Writer nor Parser is safe for concurrent use: each belongs to one
+// stream and is used by one goroutine at a time.
+package sse

@@ -1,0 +1,179 @@
+package sse
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// maxKeptBuffer is the largest event buffer a Writer keeps for the next
+// event; a larger one (after one big event) is dropped.
+const maxKeptBuffer = 64 << 10
+
+// Writer writes server-sent events to an http.ResponseWriter, each as one
+// Write followed at once by a flush. It does not set headers (see
+// SetHeaders). After a failed write or flush every later call returns the
+// same error: the stream may hold half an event and must be abandoned.
+//
+// A Writer is not safe for concurrent use.
+type Writer struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+	err error
+}
+
+// NewWriter returns a Writer on w. It fails with a canonical Internal error
+// if neither w nor any ResponseWriter it unwraps to can flush (implements
+// http.Flusher or FlushError), as connect-go's checkServerStreamsCanFlush
+// refuses such writers: a server stream that cannot flush is buffered.
+// NewWriter writes nothing, so the caller may still set headers.
+func NewWriter(w http.ResponseWriter) (*Writer, error) {
+	if !canFlush(w) {
+		return nil, canonical.Errorf(canonical.CodeInternal, "sse: %T cannot flush", w)
+	}
+	return &Writer{w: w, rc: http.NewResponseController(w)}, nil
+}
+
+// canFlush reports whether http.ResponseController.Flush would find a
+// flusher in w's Unwrap chain, without flushing (which would send headers).
+func canFlush(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }, http.Flusher:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// SetHeaders sets the response headers an event stream needs:
+// Content-Type: text/event-stream, Cache-Control: no-cache, and
+// X-Accel-Buffering: no (so nginx-style proxies do not buffer it). Callers
+// that need another content type set it afterwards.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+}
+
+// Event writes one event: an "id:" line if id is not empty, an "event:" line
+// if event is not empty, data split on LF, CRLF and CR into one "data:" line
+// per line (empty data is one empty data line, which a reader dispatches as
+// an event with empty data), and the blank line that ends the event. A
+// reader gets data back with its line ends turned into LF.
+//
+// An id or event containing CR or LF, or an id containing NUL (which
+// readers ignore), is rejected with a canonical InvalidArgument error
+// before anything is written.
+func (w *Writer) Event(id, event string, data []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if strings.ContainsAny(id, "\r\n\x00") {
+		return canonical.Errorf(canonical.CodeInvalidArgument, "sse: event id %q contains CR, LF or NUL", id)
+	}
+	if strings.ContainsAny(event, "\r\n") {
+		return canonical.Errorf(canonical.CodeInvalidArgument, "sse: event name %q contains CR or LF", event)
+	}
+	b := w.buf[:0]
+	if id != "" {
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
+	}
+	if event != "" {
+		b = append(b, "event: "...)
+		b = append(b, event...)
+		b = append(b, '\n')
+	}
+	b = appendLines(b, "data: ", data)
+	b = append(b, '\n')
+	return w.send(b)
+}
+
+// Data writes an event with data only, like Event("", "", data). Data
+// without CR or LF is written as exactly "data: " + data + "\n\n".
+func (w *Writer) Data(data []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
+		return w.Event("", "", data)
+	}
+	b := append(w.buf[:0], "data: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	return w.send(b)
+}
+
+// Comment writes a comment, ": " + text + "\n\n", and flushes it; readers
+// ignore it, so it serves as a heartbeat that keeps idle connections and
+// proxies alive. Text with line ends becomes one comment line per line.
+func (w *Writer) Comment(text string) error {
+	if w.err != nil {
+		return w.err
+	}
+	b := appendLines(w.buf[:0], ": ", text)
+	b = append(b, '\n')
+	return w.send(b)
+}
+
+// appendLines appends prefix+line+"\n" for each line of s, split on LF,
+// CRLF and CR as a reader splits them; empty s is one empty line.
+func appendLines[S string | []byte](b []byte, prefix string, s S) []byte {
+	for {
+		i := indexLineEnd(s)
+		if i < 0 {
+			b = append(b, prefix...)
+			b = append(b, s...)
+			return append(b, '\n')
+		}
+		b = append(b, prefix...)
+		b = append(b, s[:i]...)
+		b = append(b, '\n')
+		if s[i] == '\r' && i+1 < len(s) && s[i+1] == '\n' {
+			i++
+		}
+		s = s[i+1:]
+	}
+}
+
+// indexLineEnd returns the index of the first CR or LF in s, or -1.
+func indexLineEnd[S string | []byte](s S) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' || s[i] == '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+// send writes b in one Write, flushes, and keeps b for the next event.
+func (w *Writer) send(b []byte) error {
+	if cap(b) <= maxKeptBuffer {
+		w.buf = b[:0]
+	} else {
+		w.buf = nil
+	}
+	n, err := w.w.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		w.err = fmt.Errorf("sse: write event: %w", err)
+		return w.err
+	}
+	if err := w.rc.Flush(); err != nil {
+		w.err = fmt.Errorf("sse: flush event: %w", err)
+		return w.err
+	}
+	return nil
+}
