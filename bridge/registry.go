@@ -50,6 +50,19 @@ type frontend struct {
 	Mount func(mux *http.ServeMux, d FrontendDeps) error
 }
 
+// xmlDecoder, when registered, wraps the backends of routes with xml: true.
+var xmlDecoder func(be canonical.Backend, d BackendDeps) canonical.Backend
+
+// routeWrapper applies the per-route wrappers (the XML decoder).
+func routeWrapper(d BackendDeps) RouteWrapper {
+	return func(rt Route, be canonical.Backend) canonical.Backend {
+		if rt.XML && xmlDecoder != nil {
+			return xmlDecoder(be, d)
+		}
+		return be
+	}
+}
+
 // registerBackend adds a backend type; called from init.
 func registerBackend(typ string, f BackendFactory) { backendTypes[typ] = f }
 

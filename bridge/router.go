@@ -15,12 +15,25 @@ type knower interface{ Knows(target string) bool }
 // path.Match globs, first match wins.
 type Router struct {
 	routes   []Route
-	backends map[string]canonical.Backend
+	backends []canonical.Backend // per route
 }
 
-// NewRouter returns a router over routes and the constructed backends.
-func NewRouter(routes []Route, backends map[string]canonical.Backend) *Router {
-	return &Router{routes: routes, backends: backends}
+// RouteWrapper wraps a route's backend (the XML action-stream decoder is
+// one); it is applied to routes that turn it on.
+type RouteWrapper func(rt Route, be canonical.Backend) canonical.Backend
+
+// NewRouter returns a router over routes and the constructed backends;
+// wrap, if not nil, is applied to each route's backend.
+func NewRouter(routes []Route, backends map[string]canonical.Backend, wrap RouteWrapper) *Router {
+	r := &Router{routes: routes, backends: make([]canonical.Backend, len(routes))}
+	for i, rt := range routes {
+		be := backends[rt.Backend]
+		if be != nil && wrap != nil {
+			be = wrap(rt, be)
+		}
+		r.backends[i] = be
+	}
+	return r
 }
 
 // Resolve returns the route and backend serving target.
@@ -28,11 +41,11 @@ func (r *Router) Resolve(target string) (Route, canonical.Backend, bool) {
 	if target == "" {
 		return Route{}, nil, false
 	}
-	for _, rt := range r.routes {
+	for i, rt := range r.routes {
 		if ok, _ := path.Match(rt.Target, target); !ok {
 			continue
 		}
-		be := r.backends[rt.Backend]
+		be := r.backends[i]
 		if be == nil {
 			continue
 		}

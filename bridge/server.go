@@ -51,7 +51,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		fabric.Close()
 		return nil, err
 	}
-	s.bridge = NewBridge(NewRouter(cfg.Routes, backends), fabric, log)
+	s.bridge = NewBridge(NewRouter(cfg.Routes, backends, routeWrapper(BackendDeps{Log: log, Tools: s.tools, Runner: lazy, NATS: fabric.Conn()})), fabric, log)
 	lazy.Runner = s.bridge
 
 	mux := http.NewServeMux()

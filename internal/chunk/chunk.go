@@ -2,7 +2,10 @@
 // decoder must yield the same canonical events however its input is split.
 package chunk
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"slices"
+)
 
 // Split cuts data into up to k pieces at cut points drawn from seed. The
 // pieces share data's memory; k < 1 is treated as 1.
@@ -15,7 +18,7 @@ func Split(data []byte, seed uint64, k int) [][]byte {
 	for i := 1; i < k; i++ {
 		cuts = append(cuts, r.IntN(len(data)+1))
 	}
-	sortInts(cuts)
+	slices.Sort(cuts)
 	out := make([][]byte, 0, k)
 	prev := 0
 	for _, c := range cuts {
@@ -35,12 +38,4 @@ func Bytes(data []byte) [][]byte {
 		out[i] = data[i : i+1]
 	}
 	return out
-}
-
-func sortInts(a []int) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
 }

@@ -174,12 +174,12 @@ func (p *Parser) buffered() int { return p.held() + len(p.line) }
 // being read, it fails for a cut line iff it fails for the whole line, so
 // the outcome does not depend on chunking.
 func (p *Parser) checkLimit(n int) error {
-	max := p.limit()
+	limit := p.limit()
 	switch {
-	case n > max:
-		p.err = &LimitError{Limit: max, What: "line", Size: n}
-	case p.held()+n > max:
-		p.err = &LimitError{Limit: max, What: "event", Size: p.held() + n}
+	case n > limit:
+		p.err = &LimitError{Limit: limit, What: "line", Size: n}
+	case p.held()+n > limit:
+		p.err = &LimitError{Limit: limit, What: "event", Size: p.held() + n}
 	default:
 		return nil
 	}
