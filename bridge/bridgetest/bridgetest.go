@@ -67,9 +67,10 @@ func Start(t testing.TB, cfg *bridge.Config) *Instance {
 
 func waitReady(t testing.TB, base string) {
 	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(base + "/readyz")
+		resp, err := client.Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
