@@ -43,17 +43,34 @@ func (a *TextAccumulator) take(p []byte) string {
 	if utf8.Valid(p) {
 		return string(p)
 	}
-	return strings.ToValidUTF8(string(p), "\uFFFD")
+	return replaceInvalid(p)
 }
 
-// Flush returns what is held back (an incomplete rune, as U+FFFD) and
-// empties the accumulator. Call it at end of stream.
-func (a *TextAccumulator) Flush() string {
-	if a.n == 0 {
-		return ""
+// replaceInvalid replaces each invalid byte with U+FFFD. One replacement per
+// byte (not per run of bad bytes, as strings.ToValidUTF8 does) keeps the
+// output independent of where chunks were cut.
+func replaceInvalid(p []byte) string {
+	var sb strings.Builder
+	sb.Grow(len(p) + 8)
+	for len(p) > 0 {
+		r, n := utf8.DecodeRune(p)
+		if r == utf8.RuneError && n <= 1 {
+			sb.WriteString("\uFFFD")
+			n = 1
+		} else {
+			sb.Write(p[:n])
+		}
+		p = p[n:]
 	}
+	return sb.String()
+}
+
+// Flush returns what is held back (an incomplete rune: a U+FFFD per byte)
+// and empties the accumulator. Call it at end of stream.
+func (a *TextAccumulator) Flush() string {
+	n := a.n
 	a.n = 0
-	return "\uFFFD"
+	return strings.Repeat("\uFFFD", n)
 }
 
 // Pending reports how many bytes are held back.
