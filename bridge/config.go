@@ -33,7 +33,7 @@ type Config struct {
 	// Backends are the upstreams, by name.
 	Backends map[string]BackendConfig `yaml:"backends"`
 	// Routes map target names (exact or glob) to backends, first match wins.
-	Routes []Route `yaml:"routes"`
+	Routes []Route     `yaml:"routes"`
 	Tools  ToolsConfig `yaml:"tools"`
 }
 

@@ -144,6 +144,15 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 	return nil
 }
 
+// EmbeddedURL is the embedded server's client URL, or "" when the server
+// is external or not listening.
+func (f *Fabric) EmbeddedURL() string {
+	if f.embedded == nil || f.cfg.EmbeddedListen == "" {
+		return ""
+	}
+	return f.embedded.ClientURL()
+}
+
 // Conn returns the NATS connection.
 func (f *Fabric) Conn() *nats.Conn { return f.nc }
 

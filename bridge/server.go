@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -140,7 +141,7 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // NewLogger builds the daemon's logger from its config.
-func NewLogger(cfg LogConfig, w *os.File) *slog.Logger {
+func NewLogger(cfg LogConfig, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Level))
 	opts := &slog.HandlerOptions{Level: lvl}

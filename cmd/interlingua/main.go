@@ -132,12 +132,12 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua:", err)
 		return 1
 	}
-	log := bridge.NewLogger(cfg.Log, os.Stderr)
+	log := bridge.NewLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv, err := bridge.NewServer(ctx, cfg, log)
 	if err != nil {
-		log.Error("start failed", "err", err)
+		fmt.Fprintln(stderr, "interlingua:", err)
 		return 1
 	}
 	if err := srv.Serve(ctx); err != nil {

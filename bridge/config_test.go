@@ -1,0 +1,105 @@
+package bridge
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigRefuses(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string // substrings of the error
+	}{
+		{"bad yaml", "listen: [1,\n", []string{"line"}},
+		{"unknown top-level key", "listen: x\nlisten_addr: y\n", []string{"line 2", "listen_addr"}},
+		{"unknown nested key", "nats:\n  url: x\n  urls: y\n", []string{"line 3", "urls"}},
+		{"ill-typed value", "shutdown_timeout: soon\n", []string{"line 1", "soon"}},
+		{"unknown backend in route", "backends:\n  s:\n    type: scripted\nroutes:\n  - target: echo\n    backend: s\n  - target: x\n    backend: nope\n",
+			[]string{"line 8", "routes[1].backend", `unknown backend "nope"`}},
+		{"bad glob", "backends:\n  s:\n    type: scripted\nroutes:\n  - target: '[x'\n    backend: s\n", []string{"line 5", "bad glob"}},
+		{"backend without type", "backends:\n  s: {}\n", []string{"backends.s.type is empty"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig("test.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatal("config accepted")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseConfigAccepts(t *testing.T) {
+	c, err := ParseConfig("ok.yaml", []byte(`
+listen: 127.0.0.1:9000
+shutdown_timeout: 5s
+nats:
+  url: nats://127.0.0.1:4222
+backends:
+  demo:
+    type: scripted
+routes:
+  - target: "demo-*"
+    backend: demo
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9000" || c.ShutdownTimeout != 5*time.Second || c.NATS.URL != "nats://127.0.0.1:4222" || c.Routes[0].Target != "demo-*" {
+		t.Fatalf("parsed %+v", c)
+	}
+	if _, err := ParseConfig("empty.yaml", nil); err != nil {
+		t.Fatalf("empty file: %v", err)
+	}
+}
+
+func TestEnvAndSetOverride(t *testing.T) {
+	c := DefaultConfig()
+	env := map[string]string{
+		"INTERLINGUA_LISTEN":                "127.0.0.1:1",
+		"INTERLINGUA_NATS_URL":              "nats://x:4222",
+		"INTERLINGUA_NATS_REPLAY_MAX_AGE":   "2h",
+		"INTERLINGUA_NATS_REPLAY_MAX_BYTES": "1024",
+		"INTERLINGUA_TOOLS_ALLOW":           "calculator, clock",
+	}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:1" || c.NATS.URL != "nats://x:4222" || c.NATS.ReplayMaxAge != 2*time.Hour || c.NATS.ReplayMaxBytes != 1024 || len(c.Tools.Allow) != 2 {
+		t.Fatalf("env not applied: %+v", c)
+	}
+	if err := c.Set("log.level", "debug"); err != nil || c.Log.Level != "debug" {
+		t.Fatalf("Set: %v %q", err, c.Log.Level)
+	}
+	if err := c.Set("nats.nope", "x"); err == nil || !strings.Contains(err.Error(), "unknown key") {
+		t.Fatalf("Set unknown key: %v", err)
+	}
+	if err := c.ApplyEnv(func(k string) (string, bool) {
+		if k == "INTERLINGUA_SHUTDOWN_TIMEOUT" {
+			return "forever", true
+		}
+		return "", false
+	}); err == nil || !strings.Contains(err.Error(), "INTERLINGUA_SHUTDOWN_TIMEOUT") {
+		t.Fatalf("bad env value: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	c := DefaultConfig()
+	c.Defaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c.Log.Level = "loud"
+	c.NATS.SubjectPrefix = "a.b"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "log.level") || !strings.Contains(err.Error(), "nats.subject_prefix") {
+		t.Fatalf("got %v", err)
+	}
+}

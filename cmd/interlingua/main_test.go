@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// buildBinary builds the daemon once per test binary.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "interlingua")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := client.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("daemon not ready within 20s")
+}
+
+// SIGTERM during a run that hangs: the run ends with a cancelled lifecycle
+// event once the shutdown timeout passes, and the process exits 0.
+func TestSIGTERMCancelsHangingRun(t *testing.T) {
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--shutdown-timeout", "300ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	base := "http://" + addr
+	waitReady(t, base)
+
+	resp, err := client.Post(base+"/v1/runs", "application/json",
+		strings.NewReader(`{"target":"echo","parameters":{"hang":true},"inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatal("no first event")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*canonical.Event
+	first := &canonical.Event{}
+	if err := protojson.Unmarshal(sc.Bytes(), first); err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, first)
+	for sc.Scan() {
+		ev := &canonical.Event{}
+		if err := protojson.Unmarshal(sc.Bytes(), ev); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		evs = append(evs, ev)
+	}
+	if err := canonical.Validate(evs); err != nil {
+		t.Fatal(err)
+	}
+	last := evs[len(evs)-1].GetLifecycle()
+	if last.GetStatus() != canonical.StatusCancelled || canonical.Code(last.GetError().GetCode()) != canonical.CodeCanceled {
+		t.Fatalf("last event %v, want cancelled", evs[len(evs)-1])
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "cancelling runs") {
+		t.Fatalf("log lacks the cancel line:\n%s", stderr.String())
+	}
+}
+
+// A run that finishes within the shutdown timeout is not cancelled.
+func TestSIGTERMLetsRunsFinish(t *testing.T) {
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--shutdown-timeout", "20s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	base := "http://" + addr
+	waitReady(t, base)
+	resp, err := client.Post(base+"/v1/runs", "application/json",
+		strings.NewReader(`{"target":"echo","parameters":{"delay_ms":100},"inputs":[{"name":"prompt","node":{"data":"YSBiIGM="}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Scan()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	var last string
+	for sc.Scan() {
+		last = sc.Text()
+	}
+	var ev map[string]any
+	_ = json.Unmarshal([]byte(last), &ev)
+	if fmt.Sprint(ev["lifecycle"]) != "map[status:RUN_STATUS_COMPLETED]" {
+		t.Fatalf("last event %s, want completed", last)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
+
+func TestBadConfigRefusedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct{ name, yaml, want string }{
+		{"unknown key", "listen: 127.0.0.1:0\nlisen: x\n", "line 2: field lisen not found"},
+		{"unknown backend", "backends:\n  s:\n    type: scripted\nroutes:\n  - target: echo\n    backend: typo\n", `line 6: routes[0].backend: unknown backend "typo"`},
+		{"unknown backend type", "backends:\n  s:\n    type: nope\nroutes:\n  - target: echo\n    backend: s\n", `backends.s.type: unknown type "nope"`},
+		{"bad yaml", "routes: [\n", "line"},
+	}
+	var stderr bytes.Buffer
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".yaml")
+			if err := os.WriteFile(f, []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stderr.Reset()
+			code := run([]string{"serve", "--config", f, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, &stderr, &stderr)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("stderr %q does not contain %q", stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "interlingua ") {
+		t.Fatalf("version: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"serve", "--help"}, &out, &out); code != 0 {
+		t.Fatalf("serve --help exit %d", code)
+	}
+	for _, f := range []string{"-listen", "-data-dir", "-config", "-nats-url"} {
+		if !strings.Contains(out.String(), f) {
+			t.Fatalf("serve --help lacks %s:\n%s", f, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"frobnicate"}, &out, &out); code != 2 {
+		t.Fatalf("unknown command exit %d", code)
+	}
+	if code := run([]string{"serve", "--set", "nope=1"}, &out, &out); code != 2 || !strings.Contains(out.String(), "unknown key") {
+		t.Fatalf("--set unknown key: %q", out.String())
+	}
+}
