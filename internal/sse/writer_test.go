@@ -1,0 +1,351 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// recorder is a ResponseWriter that records each Write and counts flushes.
+type recorder struct {
+	header   http.Header
+	writes   [][]byte
+	flushes  int
+	writeErr error
+	short    bool // report one byte less than written
+	flushErr error
+}
+
+func (r *recorder) Header() http.Header {
+	if r.header == nil {
+		r.header = http.Header{}
+	}
+	return r.header
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.writeErr != nil {
+		return 0, r.writeErr
+	}
+	r.writes = append(r.writes, bytes.Clone(p))
+	if r.short {
+		return len(p) - 1, nil
+	}
+	return len(p), nil
+}
+
+func (r *recorder) WriteHeader(int) {}
+
+func (r *recorder) FlushError() error {
+	r.flushes++
+	return r.flushErr
+}
+
+// noFlush is a ResponseWriter that cannot flush.
+type noFlush struct{ h http.Header }
+
+func (n noFlush) Header() http.Header       { return n.h }
+func (noFlush) Write(p []byte) (int, error) { return len(p), nil }
+func (noFlush) WriteHeader(int)             {}
+
+// wrapper hides its ResponseWriter's methods behind Unwrap, as middleware does.
+type wrapper struct{ inner http.ResponseWriter }
+
+func (w wrapper) Header() http.Header         { return w.inner.Header() }
+func (w wrapper) Write(p []byte) (int, error) { return w.inner.Write(p) }
+func (w wrapper) WriteHeader(code int)        { w.inner.WriteHeader(code) }
+func (w wrapper) Unwrap() http.ResponseWriter { return w.inner }
+
+func TestWriterGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		op   func(*Writer) error
+		want string
+	}{
+		{"data json", func(w *Writer) error { return w.Data([]byte(`{"text_output":"hi"}`)) }, "data: {\"text_output\":\"hi\"}\n\n"},
+		{"data empty", func(w *Writer) error { return w.Data(nil) }, "data: \n\n"},
+		{"data leading spaces", func(w *Writer) error { return w.Data([]byte("  x ")) }, "data:   x \n\n"},
+		{"data colon", func(w *Writer) error { return w.Data([]byte("a: b")) }, "data: a: b\n\n"},
+		{"data LF", func(w *Writer) error { return w.Data([]byte("a\nb")) }, "data: a\ndata: b\n\n"},
+		{"data CRLF CR trailing LF", func(w *Writer) error { return w.Data([]byte("a\r\nb\rc\n")) }, "data: a\ndata: b\ndata: c\ndata: \n\n"},
+		{"data only CRLF", func(w *Writer) error { return w.Data([]byte("\r\n")) }, "data: \ndata: \n\n"},
+		{"data CR CR", func(w *Writer) error { return w.Data([]byte("\r\r")) }, "data: \ndata: \ndata: \n\n"},
+		{"event all fields", func(w *Writer) error { return w.Event("7", "delta", []byte("x")) }, "id: 7\nevent: delta\ndata: x\n\n"},
+		{"event name only", func(w *Writer) error { return w.Event("", "end", nil) }, "event: end\ndata: \n\n"},
+		{"event id only", func(w *Writer) error { return w.Event("7", "", []byte("x")) }, "id: 7\ndata: x\n\n"},
+		{"event plain", func(w *Writer) error { return w.Event("", "", []byte("x")) }, "data: x\n\n"},
+		{"event multi-line", func(w *Writer) error { return w.Event("1", "m", []byte("a\n\nb")) }, "id: 1\nevent: m\ndata: a\ndata: \ndata: b\n\n"},
+		{"event spaced values", func(w *Writer) error { return w.Event(" 7", " e", []byte(" d")) }, "id:  7\nevent:  e\ndata:  d\n\n"},
+		{"comment", func(w *Writer) error { return w.Comment("ping") }, ": ping\n\n"},
+		{"comment empty", func(w *Writer) error { return w.Comment("") }, ": \n\n"},
+		{"comment multi-line", func(w *Writer) error { return w.Comment("a\r\nb") }, ": a\n: b\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			w, err := NewWriter(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.op(w); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.writes) != 1 || rec.flushes != 1 {
+				t.Fatalf("got %d writes and %d flushes, want one of each", len(rec.writes), rec.flushes)
+			}
+			if got := string(rec.writes[0]); got != tt.want {
+				t.Errorf("wrote %q, want %q", got, tt.want)
+			}
+			// The same bytes again: the reused buffer holds nothing over.
+			if err := tt.op(w); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(rec.writes[1]); got != tt.want {
+				t.Errorf("second write %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriterSequence(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w, err := NewWriter(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetHeaders(rec.Header())
+	for _, op := range []func() error{
+		func() error { return w.Comment("hello") },
+		func() error { return w.Event("1", "delta", []byte("a\nb")) },
+		func() error { return w.Data([]byte("c")) },
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := ": hello\n\nid: 1\nevent: delta\ndata: a\ndata: b\n\ndata: c\n\n"
+	if got := rec.Body.String(); got != want {
+		t.Errorf("body %q, want %q", got, want)
+	}
+	if !rec.Flushed {
+		t.Error("not flushed")
+	}
+}
+
+func TestSetHeaders(t *testing.T) {
+	h := http.Header{"Content-Type": {"text/plain"}}
+	SetHeaders(h)
+	want := http.Header{
+		"Content-Type":      {"text/event-stream"},
+		"Cache-Control":     {"no-cache"},
+		"X-Accel-Buffering": {"no"},
+	}
+	if d := cmp.Diff(want, h); d != "" {
+		t.Error(d)
+	}
+}
+
+func TestNewWriter(t *testing.T) {
+	tests := []struct {
+		name string
+		w    http.ResponseWriter
+		ok   bool
+	}{
+		{"flusher", httptest.NewRecorder(), true},
+		{"FlushError", &recorder{}, true},
+		{"cannot flush", noFlush{http.Header{}}, false},
+		{"unwraps to flusher", wrapper{wrapper{httptest.NewRecorder()}}, true},
+		{"unwraps to no flusher", wrapper{noFlush{http.Header{}}}, false},
+		{"unwraps to nil", wrapper{nil}, false},
+		{"nil", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := NewWriter(tt.w)
+			if tt.ok != (err == nil) || (w != nil) != tt.ok {
+				t.Fatalf("NewWriter = %v, %v; want ok=%v", w, err, tt.ok)
+			}
+			if err != nil && canonical.CodeOf(err) != canonical.CodeInternal {
+				t.Errorf("code %v, want internal", canonical.CodeOf(err))
+			}
+		})
+	}
+}
+
+func TestNewWriterWritesNothing(t *testing.T) {
+	rec := httptest.NewRecorder()
+	if _, err := NewWriter(rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Flushed || rec.Body.Len() > 0 {
+		t.Error("NewWriter wrote or flushed")
+	}
+}
+
+func TestWriterThroughUnwrap(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w, err := NewWriter(wrapper{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Data([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Flushed {
+		t.Error("flush did not reach the unwrapped writer")
+	}
+}
+
+func TestWriterRejectsBadFields(t *testing.T) {
+	tests := []struct {
+		name      string
+		id, event string
+	}{
+		{"id LF", "1\n2", ""},
+		{"id CR", "1\r", ""},
+		{"id NUL", "1\x002", ""},
+		{"event LF", "", "a\nb"},
+		{"event CR", "", "a\r"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			w, err := NewWriter(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = w.Event(tt.id, tt.event, []byte("x"))
+			if canonical.CodeOf(err) != canonical.CodeInvalidArgument {
+				t.Fatalf("err = %v, want invalid_argument", err)
+			}
+			if len(rec.writes) != 0 || rec.flushes != 0 {
+				t.Error("wrote after rejecting")
+			}
+			// Not sticky: the stream is intact.
+			if err := w.Data([]byte("ok")); err != nil {
+				t.Errorf("after rejection: %v", err)
+			}
+		})
+	}
+}
+
+func TestWriterErrorsAreSticky(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name string
+		rec  *recorder
+		want error
+	}{
+		{"write", &recorder{writeErr: boom}, boom},
+		{"short write", &recorder{short: true}, io.ErrShortWrite},
+		{"flush", &recorder{flushErr: boom}, boom},
+	}
+	ops := []func(*Writer) error{
+		func(w *Writer) error { return w.Data([]byte("x")) },
+		func(w *Writer) error { return w.Data([]byte("x\ny")) },
+		func(w *Writer) error { return w.Event("1", "e", []byte("x")) },
+		func(w *Writer) error { return w.Comment("c") },
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := NewWriter(tt.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := ops[0](w)
+			if !errors.Is(first, tt.want) {
+				t.Fatalf("err = %v, want %v", first, tt.want)
+			}
+			calls := len(tt.rec.writes) + tt.rec.flushes
+			for _, op := range ops {
+				if err := op(w); err != first {
+					t.Errorf("later call returned %v, want the first error %v", err, first)
+				}
+			}
+			if len(tt.rec.writes)+tt.rec.flushes != calls {
+				t.Error("wrote or flushed after an error")
+			}
+		})
+	}
+}
+
+func TestWriterDropsLargeBuffer(t *testing.T) {
+	w, err := NewWriter(&recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Data(bytes.Repeat([]byte("x"), 2*maxKeptBuffer)); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.buf) > maxKeptBuffer {
+		t.Errorf("kept a %d-byte buffer", cap(w.buf))
+	}
+	if err := w.Data([]byte(strings.Repeat("y", 100))); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.buf) == 0 {
+		t.Error("did not keep a small buffer")
+	}
+}
+
+// discard is a ResponseWriter that drops what it is given and can flush.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header       { return d.h }
+func (*discard) Write(p []byte) (int, error) { return len(p), nil }
+func (*discard) WriteHeader(int)             {}
+func (*discard) Flush()                      {}
+
+func TestWriterDataAllocs(t *testing.T) {
+	w, err := NewWriter(&discard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{"text_output":"hi"}`)
+	multi := []byte("a\nb\r\nc")
+	if n := testing.AllocsPerRun(100, func() {
+		_ = w.Data(payload)
+		_ = w.Event("42", "delta", multi)
+		_ = w.Comment("ping")
+	}); n != 0 {
+		t.Errorf("%v allocations per run, want 0", n)
+	}
+}
+
+func BenchmarkWriterData(b *testing.B) {
+	w, err := NewWriter(&discard{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"text_output":"hi"}`) // 20 bytes
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Data(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkWriterEvent(b *testing.B) {
+	w, err := NewWriter(&discard{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"text_output":"hi"}`)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Event("1234", "values", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
