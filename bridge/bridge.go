@@ -13,29 +13,47 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
+// maxIdleThreads bounds the seq counters kept for threads with no run in
+// flight; past it the oldest idle ones are forgotten (with a fabric, a
+// thread's seq is recovered from the replay log).
+const maxIdleThreads = 100_000
+
 // Bridge routes requests to backends and runs them: it assigns run and
 // thread ids, stamps every event with thread, run, per-thread seq and time,
 // guarantees each run ends with exactly one terminal event, publishes events
-// to the fabric for observers and replay (never blocking the run), and
-// drains on shutdown. It implements canonical.Runner.
+// to the fabric for observers and replay (never blocking a local client),
+// places runs whose backend this instance does not host on an instance that
+// does, and drains on shutdown. It implements canonical.Runner.
 type Bridge struct {
 	router *Router
-	fabric *Fabric // nil: no publishing (unit tests)
+	fabric *Fabric // nil: no publishing, every backend local (unit tests)
 	log    *slog.Logger
 	now    func() time.Time
+
+	cluster clusterState
 
 	mu       sync.Mutex
 	runs     map[string]*run
 	draining bool
 	idle     chan struct{} // closed when draining and no run is left
-	seqs     map[string]uint64
+	threads  map[string]*thread
+	idleFIFO []string // idle thread ids, oldest first
+}
+
+// thread is a thread's seq counter. Seq assignment and publish enqueue
+// happen under mu, so the replay log sees a thread's events in seq order
+// even when two of its runs are live at once.
+type thread struct {
+	mu   sync.Mutex
+	seq  uint64
+	refs int // runs in flight
 }
 
 // NewBridge returns a bridge; fabric may be nil.
 func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 	return &Bridge{
 		router: router, fabric: fabric, log: log, now: time.Now,
-		runs: map[string]*run{}, seqs: map[string]uint64{},
+		runs: map[string]*run{}, threads: map[string]*thread{},
 	}
 }
 
@@ -60,17 +78,31 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 	if req.ThreadId == "" {
 		req.ThreadId = req.RunId
 	}
+	if !b.hosts(rt.Backend) {
+		return b.runRemote(ctx, rt, req)
+	}
+	return b.runLocal(ctx, rt, be, req, false)
+}
+
+// runLocal starts req on a backend this instance hosts. forOther marks a
+// run placed here by another instance: its events are that client's only
+// copy, so publishing them waits for room instead of dropping. A thread
+// whose id is not the run's own existed before, so its seq continues from
+// the replay log.
+func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, req *canonical.Request, forOther bool) (canonical.Stream, error) {
+	knownThread := req.GetThreadId() != req.GetRunId()
 	if rt.Model != "" {
 		req.Target = rt.Model
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	if d := req.GetDeadlineUnixNano(); d != 0 {
-		var c2 context.CancelFunc
-		runCtx, c2 = context.WithDeadline(runCtx, time.Unix(0, d))
+		var cancelDeadline context.CancelFunc
+		runCtx, cancelDeadline = context.WithDeadline(runCtx, time.Unix(0, d))
 		prev := cancel
-		cancel = func() { c2(); prev() }
+		cancel = func() { cancelDeadline(); prev() }
 	}
-	r := &run{b: b, ctx: runCtx, cancel: cancel, thread: req.GetThreadId(), id: req.GetRunId(), backend: rt.Backend, started: b.now()}
+	r := &run{b: b, ctx: runCtx, cancel: cancel, threadID: req.GetThreadId(), id: req.GetRunId(),
+		backend: rt.Backend, started: b.now(), forOther: forOther}
 	b.mu.Lock()
 	if b.draining {
 		b.mu.Unlock()
@@ -83,7 +115,11 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		return nil, canonical.Errorf(canonical.CodeAlreadyExists, "run %q is already running", r.id)
 	}
 	b.runs[r.id] = r
+	r.thread = b.acquireThread(r.threadID)
 	b.mu.Unlock()
+	if knownThread {
+		b.recoverSeq(ctx, r.threadID, r.thread)
+	}
 
 	up, err := be.Start(runCtx, req)
 	if err != nil {
@@ -94,16 +130,51 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 	return r, nil
 }
 
-// nextSeq assigns the thread's next seq.
-//
-// The counters live in memory for now; every thread that ever ran keeps an
-// entry (16 bytes plus its id) for the life of the process.
-func (b *Bridge) nextSeq(thread string) uint64 {
-	b.mu.Lock()
-	b.seqs[thread]++
-	s := b.seqs[thread]
-	b.mu.Unlock()
-	return s
+// acquireThread returns the thread's counter with a reference taken.
+// Called with b.mu held.
+func (b *Bridge) acquireThread(id string) *thread {
+	t := b.threads[id]
+	if t == nil {
+		t = &thread{}
+		b.threads[id] = t
+	}
+	t.refs++
+	return t
+}
+
+// releaseThread drops a reference; idle counters are kept, up to
+// maxIdleThreads. Called with b.mu held.
+func (b *Bridge) releaseThread(id string, t *thread) {
+	t.refs--
+	if t.refs > 0 {
+		return
+	}
+	b.idleFIFO = append(b.idleFIFO, id)
+	for len(b.idleFIFO) > maxIdleThreads {
+		old := b.idleFIFO[0]
+		b.idleFIFO = b.idleFIFO[1:]
+		if ot := b.threads[old]; ot != nil && ot.refs == 0 {
+			delete(b.threads, old)
+		}
+	}
+}
+
+// recoverSeq raises the thread's counter to the last seq in the replay log,
+// so a thread continues its seq whichever instance ran it before.
+func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) {
+	if b.fabric == nil {
+		return
+	}
+	last, err := b.fabric.LastSeq(ctx, id)
+	if err != nil {
+		b.log.Warn("thread seq not recovered from the replay log", "thread", id, "err", err)
+		return
+	}
+	t.mu.Lock()
+	if last > t.seq {
+		t.seq = last
+	}
+	t.mu.Unlock()
 }
 
 // Drain refuses new runs and waits until running ones end or ctx is done;
@@ -148,24 +219,38 @@ func (b *Bridge) Draining() bool {
 	return b.draining
 }
 
-// Running returns the number of runs in flight.
+// Running returns the number of local runs in flight.
 func (b *Bridge) Running() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.runs)
 }
 
-// run wraps a backend stream: it stamps events, guards the invariants and
-// supplies the terminal event an upstream failed to send.
+// cancelRun cancels a local run by id (a cancel command from a client on
+// another instance); false when no such run is here.
+func (b *Bridge) cancelRun(id string) bool {
+	b.mu.Lock()
+	r := b.runs[id]
+	b.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+	return r != nil
+}
+
+// run wraps a local backend stream: it stamps events, guards the invariants
+// and supplies the terminal event an upstream failed to send.
 type run struct {
-	b       *Bridge
-	ctx     context.Context
-	cancel  context.CancelFunc
-	up      canonical.Stream
-	thread  string
-	id      string
-	backend string
-	started time.Time
+	b        *Bridge
+	ctx      context.Context
+	cancel   context.CancelFunc
+	up       canonical.Stream
+	threadID string
+	thread   *thread
+	id       string
+	backend  string
+	started  time.Time
+	forOther bool
 
 	guard   canonical.Guard
 	owed    []*canonical.Event
@@ -195,12 +280,16 @@ func (r *run) Recv() (*canonical.Event, error) {
 	}
 	ev := r.owed[0]
 	r.owed = r.owed[1:]
-	ev.ThreadId, ev.RunId = r.thread, r.id
-	ev.Seq = r.b.nextSeq(r.thread)
+	ev.ThreadId, ev.RunId = r.threadID, r.id
 	canonical.Stamp(ev, r.b.now())
+	t := r.thread
+	t.mu.Lock()
+	t.seq++
+	ev.Seq = t.seq
 	if r.b.fabric != nil {
-		r.b.fabric.PublishEvent(ev)
+		r.b.fabric.PublishEvent(ev, r.forOther)
 	}
+	t.mu.Unlock()
 	if st, ok := canonical.TerminalOf(ev); ok {
 		r.ended, r.outcome = true, st
 		r.finish()
@@ -243,6 +332,7 @@ func (r *run) finish() {
 		b := r.b
 		b.mu.Lock()
 		delete(b.runs, r.id)
+		b.releaseThread(r.threadID, r.thread)
 		if b.draining && len(b.runs) == 0 && b.idle != nil {
 			select {
 			case <-b.idle:
@@ -255,6 +345,6 @@ func (r *run) finish() {
 		if r.ended {
 			outcome = r.outcome.String()
 		}
-		b.log.Info("run end", "thread", r.thread, "run", r.id, "backend", r.backend, "outcome", outcome, "duration", b.now().Sub(r.started))
+		b.log.Info("run end", "thread", r.threadID, "run", r.id, "backend", r.backend, "outcome", outcome, "duration", b.now().Sub(r.started))
 	})
 }

@@ -35,6 +35,10 @@ type Config struct {
 	// Routes map target names (exact or glob) to backends, first match wins.
 	Routes []Route     `yaml:"routes"`
 	Tools  ToolsConfig `yaml:"tools"`
+	// HostBackends names the backends this instance runs; the others are
+	// reached through instances that host them, over NATS. Default: all
+	// configured backends; "none" hosts none.
+	HostBackends []string `yaml:"host_backends"`
 }
 
 // LogConfig configures the structured log.
@@ -61,6 +65,21 @@ type NATSConfig struct {
 	ReplayMaxBytes int64 `yaml:"replay_max_bytes"`
 	// ConnectTimeout bounds the first connection. Default 5s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// PublishQueue bounds the events queued for publishing. Default 65536.
+	PublishQueue int `yaml:"publish_queue"`
+	// ReconnectBufferBytes bounds what is buffered while NATS reconnects.
+	// Default 8 MiB.
+	ReconnectBufferBytes int `yaml:"reconnect_buffer_bytes"`
+	// Heartbeat is how often a run's owner says it is alive. Default 1s.
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// OwnerTimeout: a run whose owner sends neither event nor heartbeat for
+	// this long fails with unavailable. Default 3x Heartbeat.
+	OwnerTimeout time.Duration `yaml:"owner_timeout"`
+	// StartTimeout bounds placing a run on another instance. Default 5s.
+	StartTimeout time.Duration `yaml:"start_timeout"`
+	// RemoteBuffer bounds the events buffered for one remote run or
+	// observer before it is cut off as a slow consumer. Default 65536.
+	RemoteBuffer int `yaml:"remote_buffer"`
 }
 
 // BackendConfig is one upstream. Type names the adapter; Options are the
@@ -131,6 +150,24 @@ func (c *Config) Defaults() {
 	}
 	if n.ConnectTimeout == 0 {
 		n.ConnectTimeout = 5 * time.Second
+	}
+	if n.PublishQueue == 0 {
+		n.PublishQueue = 65536
+	}
+	if n.ReconnectBufferBytes == 0 {
+		n.ReconnectBufferBytes = 8 << 20
+	}
+	if n.Heartbeat == 0 {
+		n.Heartbeat = time.Second
+	}
+	if n.OwnerTimeout == 0 {
+		n.OwnerTimeout = 3 * n.Heartbeat
+	}
+	if n.StartTimeout == 0 {
+		n.StartTimeout = 5 * time.Second
+	}
+	if n.RemoteBuffer == 0 {
+		n.RemoteBuffer = 65536
 	}
 	if c.Tools.Allow == nil {
 		c.Tools.Allow = []string{"calculator", "clock", "echo"}
@@ -237,6 +274,14 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout: must not be negative"))
+	}
+	for _, h := range c.HostBackends {
+		if _, ok := c.Backends[h]; !ok && h != "none" {
+			errs = append(errs, fmt.Errorf("host_backends: unknown backend %q", h))
+		}
+	}
+	if c.NATS.PublishQueue < 0 || c.NATS.RemoteBuffer < 0 || c.NATS.ReconnectBufferBytes < 0 {
+		errs = append(errs, fmt.Errorf("nats: queue and buffer sizes must be positive"))
 	}
 	if strings.ContainsAny(c.NATS.SubjectPrefix, " .*>") {
 		errs = append(errs, fmt.Errorf("nats.subject_prefix: %q must be one subject token", c.NATS.SubjectPrefix))

@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,13 +39,17 @@ type Fabric struct {
 	js       jetstream.JetStream
 	kv       jetstream.KeyValue
 
+	pubq      chan pubMsg
+	stop      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
 	published atomic.Uint64
 	dropped   atomic.Uint64
 }
 
 // StartFabric starts (or joins) NATS and ensures the JetStream assets.
 func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.Logger) (*Fabric, error) {
-	f := &Fabric{cfg: cfg, log: log}
+	f := &Fabric{cfg: cfg, log: log, pubq: make(chan pubMsg, cfg.PublishQueue), stop: make(chan struct{})}
 	url := cfg.URL
 	opts := []nats.Option{
 		nats.Name("interlingua"),
@@ -58,6 +63,7 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectBufSize(cfg.ReconnectBufferBytes),
 	}
 	if url == "" {
 		ns, err := startEmbedded(cfg, dataDir)
@@ -81,6 +87,8 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 		f.Close()
 		return nil, err
 	}
+	f.loopDone = make(chan struct{})
+	go f.publishLoop()
 	return f, nil
 }
 
@@ -173,28 +181,125 @@ func (f *Fabric) EventSubject(thread, run string) string {
 	return f.cfg.SubjectPrefix + ".events." + SubjectToken(thread) + "." + SubjectToken(run)
 }
 
-// PublishEvent publishes ev for observers and replay. It never blocks the
-// run: nats.go buffers the write (and, while reconnecting, up to its
-// reconnect buffer); an event that cannot be queued is counted as dropped.
-func (f *Fabric) PublishEvent(ev *canonical.Event) {
+// PublishEvent queues ev for publishing on its events subject, for
+// observers, remote clients and replay. With must false it never blocks:
+// when the bounded queue is full the event is counted as dropped and
+// logged. With must true (the event is some client's only copy: a run owned
+// for another instance) it waits for room; the queue always drains, since
+// nats.go buffers (bounded) rather than blocks while reconnecting.
+func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
 	data, err := proto.Marshal(ev)
-	if err == nil {
-		err = f.nc.Publish(f.EventSubject(ev.GetThreadId(), ev.GetRunId()), data)
-	}
 	if err != nil {
-		if f.dropped.Add(1) == 1 || f.dropped.Load()%1000 == 0 {
-			f.log.Warn("event not published", "thread", ev.GetThreadId(), "run", ev.GetRunId(), "err", err, "dropped", f.dropped.Load())
+		f.drop(ev, err)
+		return
+	}
+	m := pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), data: data}
+	select {
+	case f.pubq <- m:
+		return
+	default:
+	}
+	if !must {
+		f.drop(ev, errors.New("publish queue full"))
+		return
+	}
+	select {
+	case f.pubq <- m:
+	case <-f.stop:
+		f.drop(ev, errors.New("fabric closed"))
+	}
+}
+
+// Publish queues a raw message (heartbeats, commands); it never blocks.
+func (f *Fabric) Publish(subject string, data []byte) {
+	select {
+	case f.pubq <- pubMsg{subject: subject, data: data}:
+	default:
+		f.dropped.Add(1)
+	}
+}
+
+type pubMsg struct {
+	subject string
+	data    []byte
+}
+
+func (f *Fabric) drop(ev *canonical.Event, err error) {
+	n := f.dropped.Add(1)
+	if n == 1 || n%1000 == 0 {
+		f.log.Warn("event not published", "thread", ev.GetThreadId(), "run", ev.GetRunId(), "err", err, "dropped", n)
+	}
+}
+
+// publishLoop is the fabric's only publisher: it drains the queue into the
+// NATS connection, which buffers and flushes on its own goroutine.
+func (f *Fabric) publishLoop() {
+	defer close(f.loopDone)
+	for {
+		select {
+		case m := <-f.pubq:
+			f.send(m)
+		case <-f.stop:
+			for { // drain what was queued before Close
+				select {
+				case m := <-f.pubq:
+					f.send(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (f *Fabric) send(m pubMsg) {
+	if err := f.nc.Publish(m.subject, m.data); err != nil {
+		n := f.dropped.Add(1)
+		if n == 1 || n%1000 == 0 {
+			f.log.Warn("publish failed", "subject", m.subject, "err", err, "dropped", n)
 		}
 		return
 	}
 	f.published.Add(1)
 }
 
-// Dropped counts events that could not be queued for publishing.
+// Published counts messages handed to NATS.
+func (f *Fabric) Published() uint64 { return f.published.Load() }
+
+// Dropped counts events that could not be published: queue overflow,
+// NATS reconnect buffer overflow, or shutdown.
 func (f *Fabric) Dropped() uint64 { return f.dropped.Load() }
 
-// Close flushes and closes the connection, then stops the embedded server.
+// LastSeq returns the highest canonical seq of a thread in the replay log
+// (0 when it has none).
+func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
+	st, err := f.js.Stream(ctx, EventsStream)
+	if err != nil {
+		return 0, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, f.cfg.SubjectPrefix+".events."+SubjectToken(thread)+".*")
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	ev := &canonical.Event{}
+	if err := proto.Unmarshal(m.Data, ev); err != nil {
+		return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
+	}
+	return ev.GetSeq(), nil
+}
+
+// Close publishes what is queued, flushes and closes the connection, then
+// stops the embedded server.
 func (f *Fabric) Close() {
+	f.closeOnce.Do(func() {
+		close(f.stop)
+		if f.loopDone != nil {
+			<-f.loopDone
+		}
+	})
 	if f.nc != nil {
 		_ = f.nc.FlushTimeout(2 * time.Second)
 		f.nc.Close()

@@ -54,6 +54,10 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	s.bridge = NewBridge(NewRouter(cfg.Routes, backends, routeWrapper(BackendDeps{Log: log, Tools: s.tools, Runner: lazy, NATS: fabric.Conn()})), fabric, log)
 	lazy.Runner = s.bridge
+	if err := s.bridge.StartCluster(cfg.HostBackends, cfg.NATS); err != nil {
+		fabric.Close()
+		return nil, err
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -115,6 +119,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.log.Info("serving", "listen", s.Addr(), "nats", redact(s.cfg.NATS.URL), "data_dir", s.cfg.DataDir)
 	select {
 	case err := <-errc:
+		s.bridge.StopCluster()
 		s.fabric.Close()
 		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
@@ -124,6 +129,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer cancel()
 	shutdownErr := make(chan error, 1)
 	go func() { shutdownErr <- s.http.Shutdown(drainCtx) }()
+	s.bridge.StopAccepting()
 	s.bridge.Drain(drainCtx, cancelGrace)
 	// Runs are over; handlers finish writing their last events.
 	graceCtx, cancel2 := context.WithTimeout(context.Background(), cancelGrace)
@@ -135,6 +141,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	_ = s.http.Close()
 	<-errc
+	s.bridge.StopCluster()
 	s.fabric.Close()
 	s.log.Info("stopped")
 	return nil

@@ -78,6 +78,7 @@ func serve(args []string, stderr io.Writer) int {
 		natsURL    = fs.String("nats-url", "", "external NATS `url`; empty starts an embedded nats-server")
 		logLevel   = fs.String("log-level", "", "log `level`: debug, info, warn, error (default info)")
 		logFormat  = fs.String("log-format", "", "log `format`: text or json (default text)")
+		hostBEs    = fs.String("host-backends", "", "comma-separated `backends` this instance runs (default all; none for none); others are reached over NATS")
 		shutdown   = fs.Duration("shutdown-timeout", 0, "how long runs may finish after SIGTERM before they are cancelled (default 30s)")
 		sets       setFlags
 	)
@@ -108,7 +109,7 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua:", err)
 		return 1
 	}
-	for flagName, v := range map[string]string{"listen": *listen, "data_dir": *dataDir, "nats.url": *natsURL, "log.level": *logLevel, "log.format": *logFormat} {
+	for flagName, v := range map[string]string{"listen": *listen, "data_dir": *dataDir, "nats.url": *natsURL, "log.level": *logLevel, "log.format": *logFormat, "host_backends": *hostBEs} {
 		if v != "" {
 			_ = cfg.Set(flagName, v)
 		}

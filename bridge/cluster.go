@@ -1,0 +1,521 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// The fabric's subjects, under the configured prefix p:
+//
+//	p.run.<backend>   start a run; queue group "interlingua", so any instance
+//	                  hosting the backend takes it. Request: a canonical
+//	                  Request (protobuf). Reply: empty, or the headers
+//	                  Interlingua-Error-Code and Interlingua-Error.
+//	p.events.<T>.<R>  the canonical events of run R of thread T (protobuf),
+//	                  kept by the JetStream replay stream.
+//	p.hb.<T>.<R>      the run owner's heartbeat, every nats.heartbeat.
+//	p.cmd.<T>         commands to live runs: {"cancel_run": "<run id>"}.
+const (
+	runQueue       = "interlingua"
+	hdrErrorCode   = "Interlingua-Error-Code"
+	hdrErrorDetail = "Interlingua-Error"
+)
+
+// clusterState is the bridge's part in the fabric.
+type clusterState struct {
+	hosted  map[string]bool // nil: every backend
+	cfg     NATSConfig
+	runSubs []*nats.Subscription
+	cmdSub  *nats.Subscription
+	stop    chan struct{}
+	wg      sync.WaitGroup // heartbeatLoop and pumps
+	started bool
+}
+
+func (b *Bridge) hosts(backend string) bool {
+	return b.fabric == nil || b.cluster.hosted == nil || b.cluster.hosted[backend]
+}
+
+// StartCluster joins the fabric: it takes runs for the hosted backends
+// (nil: all; "none": none) from other instances, obeys commands, and
+// heartbeats its runs. Without a fabric it does nothing.
+func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
+	if b.fabric == nil {
+		return nil
+	}
+	c := &b.cluster
+	c.cfg, c.stop, c.started = cfg, make(chan struct{}), true
+	if hosted != nil {
+		c.hosted = map[string]bool{}
+		for _, h := range hosted {
+			if h != "none" {
+				c.hosted[h] = true
+			}
+		}
+	}
+	nc := b.fabric.Conn()
+	seen := map[string]bool{}
+	for _, rt := range b.router.routes {
+		if seen[rt.Backend] || !b.hosts(rt.Backend) {
+			continue
+		}
+		seen[rt.Backend] = true
+		sub, err := nc.QueueSubscribe(b.subject("run", SubjectToken(rt.Backend)), runQueue, b.serveRemoteStart)
+		if err != nil {
+			return fmt.Errorf("nats: subscribe run.%s: %w", rt.Backend, err)
+		}
+		c.runSubs = append(c.runSubs, sub)
+	}
+	var err error
+	if c.cmdSub, err = nc.Subscribe(b.subject("cmd", ">"), b.serveCommand); err != nil {
+		return fmt.Errorf("nats: subscribe cmd: %w", err)
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	c.wg.Add(1)
+	go b.heartbeatLoop()
+	return nil
+}
+
+// StopAccepting stops taking runs from other instances, so they go to an
+// instance that is not shutting down.
+func (b *Bridge) StopAccepting() {
+	for _, s := range b.cluster.runSubs {
+		_ = s.Unsubscribe()
+	}
+	if len(b.cluster.runSubs) > 0 {
+		_ = b.fabric.Conn().FlushTimeout(time.Second) // the server drops the interest now
+	}
+	b.cluster.runSubs = nil
+}
+
+// StopCluster stops commands and heartbeats and waits for the pumps of runs
+// owned for other instances (Drain ends those runs first).
+func (b *Bridge) StopCluster() {
+	c := &b.cluster
+	if !c.started {
+		return
+	}
+	b.StopAccepting()
+	if c.cmdSub != nil {
+		_ = c.cmdSub.Unsubscribe()
+	}
+	close(c.stop)
+	c.wg.Wait()
+	c.started = false
+}
+
+func (b *Bridge) subject(parts ...string) string {
+	return b.fabric.Prefix() + "." + strings.Join(parts, ".")
+}
+
+// serveRemoteStart takes a run placed here by another instance.
+func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
+	req := &canonical.Request{}
+	if err := proto.Unmarshal(msg.Data, req); err != nil {
+		respondError(msg, canonical.Errorf(canonical.CodeInvalidArgument, "run request does not decode: %v", err))
+		return
+	}
+	rt, be, ok := b.router.Resolve(req.GetTarget())
+	switch {
+	case !ok:
+		respondError(msg, canonical.Errorf(canonical.CodeNotFound, "unknown target %q", req.GetTarget()))
+		return
+	case !b.hosts(rt.Backend):
+		respondError(msg, canonical.Errorf(canonical.CodeUnavailable, "backend %q is not hosted here", rt.Backend))
+		return
+	}
+	s, err := b.runLocal(context.Background(), rt, be, req, true)
+	if err != nil {
+		respondError(msg, canonical.AsError(err))
+		return
+	}
+	if err := msg.Respond(nil); err != nil {
+		_ = s.Close()
+		return
+	}
+	b.cluster.wg.Add(1)
+	go b.pump(s)
+}
+
+// pump drives a run owned for another instance; run.Recv publishes each
+// event, which is how the client gets it.
+func (b *Bridge) pump(s canonical.Stream) {
+	defer b.cluster.wg.Done()
+	defer s.Close()
+	for {
+		if _, err := s.Recv(); err != nil {
+			return
+		}
+	}
+}
+
+func respondError(msg *nats.Msg, e *canonical.Error) {
+	reply := nats.NewMsg(msg.Reply)
+	reply.Header.Set(hdrErrorCode, strconv.Itoa(int(e.Code)))
+	reply.Header.Set(hdrErrorDetail, e.Message)
+	_ = msg.RespondMsg(reply)
+}
+
+type command struct {
+	CancelRun string `json:"cancel_run,omitempty"`
+}
+
+// serveCommand obeys a command for a run that lives here.
+func (b *Bridge) serveCommand(msg *nats.Msg) {
+	var c command
+	if json.Unmarshal(msg.Data, &c) == nil && c.CancelRun != "" {
+		b.cancelRun(c.CancelRun)
+	}
+}
+
+// heartbeatLoop says, for every local run, that its owner is alive.
+func (b *Bridge) heartbeatLoop() {
+	defer b.cluster.wg.Done()
+	t := time.NewTicker(b.cluster.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.cluster.stop:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		subjects := make([]string, 0, len(b.runs))
+		for _, r := range b.runs {
+			subjects = append(subjects, b.subject("hb", SubjectToken(r.threadID), SubjectToken(r.id)))
+		}
+		b.mu.Unlock()
+		for _, s := range subjects {
+			b.fabric.Publish(s, nil)
+		}
+	}
+}
+
+// runRemote places req on an instance that hosts the route's backend and
+// streams its events back.
+func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request) (canonical.Stream, error) {
+	if b.fabric == nil || !b.cluster.started {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "backend %q is not hosted here and the fabric is off", rt.Backend)
+	}
+	if b.Draining() {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "server is shutting down")
+	}
+	cfg := b.cluster.cfg
+	nc := b.fabric.Conn()
+	// Subscribe before asking, so no event can precede the subscription.
+	sub, err := nc.SubscribeSync(b.subject("*", SubjectToken(req.GetThreadId()), SubjectToken(req.GetRunId())))
+	if err != nil {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
+	}
+	_ = sub.SetPendingLimits(cfg.RemoteBuffer, cfg.RemoteBuffer*4096)
+	data, err := proto.Marshal(req)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	reply, err := nc.RequestWithContext(sctx, b.subject("run", SubjectToken(rt.Backend)), data)
+	cancel()
+	if err == nil {
+		if code := reply.Header.Get(hdrErrorCode); code != "" {
+			n, _ := strconv.Atoi(code)
+			err = canonical.WireError(canonical.Code(n), reply.Header.Get(hdrErrorDetail))
+		}
+	}
+	if err != nil {
+		_ = sub.Unsubscribe()
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return nil, canonical.Errorf(canonical.CodeUnavailable, "no instance hosts backend %q", rt.Backend)
+		case ctx.Err() != nil:
+			return nil, canonical.AsError(ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+			return nil, canonical.Errorf(canonical.CodeUnavailable, "no instance took the run for backend %q within %s", rt.Backend, cfg.StartTimeout)
+		}
+		return nil, canonical.AsError(err)
+	}
+	rs := &remoteStream{b: b, ctx: ctx, sub: sub, thread: req.GetThreadId(), run: req.GetRunId(), timeout: cfg.OwnerTimeout}
+	rs.stopWatch = context.AfterFunc(ctx, rs.abort)
+	return rs, nil
+}
+
+// remoteStream is a run owned by another instance, as its client sees it.
+type remoteStream struct {
+	b         *Bridge
+	ctx       context.Context
+	sub       *nats.Subscription
+	thread    string
+	run       string
+	timeout   time.Duration
+	stopWatch func() bool
+
+	guard   canonical.Guard
+	owed    []*canonical.Event
+	lastSeq uint64
+	ended   atomic.Bool
+	once    sync.Once
+}
+
+// Recv implements canonical.Stream.
+func (r *remoteStream) Recv() (*canonical.Event, error) {
+	for len(r.owed) == 0 {
+		if r.ended.Load() {
+			return nil, io.EOF
+		}
+		msg, err := r.sub.NextMsg(r.timeout)
+		switch {
+		case err == nil && strings.HasPrefix(msg.Subject, r.b.fabric.Prefix()+".hb."):
+			continue
+		case err == nil:
+			ev := &canonical.Event{}
+			if err := proto.Unmarshal(msg.Data, ev); err != nil {
+				r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "event from run owner does not decode: %v", err))
+				continue
+			}
+			if v := r.guard.Observe(ev); v != nil {
+				r.end(canonical.StatusFailed, v)
+				continue
+			}
+			r.lastSeq = ev.GetSeq()
+			r.owed = append(r.owed, ev)
+		case r.ctx.Err() != nil:
+			r.end(canonical.StatusCancelled, canonical.AsError(r.ctx.Err()))
+		case errors.Is(err, nats.ErrTimeout):
+			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", r.timeout))
+		case errors.Is(err, nats.ErrSlowConsumer):
+			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeResourceExhausted, "remote run buffer overflowed (nats.remote_buffer)"))
+		default:
+			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner unreachable: %v", err))
+		}
+	}
+	ev := r.owed[0]
+	r.owed = r.owed[1:]
+	if _, ok := canonical.TerminalOf(ev); ok {
+		r.ended.Store(true)
+		r.cleanup(false)
+	}
+	return ev, nil
+}
+
+// end appends the events owed when the stream fails here, stamped as the
+// owner would have.
+func (r *remoteStream) end(st canonical.RunStatus, e *canonical.Error) {
+	now := r.b.now()
+	for _, ev := range r.guard.End(nil, st, e) {
+		r.lastSeq++
+		ev.ThreadId, ev.RunId, ev.Seq = r.thread, r.run, r.lastSeq
+		canonical.Stamp(ev, now)
+		r.owed = append(r.owed, ev)
+	}
+}
+
+// abort runs when the client's context ends: cancel the run at its owner
+// and unblock Recv.
+func (r *remoteStream) abort() { r.cleanup(true) }
+
+// Close implements canonical.Stream.
+func (r *remoteStream) Close() error {
+	r.cleanup(!r.ended.Load())
+	return nil
+}
+
+func (r *remoteStream) cleanup(cancelRun bool) {
+	r.once.Do(func() {
+		r.stopWatch()
+		if cancelRun {
+			data, _ := json.Marshal(command{CancelRun: r.run})
+			r.b.fabric.Publish(r.b.subject("cmd", SubjectToken(r.thread)), data)
+		}
+		_ = r.sub.Unsubscribe()
+	})
+}
+
+// Observe streams a thread's events from the replay log, those after seq
+// since first, then live ones, on any instance. It never ends by itself;
+// Close it. A run of the thread whose owner stops sending events and
+// heartbeats for nats.owner_timeout ends with failed (unavailable).
+func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (canonical.Stream, error) {
+	if b.fabric == nil {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "no fabric to observe from")
+	}
+	cfg := b.cluster.cfg
+	if !b.cluster.started { // a bridge outside the cluster: the defaults
+		c := Config{}
+		c.Defaults()
+		cfg = c.NATS
+	}
+	cons, err := b.fabric.JetStream().OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{b.subject("events", SubjectToken(threadID), "*")},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
+	}
+	o := &observer{
+		b: b, ctx: ctx, it: it, thread: threadID, since: since, timeout: cfg.OwnerTimeout,
+		events: make(chan *canonical.Event, cfg.RemoteBuffer), hb: make(chan *nats.Msg, 64),
+		done: make(chan struct{}), runs: map[string]*observedRun{},
+	}
+	if o.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", SubjectToken(threadID), "*"), o.hb); err != nil {
+		it.Stop()
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
+	}
+	o.wg.Add(1)
+	go o.readLoop()
+	return o, nil
+}
+
+type observedRun struct {
+	id       string
+	guard    canonical.Guard
+	lastSeen time.Time
+	lastSeq  uint64
+}
+
+// observer is a thread's event stream fed from the replay log.
+type observer struct {
+	b       *Bridge
+	ctx     context.Context
+	it      jetstream.MessagesContext
+	hbSub   *nats.Subscription
+	hb      chan *nats.Msg
+	events  chan *canonical.Event
+	done    chan struct{}
+	wg      sync.WaitGroup
+	thread  string
+	since   uint64
+	timeout time.Duration
+	err     atomic.Pointer[canonical.Error]
+
+	runs map[string]*observedRun // by subject token of the run id
+	owed []*canonical.Event
+	once sync.Once
+}
+
+// readLoop moves replay-log messages into the bounded events channel.
+func (o *observer) readLoop() {
+	defer o.wg.Done()
+	defer close(o.events)
+	for {
+		m, err := o.it.Next()
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				o.err.Store(canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err))
+			}
+			return
+		}
+		ev := &canonical.Event{}
+		if err := proto.Unmarshal(m.Data(), ev); err != nil {
+			continue // not ours to judge; the owner's client saw it
+		}
+		select {
+		case o.events <- ev:
+		default:
+			o.err.Store(canonical.Errorf(canonical.CodeResourceExhausted, "observer fell behind by %d events (nats.remote_buffer)", cap(o.events)))
+			return
+		case <-o.done:
+			return
+		}
+	}
+}
+
+// Recv implements canonical.Stream.
+func (o *observer) Recv() (*canonical.Event, error) {
+	tick := time.NewTicker(o.timeout / 2)
+	defer tick.Stop()
+	for len(o.owed) == 0 {
+		select {
+		case ev, ok := <-o.events:
+			if !ok {
+				if e := o.err.Load(); e != nil {
+					return nil, e
+				}
+				return nil, io.EOF
+			}
+			o.track(ev)
+		case m := <-o.hb:
+			if r := o.runs[lastToken(m.Subject)]; r != nil {
+				r.lastSeen = o.b.now()
+			}
+		case <-tick.C:
+			o.expire()
+		case <-o.ctx.Done():
+			return nil, canonical.AsError(o.ctx.Err())
+		case <-o.done:
+			return nil, io.EOF
+		}
+	}
+	ev := o.owed[0]
+	o.owed = o.owed[1:]
+	return ev, nil
+}
+
+// track records ev's run and passes ev on unless it is at or before since.
+func (o *observer) track(ev *canonical.Event) {
+	id := SubjectToken(ev.GetRunId())
+	r := o.runs[id]
+	if r == nil {
+		r = &observedRun{id: ev.GetRunId()}
+		o.runs[id] = r
+	}
+	r.lastSeen, r.lastSeq = o.b.now(), ev.GetSeq()
+	_ = r.guard.Observe(ev)
+	if r.guard.Ended() {
+		delete(o.runs, id)
+	}
+	if ev.GetSeq() > o.since {
+		o.owed = append(o.owed, ev)
+	}
+}
+
+// expire ends the runs whose owner has gone quiet.
+func (o *observer) expire() {
+	now := o.b.now()
+	for id, r := range o.runs {
+		if now.Sub(r.lastSeen) < o.timeout {
+			continue
+		}
+		for _, ev := range r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", o.timeout)) {
+			r.lastSeq++
+			ev.ThreadId, ev.RunId, ev.Seq = o.thread, r.id, r.lastSeq
+			canonical.Stamp(ev, now)
+			o.owed = append(o.owed, ev)
+		}
+		delete(o.runs, id)
+	}
+}
+
+// Close implements canonical.Stream.
+func (o *observer) Close() error {
+	o.once.Do(func() {
+		close(o.done)
+		o.it.Stop()
+		_ = o.hbSub.Unsubscribe()
+		o.wg.Wait()
+	})
+	return nil
+}
+
+func lastToken(subject string) string {
+	return subject[strings.LastIndexByte(subject, '.')+1:]
+}

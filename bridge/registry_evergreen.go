@@ -1,0 +1,35 @@
+package bridge
+
+import (
+	"net/http"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/adapters/evergreen"
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+func init() {
+	registerFrontend("evergreen", func(mux *http.ServeMux, d FrontendDeps) error {
+		fe, err := evergreen.NewFrontend(evergreen.FrontendConfig{
+			Runner: d.Runner,
+			Logger: d.Log.With("protocol", "evergreen"),
+		})
+		if err != nil {
+			return err
+		}
+		fe.Mount(mux)
+		if d.OnShutdown != nil {
+			d.OnShutdown(fe.Shutdown)
+		}
+		return nil
+	})
+	registerBackend("evergreen", func(opts *yaml.Node, d BackendDeps) (canonical.Backend, error) {
+		var c evergreen.BackendConfig
+		if err := DecodeOptions(opts, &c); err != nil {
+			return nil, err
+		}
+		c.Logger = d.Log.With("protocol", "evergreen")
+		return evergreen.NewBackend(c)
+	})
+}
