@@ -30,8 +30,11 @@ type BackendFactory func(opts *yaml.Node, deps BackendDeps) (canonical.Backend, 
 type FrontendDeps struct {
 	Log    *slog.Logger
 	Runner canonical.Runner
-	Tools  canonical.Tools
-	Fabric *Fabric
+	// Observer serves a thread's events on any instance, from the replay
+	// log then live (agent-protocol subscribers, reconnects).
+	Observer canonical.Observer
+	Tools    canonical.Tools
+	Fabric   *Fabric
 	// OnShutdown registers a function called when shutdown begins (e.g. to
 	// close idle WebSockets with 1001); see http.Server.RegisterOnShutdown.
 	OnShutdown func(func())

@@ -74,7 +74,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	deps := FrontendDeps{Log: log, Runner: s.bridge, Tools: s.tools, Fabric: fabric, OnShutdown: s.http.RegisterOnShutdown}
+	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric, OnShutdown: s.http.RegisterOnShutdown}
 	for _, fe := range frontends {
 		if err := fe.Mount(mux, deps); err != nil {
 			fabric.Close()

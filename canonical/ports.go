@@ -48,3 +48,10 @@ type Tools interface {
 	// A tool not in the allowlist fails with CodeNotFound and never runs.
 	Call(ctx context.Context, name string, args []byte) ([]byte, error)
 }
+
+// Observer streams a thread's events on any instance: the replay log after
+// seq since, then live events. The stream does not end by itself; Close it.
+// Runs whose owner vanishes end with failed (CodeUnavailable).
+type Observer interface {
+	Observe(ctx context.Context, thread string, since uint64) (Stream, error)
+}

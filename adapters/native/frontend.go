@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -16,7 +17,9 @@ import (
 // Config configures the frontend.
 type Config struct {
 	Runner canonical.Runner
-	Logger *slog.Logger
+	// Observer serves GET /v1/threads/{thread}/events; nil leaves it out.
+	Observer canonical.Observer
+	Logger   *slog.Logger
 	// MaxRequestBytes bounds the request body. Default 4 MiB.
 	MaxRequestBytes int64
 }
@@ -38,6 +41,34 @@ func NewFrontend(cfg Config) *Frontend {
 // Mount registers the frontend's routes.
 func (f *Frontend) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/runs", f.serveRun)
+	if f.cfg.Observer != nil {
+		mux.HandleFunc("GET /v1/threads/{thread}/events", f.serveObserve)
+	}
+}
+
+// serveObserve streams a thread's events after ?since= (or Last-Event-ID),
+// then live ones, until the client leaves.
+func (f *Frontend) serveObserve(w http.ResponseWriter, r *http.Request) {
+	sinceText := r.URL.Query().Get("since")
+	if sinceText == "" {
+		sinceText = r.Header.Get("Last-Event-ID")
+	}
+	var since uint64
+	if sinceText != "" {
+		n, err := strconv.ParseUint(sinceText, 10, 64)
+		if err != nil {
+			writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "since: %q is not a sequence number", sinceText))
+			return
+		}
+		since = n
+	}
+	stream, err := f.cfg.Observer.Observe(r.Context(), r.PathValue("thread"), since)
+	if err != nil {
+		writeError(w, canonical.AsError(err))
+		return
+	}
+	defer stream.Close()
+	f.writeStream(w, stream)
 }
 
 var marshal = protojson.MarshalOptions{}
@@ -68,6 +99,12 @@ func (f *Frontend) serveRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
+	f.writeStream(w, stream)
+}
+
+// writeStream writes events as NDJSON lines, flushing each, until the
+// stream ends or the client leaves.
+func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Accel-Buffering", "no")

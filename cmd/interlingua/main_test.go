@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,17 +22,40 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if buildDir != "" {
+			os.RemoveAll(buildDir)
+		}
+		os.Exit(code)
+	}))
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
 
 // buildBinary builds the daemon once per test binary.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "interlingua")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "interlingua-test-")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "interlingua")
+		var out []byte
+		if out, buildErr = exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput(); buildErr != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", buildErr, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return builtBin
 }
 
 func freeAddr(t *testing.T) string {
@@ -200,3 +224,5 @@ func TestCommandLine(t *testing.T) {
 		t.Fatalf("--set unknown key: %q", out.String())
 	}
 }
+
+func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
