@@ -72,6 +72,9 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 	if !ok {
 		return nil, canonical.Errorf(canonical.CodeNotFound, "unknown target %q", req.GetTarget())
 	}
+	if p := canonical.PrincipalFrom(ctx); !p.Allows(req.GetTarget()) {
+		return nil, canonical.Errorf(canonical.CodePermissionDenied, "API key %q may not use target %q", p.Name, req.GetTarget())
+	}
 	if req.RunId == "" {
 		req.RunId = "run-" + nuid.Next()
 	}

@@ -35,6 +35,7 @@ type Config struct {
 	// Routes map target names (exact or glob) to backends, first match wins.
 	Routes []Route     `yaml:"routes"`
 	Tools  ToolsConfig `yaml:"tools"`
+	Auth   AuthConfig  `yaml:"auth"`
 	// HostBackends names the backends this instance runs; the others are
 	// reached through instances that host them, over NATS. Default: all
 	// configured backends; "none" hosts none.

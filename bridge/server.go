@@ -37,6 +37,18 @@ type lazyRunner struct{ canonical.Runner }
 // NewServer starts the fabric, builds backends and frontends and binds the
 // listener. cfg must have had Defaults applied and be valid.
 func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	auth, err := newAuthenticator(cfg.Auth)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case auth != nil:
+		log.Info("auth on", "keys", len(cfg.Auth.Keys))
+	case isLoopback(cfg.Listen):
+		log.Warn("auth off: no API keys configured; accepted only because the listener is loopback", "listen", cfg.Listen)
+	default:
+		return nil, fmt.Errorf("auth is off but listen %s is not loopback: configure auth.keys or --api-key", cfg.Listen)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -64,11 +76,15 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
+	var handler http.Handler = mux
+	if auth != nil {
+		handler = auth.middleware(mux, log)
+	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -77,12 +93,14 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric, OnShutdown: s.http.RegisterOnShutdown}
 	for _, fe := range frontends {
 		if err := fe.Mount(mux, deps); err != nil {
+			s.bridge.StopCluster()
 			fabric.Close()
 			return nil, fmt.Errorf("frontend %s: %w", fe.Name, err)
 		}
 	}
 	s.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		s.bridge.StopCluster()
 		fabric.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}

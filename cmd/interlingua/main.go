@@ -81,7 +81,9 @@ func serve(args []string, stderr io.Writer) int {
 		hostBEs    = fs.String("host-backends", "", "comma-separated `backends` this instance runs (default all; none for none); others are reached over NATS")
 		shutdown   = fs.Duration("shutdown-timeout", 0, "how long runs may finish after SIGTERM before they are cancelled (default 30s)")
 		sets       setFlags
+		apiKeys    setFlags
 	)
+	fs.Var(&apiKeys, "api-key", "turn auth on with this API `key` (repeatable); clients send Authorization: Bearer <key>")
 	fs.Var(&sets, "set", "override any scalar config `key=value` (repeatable), e.g. --set nats.replay_max_age=2h;\nkeys: "+strings.Join(bridge.ScalarKeys(), ", "))
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: interlingua serve [flags]\n\nConfig precedence: file, then INTERLINGUA_* environment (e.g. INTERLINGUA_NATS_URL), then flags.\n\nFlags:\n")
@@ -127,6 +129,9 @@ func serve(args []string, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "interlingua:", err)
 			return 2
 		}
+	}
+	for i, k := range apiKeys {
+		cfg.Auth.Keys = append(cfg.Auth.Keys, bridge.APIKey{Name: fmt.Sprintf("cli-%d", i+1), Hash: bridge.KeyDigest(k)})
 	}
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {

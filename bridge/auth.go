@@ -1,0 +1,205 @@
+package bridge
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// AuthConfig configures API keys. Auth is on when any key is configured;
+// with none it is off, which the daemon allows only on a loopback listener.
+type AuthConfig struct {
+	Keys []APIKey `yaml:"keys"`
+}
+
+// APIKey is one key: give exactly one of Hash, Env or File.
+type APIKey struct {
+	// Name identifies the key in logs; threads and sessions belong to it.
+	Name string `yaml:"name"`
+	// Hash is "sha256:<hex>" of the key (printf %s KEY | sha256sum).
+	Hash string `yaml:"hash"`
+	// Env names an environment variable holding the key.
+	Env string `yaml:"env"`
+	// File names a file holding the key (trailing newline ignored).
+	File string `yaml:"file"`
+	// Targets the key may use: names or globs; empty means all.
+	Targets []string `yaml:"targets"`
+}
+
+// authenticator checks API keys against their SHA-256 digests.
+type authenticator struct {
+	keys []authKey
+}
+
+type authKey struct {
+	digest    [sha256.Size]byte
+	principal *canonical.Principal
+}
+
+// newAuthenticator resolves the configured keys; nil when auth is off.
+func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
+	if len(cfg.Keys) == 0 {
+		return nil, nil
+	}
+	a := &authenticator{}
+	for i, k := range cfg.Keys {
+		field := fmt.Sprintf("auth.keys[%d]", i)
+		if k.Name == "" {
+			return nil, fmt.Errorf("%s.name is empty", field)
+		}
+		n := 0
+		for _, s := range []string{k.Hash, k.Env, k.File} {
+			if s != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			return nil, fmt.Errorf("%s: give exactly one of hash, env, file", field)
+		}
+		var d [sha256.Size]byte
+		switch {
+		case k.Hash != "":
+			hexed, ok := strings.CutPrefix(k.Hash, "sha256:")
+			b, err := hex.DecodeString(hexed)
+			if !ok || err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("%s.hash: want sha256:<64 hex digits>", field)
+			}
+			copy(d[:], b)
+		case k.Env != "":
+			v := os.Getenv(k.Env)
+			if v == "" {
+				return nil, fmt.Errorf("%s.env: $%s is empty", field, k.Env)
+			}
+			d = sha256.Sum256([]byte(v))
+		default:
+			b, err := os.ReadFile(k.File)
+			if err != nil {
+				return nil, fmt.Errorf("%s.file: %w", field, err)
+			}
+			v := strings.TrimRight(string(b), "\r\n")
+			if v == "" {
+				return nil, fmt.Errorf("%s.file: %s is empty", field, k.File)
+			}
+			d = sha256.Sum256([]byte(v))
+		}
+		a.keys = append(a.keys, authKey{digest: d, principal: &canonical.Principal{Name: k.Name, Targets: k.Targets}})
+	}
+	return a, nil
+}
+
+// lookup returns the principal of a presented key, comparing digests in
+// constant time.
+func (a *authenticator) lookup(key string) *canonical.Principal {
+	if key == "" {
+		return nil
+	}
+	d := sha256.Sum256([]byte(key))
+	var found *canonical.Principal
+	for _, k := range a.keys {
+		if subtle.ConstantTimeCompare(d[:], k.digest[:]) == 1 {
+			found = k.principal
+		}
+	}
+	return found
+}
+
+// presentedKey reads the key from Authorization: Bearer, x-api-key, or
+// (for WebSocket upgrades, whose browser clients cannot set headers) ?key=.
+func presentedKey(r *http.Request) string {
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	if v := r.Header.Get("X-Api-Key"); v != "" {
+		return v
+	}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return r.URL.Query().Get("key")
+	}
+	return ""
+}
+
+// openPaths need no key: probes and metrics.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// middleware authenticates every request except probes, puts the principal
+// in the context, and refuses others in their protocol's error form.
+func (a *authenticator) middleware(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openPaths[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := a.lookup(presentedKey(r))
+		if p == nil {
+			log.Info("unauthenticated request refused", "path", r.URL.Path, "remote", r.RemoteAddr)
+			writeUnauthenticated(w, r, "missing or invalid API key (send Authorization: Bearer <key>)")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(canonical.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// writeUnauthenticated answers in the caller's protocol: gRPC status 16 for
+// gRPC and gRPC-Web, Connect's JSON error, and HTTP 401 with each HTTP
+// API's own error body otherwise. A WebSocket upgrade is refused before
+// the handshake.
+func writeUnauthenticated(w http.ResponseWriter, r *http.Request, msg string) {
+	ct := r.Header.Get("Content-Type")
+	h := w.Header()
+	switch {
+	case strings.HasPrefix(ct, "application/grpc"):
+		h.Set("Content-Type", ct)
+		h.Set("Grpc-Status", "16")
+		h.Set("Grpc-Message", msg)
+		w.WriteHeader(http.StatusOK)
+		return
+	case strings.HasPrefix(ct, "application/connect+"), strings.HasPrefix(r.URL.Path, "/evergreen.v2."):
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"code": "unauthenticated", "message": msg})
+		return
+	}
+	h.Set("WWW-Authenticate", `Bearer realm="interlingua"`)
+	switch p := r.URL.Path; {
+	case strings.HasPrefix(p, "/v2/"): // Triton / KServe v2
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
+	case strings.HasPrefix(p, "/v1/language/"): // Glide
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"name": "unauthenticated", "message": msg})
+	case strings.HasPrefix(p, "/threads/"): // agent protocol
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"type": "error", "id": nil, "error": "permission_denied", "message": msg})
+	default: // native and XML
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"code": "unauthenticated", "message": msg})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// isLoopback reports whether a listen address only accepts local clients.
+func isLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// KeyDigest returns the config form of a key's hash, for --api-key.
+func KeyDigest(key string) string {
+	d := sha256.Sum256([]byte(key))
+	return "sha256:" + hex.EncodeToString(d[:])
+}

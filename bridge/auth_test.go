@@ -1,0 +1,96 @@
+package bridge_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+)
+
+func TestAuth(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	t.Setenv("TEST_KEY_B", "key-b")
+	cfg.Auth.Keys = []bridge.APIKey{
+		{Name: "a", Hash: bridge.KeyDigest("key-a")},
+		{Name: "b", Env: "TEST_KEY_B", Targets: []string{"demo-*"}},
+	}
+	inst := bridgetest.Start(t, &cfg)
+	run := `{"target":"echo","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`
+	tests := []struct {
+		name, path, body string
+		header           map[string]string
+		status           int
+		bodyHas          string
+	}{
+		{"probe needs no key", "/readyz", "", nil, 200, "ready"},
+		{"no key", "/v1/runs", run, nil, 401, `"code":"unauthenticated"`},
+		{"wrong key", "/v1/runs", run, map[string]string{"Authorization": "Bearer nope"}, 401, "unauthenticated"},
+		{"bearer", "/v1/runs", run, map[string]string{"Authorization": "Bearer key-a"}, 200, "RUN_STATUS_COMPLETED"},
+		{"x-api-key", "/v1/runs", run, map[string]string{"X-Api-Key": "key-a"}, 200, "RUN_STATUS_COMPLETED"},
+		{"query key only for upgrades", "/v1/runs?key=key-a", run, nil, 401, "unauthenticated"},
+		{"target not allowed for key", "/v1/runs", run, map[string]string{"Authorization": "Bearer key-b"}, 403, `may not use target \"echo\"`},
+		{"target allowed by glob", "/v1/runs", strings.Replace(run, "echo", "demo-agent", 1), map[string]string{"Authorization": "Bearer key-b"}, 200, "RUN_STATUS_COMPLETED"},
+		{"grpc form", "/evergreen.v2.EvergreenService/StartSession", "", map[string]string{"Content-Type": "application/grpc"}, 200, ""},
+		{"triton form", "/v2/models/echo/generate", `{"text_input":"x"}`, nil, 401, `{"error":`},
+		{"glide form", "/v1/language/echo/chatStream", "", map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, 401, `"name":"unauthenticated"`},
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			method := "POST"
+			if tt.body == "" {
+				method = "GET"
+			}
+			req, _ := http.NewRequest(method, inst.URL+tt.path, strings.NewReader(tt.body))
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.bodyHas) {
+				t.Fatalf("got %d %s, want %d containing %q", resp.StatusCode, body, tt.status, tt.bodyHas)
+			}
+			if tt.name == "grpc form" && resp.Header.Get("Grpc-Status") != "16" {
+				t.Fatalf("grpc-status %q, want 16", resp.Header.Get("Grpc-Status"))
+			}
+		})
+	}
+}
+
+func TestAuthOffRefusedOffLoopback(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Listen = "0.0.0.0:0"
+	cfg.DataDir = t.TempDir()
+	cfg.Defaults()
+	_, err := bridge.NewServer(t.Context(), cfg, discard())
+	if err == nil || !strings.Contains(err.Error(), "auth is off") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestAuthConfigErrors(t *testing.T) {
+	for _, k := range []bridge.APIKey{
+		{Name: "", Hash: bridge.KeyDigest("x")},
+		{Name: "x"},
+		{Name: "x", Hash: "md5:abc"},
+		{Name: "x", Env: "INTERLINGUA_TEST_UNSET_VAR"},
+		{Name: "x", File: "/nonexistent/key"},
+		{Name: "x", Hash: bridge.KeyDigest("x"), Env: "Y"},
+	} {
+		cfg := bridge.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Listen = "127.0.0.1:0"
+		cfg.Auth.Keys = []bridge.APIKey{k}
+		cfg.Defaults()
+		if _, err := bridge.NewServer(t.Context(), cfg, discard()); err == nil || !strings.Contains(err.Error(), "auth.keys[0]") {
+			t.Errorf("%+v: got %v", k, err)
+		}
+	}
+}
