@@ -81,10 +81,18 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 	if req.ThreadId == "" {
 		req.ThreadId = req.RunId
 	}
-	if !b.hosts(rt.Backend) {
-		return b.runRemote(ctx, rt, req)
+	target := req.GetTarget()
+	var s canonical.Stream
+	var err error
+	if b.hosts(rt.Backend) {
+		s, err = b.runLocal(ctx, rt, be, req, false)
+	} else {
+		s, err = b.runRemote(ctx, rt, req)
 	}
-	return b.runLocal(ctx, rt, be, req, false)
+	if err != nil {
+		return nil, err
+	}
+	return b.meter(ctx, s, req, target, rt.Backend), nil
 }
 
 // runLocal starts req on a backend this instance hosts. forOther marks a
@@ -105,7 +113,7 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		cancel = func() { cancelDeadline(); prev() }
 	}
 	r := &run{b: b, ctx: runCtx, cancel: cancel, threadID: req.GetThreadId(), id: req.GetRunId(),
-		backend: rt.Backend, started: b.now(), forOther: forOther}
+		backend: rt.Backend, forOther: forOther}
 	b.mu.Lock()
 	if b.draining {
 		b.mu.Unlock()
@@ -252,14 +260,12 @@ type run struct {
 	thread   *thread
 	id       string
 	backend  string
-	started  time.Time
 	forOther bool
 
-	guard   canonical.Guard
-	owed    []*canonical.Event
-	ended   bool
-	once    sync.Once
-	outcome canonical.RunStatus
+	guard canonical.Guard
+	owed  []*canonical.Event
+	ended bool
+	once  sync.Once
 }
 
 // Recv implements canonical.Stream.
@@ -293,8 +299,8 @@ func (r *run) Recv() (*canonical.Event, error) {
 		r.b.fabric.PublishEvent(ev, r.forOther)
 	}
 	t.mu.Unlock()
-	if st, ok := canonical.TerminalOf(ev); ok {
-		r.ended, r.outcome = true, st
+	if _, ok := canonical.TerminalOf(ev); ok {
+		r.ended = true
 		r.finish()
 	}
 	return ev, nil
@@ -344,10 +350,5 @@ func (r *run) finish() {
 			}
 		}
 		b.mu.Unlock()
-		outcome := "abandoned"
-		if r.ended {
-			outcome = r.outcome.String()
-		}
-		b.log.Info("run end", "thread", r.threadID, "run", r.id, "backend", r.backend, "outcome", outcome, "duration", b.now().Sub(r.started))
 	})
 }

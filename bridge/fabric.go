@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // Names of the JetStream assets the fabric owns.
@@ -261,6 +262,7 @@ func (f *Fabric) send(m pubMsg) {
 		return
 	}
 	f.published.Add(1)
+	metrics.PublishedBytes.Add(float64(len(m.data)))
 }
 
 // Published counts messages handed to NATS.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // cancelGrace is how long cancelled runs get to deliver their cancelled
@@ -76,6 +77,16 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", metrics.Handler())
+	metrics.RegisterGauge("interlingua_nats_connected", "1 while the NATS connection is up.", func() float64 {
+		if fabric.Ready() {
+			return 1
+		}
+		return 0
+	})
+	metrics.RegisterGauge("interlingua_nats_published_messages", "Messages handed to NATS.", func() float64 { return float64(fabric.Published()) })
+	metrics.RegisterGauge("interlingua_nats_dropped_events", "Events that could not be published (queue or reconnect buffer full).", func() float64 { return float64(fabric.Dropped()) })
+	metrics.RegisterGauge("interlingua_runs_in_flight", "Local runs in flight.", func() float64 { return float64(s.bridge.Running()) })
 	var handler http.Handler = mux
 	if auth != nil {
 		handler = auth.middleware(mux, log)
@@ -92,7 +103,9 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric, OnShutdown: s.http.RegisterOnShutdown}
 	for _, fe := range frontends {
-		if err := fe.Mount(mux, deps); err != nil {
+		d := deps
+		d.Runner = frontendRunner{Bridge: s.bridge, name: fe.Name}
+		if err := fe.Mount(mux, d); err != nil {
 			s.bridge.StopCluster()
 			fabric.Close()
 			return nil, fmt.Errorf("frontend %s: %w", fe.Name, err)

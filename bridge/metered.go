@@ -1,0 +1,110 @@
+package bridge
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
+)
+
+type frontendKey struct{}
+
+// frontendRunner tags the runs a frontend starts with its name, for
+// metrics and the run-end log line.
+type frontendRunner struct {
+	*Bridge
+	name string
+}
+
+func (f frontendRunner) Run(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	return f.Bridge.Run(context.WithValue(ctx, frontendKey{}, f.name), req)
+}
+
+func frontendOf(ctx context.Context) string {
+	if n, ok := ctx.Value(frontendKey{}).(string); ok {
+		return n
+	}
+	return "internal"
+}
+
+// metered records a run's metrics as its events pass: time to first
+// delta, interval between deltas, and at the end the run's outcome, event
+// count and error code, with one log line.
+type metered struct {
+	canonical.Stream
+	b                         *Bridge
+	target, frontend, backend string
+	thread, run               string
+	start, last               time.Time
+	firstDelta                time.Duration
+	events                    int
+	ttfd, interval            prometheus.Observer
+	done                      bool
+}
+
+func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string) canonical.Stream {
+	fe := frontendOf(ctx)
+	return &metered{
+		Stream: s, b: b, target: target, frontend: fe, backend: backend,
+		thread: req.GetThreadId(), run: req.GetRunId(), start: b.now(),
+		ttfd:     metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
+		interval: metrics.DeltaInterval.WithLabelValues(fe, backend),
+	}
+}
+
+func (m *metered) Recv() (*canonical.Event, error) {
+	ev, err := m.Stream.Recv()
+	if err != nil {
+		return ev, err
+	}
+	m.events++
+	if _, ok := ev.GetKind().(*canonical.KindBlockDelta); ok {
+		now := m.b.now()
+		if m.last.IsZero() {
+			m.firstDelta = now.Sub(m.start)
+			m.ttfd.Observe(m.firstDelta.Seconds())
+		} else {
+			m.interval.Observe(now.Sub(m.last).Seconds())
+		}
+		m.last = now
+	}
+	if st, ok := canonical.TerminalOf(ev); ok && !m.done {
+		m.done = true
+		m.end(st, ev.GetLifecycle().GetError())
+	}
+	return ev, nil
+}
+
+func (m *metered) Close() error {
+	if !m.done {
+		m.done = true
+		m.end(0, nil)
+	}
+	return m.Stream.Close()
+}
+
+func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
+	outcome := "abandoned"
+	switch st {
+	case canonical.StatusCompleted:
+		outcome = "completed"
+	case canonical.StatusFailed:
+		outcome = "failed"
+	case canonical.StatusInterrupted:
+		outcome = "interrupted"
+	case canonical.StatusCancelled:
+		outcome = "cancelled"
+	}
+	metrics.Runs.WithLabelValues(m.target, m.frontend, m.backend, outcome).Inc()
+	metrics.Events.WithLabelValues(m.frontend, m.backend).Add(float64(m.events))
+	code := canonical.Code(e.GetCode())
+	if code != canonical.CodeOK {
+		metrics.Errors.WithLabelValues(code.String()).Inc()
+	}
+	m.b.log.Info("run end", "thread", m.thread, "run", m.run, "target", m.target,
+		"pair", m.frontend+":"+m.backend, "outcome", outcome, "code", code.String(), "events", m.events,
+		"ttfd", m.firstDelta, "duration", m.b.now().Sub(m.start))
+}
