@@ -1,0 +1,448 @@
+package glide
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/wsconn"
+)
+
+// BackendConfig configures a client of one upstream Glide router. Zero
+// fields take the documented defaults; no setting disables a limit.
+type BackendConfig struct {
+	// URL is the router's chatStream endpoint,
+	// ws[s]://host/v1/language/<router>/chatStream. Required.
+	URL string `yaml:"url"`
+	// DialTimeout bounds connecting and the WebSocket handshake. Default 10s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// MaxMessageBytes bounds one response frame; a larger one closes the
+	// shared connection with 1009 and fails the requests on it.
+	// Default 4 MiB.
+	MaxMessageBytes int64 `yaml:"max_message_bytes"`
+	// MaxInFlight bounds the requests multiplexed on the shared connection
+	// at once; one more fails with resource_exhausted. Default 256.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// MaxBufferedFrames bounds the frames received for one request and not
+	// yet consumed by its run; a run that lets it fill fails with
+	// resource_exhausted (the connection's reader never waits for one
+	// request). Default 1024.
+	MaxBufferedFrames int `yaml:"max_buffered_frames"`
+	// IdleTimeout fails a request that receives no frame for this long
+	// (Glide sends nothing more when a provider stream ends without a
+	// finish reason). Default 5m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// SendQueue is how many request frames may wait for the writer.
+	// Default 256.
+	SendQueue int `yaml:"send_queue"`
+	// WriteTimeout bounds each frame write. Default 10s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// PingInterval is how often the client pings. Default 30s.
+	PingInterval time.Duration `yaml:"ping_interval"`
+	// SendCancel sends the Interlingua cancel frame {"id": ..., "cancel":
+	// true} when a run is cancelled before its end. Set it only when the
+	// upstream is Interlingua: Glide 0.1.0-rc.1 crashes on a frame without
+	// a message. Default false.
+	SendCancel bool `yaml:"send_cancel"`
+	// Logger receives connection records (never payloads). Default discards.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Validate reports every bad field, each named.
+func (c BackendConfig) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, format, args...))
+	}
+	if c.URL == "" {
+		bad("url: required (ws://host/v1/language/<router>/chatStream)")
+	} else if u, err := url.Parse(c.URL); err != nil {
+		bad("url: %v", err)
+	} else if (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		bad("url: %q must be ws:// or wss:// with a host", c.URL)
+	}
+	for name, v := range map[string]int64{
+		"dial_timeout": int64(c.DialTimeout), "max_message_bytes": c.MaxMessageBytes,
+		"max_in_flight": int64(c.MaxInFlight), "max_buffered_frames": int64(c.MaxBufferedFrames),
+		"idle_timeout": int64(c.IdleTimeout), "send_queue": int64(c.SendQueue),
+		"write_timeout": int64(c.WriteTimeout), "ping_interval": int64(c.PingInterval),
+	} {
+		if v < 0 {
+			bad("%s: must not be negative (zero means the default)", name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c BackendConfig) withDefaults() BackendConfig {
+	c.DialTimeout = cmp.Or(c.DialTimeout, 10*time.Second)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 4<<20)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, 256)
+	c.MaxBufferedFrames = cmp.Or(c.MaxBufferedFrames, 1024)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Backend is a client of one upstream Glide router: every run is a request
+// multiplexed, under an id of its own, on one shared WebSocket, dialled on
+// first use and again after it is lost. It implements canonical.Backend.
+type Backend struct {
+	cfg  BackendConfig
+	dial chan struct{} // one dial at a time
+	ids  atomic.Uint64
+
+	mu     sync.Mutex
+	up     *upstream
+	closed bool
+}
+
+// NewBackend returns a backend for cfg.
+func NewBackend(cfg BackendConfig) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Backend{cfg: cfg.withDefaults(), dial: make(chan struct{}, 1)}, nil
+}
+
+// Close closes the shared connection (in-flight runs fail with
+// unavailable) and waits for its reader; Start fails afterwards.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	u := b.up
+	b.up = nil
+	b.mu.Unlock()
+	if u != nil {
+		u.close()
+	}
+	return nil
+}
+
+var errBackendClosed = canonical.Errorf(canonical.CodeUnavailable, "glide backend closed")
+
+// Start implements canonical.Backend: it sends the request frame and
+// returns the run's stream. Errors before the frame is sent (no text
+// input, upstream unreachable, unknown router, MaxInFlight) return here.
+func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	id := "il-" + strconv.FormatUint(b.ids.Add(1), 10)
+	frame, err := encodeRequest(id, req)
+	if err != nil {
+		return nil, err
+	}
+	u, err := b.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := u.register(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := u.ws.SendText(frame); err != nil {
+		u.remove(id)
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "sending to upstream Glide: %v", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &stream{b: b, u: u, c: c, ctx: ctx, cancel: cancel, idle: time.NewTimer(b.cfg.IdleTimeout)}
+	s.dec, s.pending = newResponseDecoder(nil)
+	return s, nil
+}
+
+// connect returns the live shared connection, dialling it if needed.
+func (b *Backend) connect(ctx context.Context) (*upstream, error) {
+	select {
+	case b.dial <- struct{}{}:
+	case <-ctx.Done():
+		return nil, canonical.AsError(ctx.Err())
+	}
+	defer func() { <-b.dial }()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, errBackendClosed
+	}
+	if u := b.up; u != nil && u.alive() {
+		b.mu.Unlock()
+		return u, nil
+	}
+	b.mu.Unlock()
+
+	dctx, cancel := context.WithTimeout(ctx, b.cfg.DialTimeout)
+	defer cancel()
+	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: b.cfg.DialTimeout}
+	ws, resp, err := d.DialContext(dctx, b.cfg.URL, nil)
+	if err != nil {
+		return nil, handshakeError(ctx, b.cfg.URL, resp, err)
+	}
+	u := &upstream{b: b, calls: map[string]*call{}, done: make(chan struct{})}
+	u.ws = wsconn.New(ws, wsconn.Config{
+		MaxMessageBytes: b.cfg.MaxMessageBytes,
+		SendQueue:       b.cfg.SendQueue,
+		WriteTimeout:    b.cfg.WriteTimeout,
+		PingInterval:    b.cfg.PingInterval,
+		Logger:          b.cfg.Logger,
+	})
+	go u.readLoop()
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		u.close()
+		return nil, errBackendClosed
+	}
+	b.up = u
+	b.mu.Unlock()
+	b.cfg.Logger.Debug("glide upstream connected", "url", b.cfg.URL)
+	return u, nil
+}
+
+// handshakeError is the canonical error of a failed dial: Glide's HTTP
+// error body {"name","message"} when there is one (404 router_not_found),
+// else unavailable.
+func handshakeError(ctx context.Context, u string, resp *http.Response, err error) *canonical.Error {
+	if ctx.Err() != nil {
+		return canonical.AsError(ctx.Err())
+	}
+	if resp == nil {
+		return canonical.Errorf(canonical.CodeUnavailable, "dialling upstream Glide %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	var e struct{ Name, Message string }
+	if json.Unmarshal(body, &e) == nil && e.Name != "" {
+		code, msg := codeOf(e.Name, e.Message)
+		return canonical.WireError(code, fmt.Sprintf("upstream Glide %s: %s (HTTP %d)", u, msg, resp.StatusCode))
+	}
+	return canonical.Errorf(canonical.CodeUnavailable, "upstream Glide %s refused the WebSocket upgrade: HTTP %d", u, resp.StatusCode)
+}
+
+// upstream is one shared connection: a reader goroutine (readLoop) routes
+// response frames by id to the calls in flight; requests are written by
+// the wsconn writer.
+type upstream struct {
+	b    *Backend
+	ws   *wsconn.Conn
+	done chan struct{} // closed when readLoop has returned
+
+	mu    sync.Mutex
+	calls map[string]*call
+	err   *canonical.Error // why the connection ended; nil while alive
+}
+
+// call is one request in flight on an upstream.
+type call struct {
+	id     string
+	frames chan delivery // buffered, MaxBufferedFrames
+	failed chan struct{} // closed when err is set
+	err    *canonical.Error
+	once   sync.Once
+}
+
+// delivery is one frame for a call, or why it could not be decoded.
+type delivery struct {
+	f   *responseFrame
+	err error
+}
+
+func (c *call) fail(err *canonical.Error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.failed)
+	})
+}
+
+func (u *upstream) alive() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.err == nil
+}
+
+func (u *upstream) register(id string) (*call, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.err != nil {
+		return nil, u.err
+	}
+	if len(u.calls) >= u.b.cfg.MaxInFlight {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "too many requests in flight to upstream Glide (max_in_flight %d)", u.b.cfg.MaxInFlight)
+	}
+	c := &call{id: id, frames: make(chan delivery, u.b.cfg.MaxBufferedFrames), failed: make(chan struct{})}
+	u.calls[id] = c
+	return c, nil
+}
+
+// remove forgets a call; it reports whether the call was in flight.
+func (u *upstream) remove(id string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.calls[id]
+	delete(u.calls, id)
+	return ok
+}
+
+// close ends the connection and waits for the reader.
+func (u *upstream) close() {
+	_ = u.ws.Close(wsconn.CloseNormal, "")
+	<-u.done
+}
+
+// readLoop reads response frames until the connection ends, then fails
+// every call still in flight.
+func (u *upstream) readLoop() {
+	defer close(u.done)
+	log := u.b.cfg.Logger
+	for {
+		_, data, err := u.ws.Read(context.Background())
+		if err != nil {
+			u.end(err)
+			return
+		}
+		f, derr := decodeResponse(data)
+		if f == nil || f.ID == "" {
+			log.Warn("glide upstream sent a frame without an id; dropped", "err", derr)
+			continue
+		}
+		u.mu.Lock()
+		c := u.calls[f.ID]
+		u.mu.Unlock()
+		if c == nil {
+			log.Debug("glide upstream frame for a request no longer in flight; dropped", "id", f.ID)
+			continue
+		}
+		select {
+		case c.frames <- delivery{f: f, err: derr}:
+		default:
+			u.remove(f.ID)
+			c.fail(canonical.Errorf(canonical.CodeResourceExhausted,
+				"more than %d frames from upstream Glide wait for this run (max_buffered_frames)", u.b.cfg.MaxBufferedFrames))
+		}
+	}
+}
+
+// end marks the connection dead and fails its calls.
+func (u *upstream) end(err error) {
+	ce := canonical.Errorf(canonical.CodeUnavailable, "connection to upstream Glide lost: %v", err)
+	if code := wsconn.CloseCode(err); code != 0 {
+		ce = canonical.Errorf(canonical.CodeUnavailable, "upstream Glide closed the connection (close code %d): %v", code, err)
+	}
+	if errors.Is(err, wsconn.ErrClosed) {
+		ce = errBackendClosed
+	}
+	u.mu.Lock()
+	u.err = ce
+	calls := u.calls
+	u.calls = map[string]*call{}
+	u.mu.Unlock()
+	for _, c := range calls {
+		c.fail(ce)
+	}
+	u.b.cfg.Logger.Debug("glide upstream connection ended", "url", u.b.cfg.URL, "err", err)
+}
+
+// stream is one run: the call's frames through a responseDecoder.
+type stream struct {
+	b      *Backend
+	u      *upstream
+	c      *call
+	ctx    context.Context
+	cancel context.CancelFunc
+	idle   *time.Timer
+
+	dec     *responseDecoder
+	pending []*canonical.Event
+	next    int
+	ended   atomic.Bool
+	once    sync.Once
+}
+
+// Recv implements canonical.Stream.
+func (s *stream) Recv() (*canonical.Event, error) {
+	for s.next == len(s.pending) {
+		if s.dec.Ended() {
+			s.finish()
+			return nil, io.EOF
+		}
+		s.pending, s.next = s.step(s.pending[:0]), 0
+	}
+	ev := s.pending[s.next]
+	s.pending[s.next] = nil
+	s.next++
+	return ev, nil
+}
+
+// step waits for the next frame, failure, cancellation or idle timeout and
+// appends the events it produces. Frames already received are consumed
+// before a failure of the connection is reported.
+func (s *stream) step(out []*canonical.Event) []*canonical.Event {
+	select {
+	case d := <-s.c.frames:
+		return s.frame(out, d)
+	default:
+	}
+	s.idle.Reset(s.b.cfg.IdleTimeout)
+	select {
+	case d := <-s.c.frames:
+		return s.frame(out, d)
+	case <-s.c.failed:
+		select {
+		case d := <-s.c.frames:
+			return s.frame(out, d)
+		default:
+		}
+		return s.dec.End(out, canonical.StatusFailed, s.c.err)
+	case <-s.ctx.Done():
+		err := canonical.AsError(s.ctx.Err())
+		if err.Code == canonical.CodeCanceled {
+			return s.dec.End(out, canonical.StatusCancelled, err)
+		}
+		return s.dec.End(out, canonical.StatusFailed, err)
+	case <-s.idle.C:
+		return s.dec.End(out, canonical.StatusFailed, canonical.Errorf(canonical.CodeDeadlineExceeded,
+			"no frame from upstream Glide for %s (idle_timeout)", s.b.cfg.IdleTimeout))
+	}
+}
+
+func (s *stream) frame(out []*canonical.Event, d delivery) []*canonical.Event {
+	if d.err != nil {
+		return s.dec.End(out, canonical.StatusFailed, canonical.AsError(d.err))
+	}
+	return s.dec.Frame(out, d.f)
+}
+
+// finish forgets the call once the run has ended.
+func (s *stream) finish() {
+	s.ended.Store(true)
+	s.once.Do(func() {
+		s.idle.Stop()
+		s.u.remove(s.c.id)
+	})
+}
+
+// Close implements canonical.Stream: it cancels the run if it has not
+// ended, forgets the call (later frames for its id are dropped) and, when
+// SendCancel is set, tells the upstream.
+func (s *stream) Close() error {
+	s.cancel()
+	if s.ended.Load() || !s.u.remove(s.c.id) {
+		return nil
+	}
+	if s.b.cfg.SendCancel {
+		b, _ := json.Marshal(wireCancel{ID: s.c.id, Cancel: true})
+		_ = s.u.ws.SendText(b)
+	}
+	return nil
+}

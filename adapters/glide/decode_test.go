@@ -1,0 +1,382 @@
+package glide
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+func TestDecodeRequest(t *testing.T) {
+	user := func(s string) wireMessage { return wireMessage{Role: "user", Content: s} }
+	for _, tc := range []struct {
+		name  string
+		frame string
+		want  *requestFrame
+		err   string // want this message
+		errID string // and this id on the error
+	}{
+		{name: "minimal", frame: `{"id":"r1","message":{"role":"user","content":"hi"}}`,
+			want: &requestFrame{ID: "r1", Message: user("hi")}},
+		{name: "full", frame: `{"id":"r1","message":{"role":"user","content":"tell me a dad joke"},
+			"message_history":[{"role":"system","content":"You are funny."}],
+			"override_params":{"openai-gpt":{"message":{"role":"user","content":"short"}}},
+			"metadata":{ "user_id": 42, "anything": "goes" }}`,
+			want: &requestFrame{ID: "r1", Message: user("tell me a dad joke"),
+				History:   []wireMessage{{Role: "system", Content: "You are funny."}},
+				Overrides: map[string]wireMessage{"openai-gpt": user("short")},
+				Metadata:  []byte(`{"user_id":42,"anything":"goes"}`)}},
+		{name: "camelCase 0.0.3 aliases", frame: `{"id":"r1","message":{"role":"user","content":"q"},
+			"messageHistory":[{"role":"assistant","content":"a"}],
+			"overrideMessage":{"model_id":"m1","message":{"role":"user","content":"q2"}}}`,
+			want: &requestFrame{ID: "r1", Message: user("q"), History: []wireMessage{{Role: "assistant", Content: "a"}},
+				Overrides: map[string]wireMessage{"m1": user("q2")}}},
+		{name: "keys match without case, as encoding/json does", frame: `{"ID":"r1","Message":{"Role":"user","CONTENT":"x"}}`,
+			want: &requestFrame{ID: "r1", Message: user("x")}},
+		{name: "role defaults to user", frame: `{"id":"r1","message":{"content":"x"}}`,
+			want: &requestFrame{ID: "r1", Message: user("x")}},
+		{name: "null metadata is none", frame: `{"id":"r1","message":{"content":"x"},"metadata":null}`,
+			want: &requestFrame{ID: "r1", Message: user("x")}},
+		{name: "cancel extension", frame: `{"id":"r1","cancel":true}`,
+			want: &requestFrame{ID: "r1", Cancel: true}},
+		{name: "cancel false is a request", frame: `{"id":"r1","cancel":false,"message":{"content":"x"}}`,
+			want: &requestFrame{ID: "r1", Message: user("x")}},
+
+		{name: "truncated JSON", frame: `{"id":"r1","message":`, err: "request frame is not valid JSON: unexpected end of JSON input"},
+		{name: "not an object", frame: `[1,2]`, err: "request frame must be a JSON object, got array"},
+		{name: "string frame", frame: `"hi"`, err: "request frame must be a JSON object, got string"},
+		{name: "empty frame", frame: ``, err: "request frame is not valid JSON: unexpected end of JSON input"},
+		{name: "missing id", frame: `{"message":{"content":"x"}}`, err: "id: required, a non-empty string"},
+		{name: "empty id", frame: `{"id":"","message":{"content":"x"}}`, err: "id: required, a non-empty string"},
+		{name: "numeric id", frame: `{"id":7,"message":{"content":"x"}}`, err: "id: must be a string"},
+		{name: "missing message", frame: `{"id":"r2"}`, err: "message: required", errID: "r2"},
+		{name: "message not an object", frame: `{"id":"r2","message":"hi"}`, err: "message: must be an object with role and content", errID: "r2"},
+		{name: "content not a string", frame: `{"id":"r3","message":{"role":"user","content":42}}`, err: "message.content: must be a string", errID: "r3"},
+		{name: "content missing", frame: `{"id":"r3","message":{"role":"user"}}`, err: "message.content: required", errID: "r3"},
+		{name: "role not a string", frame: `{"id":"r3","message":{"role":1,"content":"x"}}`, err: "message.role: must be a string", errID: "r3"},
+		{name: "history not an array", frame: `{"id":"r4","message":{"content":"x"},"message_history":{}}`, err: "message_history: must be an array of messages", errID: "r4"},
+		{name: "history item bad", frame: `{"id":"r4","message":{"content":"x"},"message_history":[{"content":"a"},{"content":null}]}`, err: "message_history[1].content: required", errID: "r4"},
+		{name: "override not an object", frame: `{"id":"r5","message":{"content":"x"},"override_params":[]}`, err: "override_params: must be an object keyed by model id or name", errID: "r5"},
+		{name: "override entry bad", frame: `{"id":"r5","message":{"content":"x"},"override_params":{"m":{"message":{"content":1}}}}`, err: `override_params["m"].message.content: must be a string`, errID: "r5"},
+		{name: "metadata not an object", frame: `{"id":"r6","message":{"content":"x"},"metadata":[1]}`, err: "metadata: must be an object", errID: "r6"},
+		{name: "cancel not a boolean", frame: `{"id":"r7","cancel":"yes"}`, err: "cancel: must be a boolean", errID: "r7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, fe := decodeRequest([]byte(tc.frame))
+			if tc.err != "" {
+				if fe == nil {
+					t.Fatalf("decoded %+v, want error %q", got, tc.err)
+				}
+				if fe.Err.Message != tc.err || fe.Err.Code != canonical.CodeInvalidArgument || fe.ID != tc.errID {
+					t.Fatalf("error (%v, %q, id %q), want (invalid_argument, %q, id %q)", fe.Err.Code, fe.Err.Message, fe.ID, tc.err, tc.errID)
+				}
+				return
+			}
+			if fe != nil {
+				t.Fatalf("error %v", fe)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+func TestRequestCanonical(t *testing.T) {
+	rf, fe := decodeRequest([]byte(`{"id":"r1","message":{"role":"user","content":"tell me a dad joke"},
+		"message_history":[{"role":"system","content":"You are funny."}],
+		"override_params":{"echo":{"message":{"role":"user","content":"by name"}},"scripted":{"message":{"role":"user","content":"by id"}}},
+		"metadata":{"user_id":42,"plan":"pro","nested":{"a":1}}}`))
+	if fe != nil {
+		t.Fatal(fe)
+	}
+	got := rf.canonical("echo", "scripted")
+	want := &canonical.Request{
+		Target: "echo",
+		Inputs: []*canonical.NamedNode{{Name: "prompt", Node: &canonical.Node{Children: []*canonical.Node{
+			canonical.TextNode("system", "You are funny."),
+			canonical.TextNode("user", "by id"), // the id entry wins over the name entry
+		}}}},
+		Metadata: map[string]string{"user_id": "42", "plan": "pro"},
+		Extensions: map[string]*structpb.Value{
+			extID:       structpb.NewStringValue("r1"),
+			extMetadata: canonical.Value(map[string]any{"user_id": 42.0, "plan": "pro", "nested": map[string]any{"a": 1.0}}),
+			extOverrideParams: canonical.Value(map[string]any{
+				"echo":     map[string]any{"message": map[string]any{"role": "user", "content": "by name"}},
+				"scripted": map[string]any{"message": map[string]any{"role": "user", "content": "by id"}},
+			}),
+		},
+	}
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Fatal(d)
+	}
+	if p := canonical.PromptText(got); p != "by id" {
+		t.Fatalf("PromptText = %q", p)
+	}
+	if m := rf.message("other", "echo"); m.Content != "by name" {
+		t.Fatalf("name override: %q", m.Content)
+	}
+	if m := rf.message("other", "other"); m.Content != "tell me a dad joke" {
+		t.Fatalf("no override: %q", m.Content)
+	}
+}
+
+// readLines returns the non-empty lines of a testdata file.
+func readLines(t testing.TB, name string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			out = append(out, append([]byte(nil), sc.Bytes()...))
+		}
+	}
+	return out
+}
+
+// FuzzDecodeRequest: no input panics; an accepted frame survives the trip
+// to canonical and back through the backend's request encoder.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, l := range readLines(f, "testdata/requests.jsonl") {
+		f.Add(l)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rf, fe := decodeRequest(data)
+		if fe != nil {
+			if fe.Err.Code != canonical.CodeInvalidArgument || fe.Err.Message == "" {
+				t.Fatalf("bad error %v", fe.Err)
+			}
+			return
+		}
+		if rf.ID == "" {
+			t.Fatal("accepted a frame without id")
+		}
+		if rf.Cancel {
+			return
+		}
+		req := rf.canonical("router", "model")
+		wire, err := encodeRequest(rf.ID, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, fe := decodeRequest(wire)
+		if fe != nil {
+			t.Fatalf("re-encoded frame %s refused: %v", wire, fe)
+		}
+		if !utf8.ValidString(rf.ID) {
+			return // invalid UTF-8 becomes U+FFFD on the way
+		}
+		want := append(append([]wireMessage(nil), rf.History...), rf.message("model", "router"))
+		got := append(append([]wireMessage(nil), back.History...), back.Message)
+		if back.ID != rf.ID || !sameMessages(want, got) {
+			t.Fatalf("round trip changed the request:\n%+v\n%+v", want, got)
+		}
+	})
+}
+
+func sameMessages(a, b []wireMessage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Role != b[i].Role || strings.ToValidUTF8(a[i].Content, "\uFFFD") != b[i].Content {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeFrames runs response frames through a responseDecoder and ends the
+// run as the backend does when the stream stops (failed, unavailable).
+func decodeFrames(frames [][]byte) ([]*canonical.Event, error) {
+	d, out := newResponseDecoder(nil)
+	var ferr error
+	for _, fr := range frames {
+		f, err := decodeResponse(fr)
+		if err != nil {
+			if ferr == nil {
+				ferr = err
+			}
+			out = d.End(out, canonical.StatusFailed, canonical.AsError(err))
+			break
+		}
+		out = d.Frame(out, f)
+	}
+	out = d.End(out, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "stream ended"))
+	return out, ferr
+}
+
+// TestResponseDecoderGolden decodes the recorded upstream transcripts in
+// testdata/backend/*.frames (one frame per line) and compares the canonical
+// events, one proto3 JSON line each, with the .events.json file.
+func TestResponseDecoderGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/backend/*.frames")
+	if len(files) == 0 {
+		t.Fatal("no testdata/backend/*.frames")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			events, _ := decodeFrames(readLines(t, file))
+			if err := canonical.Validate(events); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			for _, ev := range events {
+				b, err := protojson.Marshal(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var c bytes.Buffer
+				_ = json.Compact(&c, b) // protojson's spacing is unstable by design
+				buf.Write(c.Bytes())
+				buf.WriteByte('\n')
+			}
+			golden(t, strings.TrimSuffix(file, ".frames")+".events.json", buf.Bytes())
+		})
+	}
+}
+
+func readFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// golden compares got with the file, or rewrites it under -update.
+func golden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Fatalf("%s differs (run with -update to accept):\n%s", file, cmp.Diff(string(want), string(got)))
+	}
+}
+
+// shape is what a decoded run says, independent of how the upstream cut
+// its text into chunks: each message's text and every non-delta event.
+func shape(events []*canonical.Event) []string {
+	var out []string
+	var text strings.Builder
+	for _, ev := range events {
+		if d := ev.GetBlockDelta(); d != nil {
+			text.WriteString(d.GetText())
+			continue
+		}
+		if ev.GetBlockStart() != nil || ev.GetBlockFinish() != nil {
+			continue // a chunk with empty content opens no block
+		}
+		if ev.GetMessageFinish() != nil {
+			out = append(out, "text "+text.String())
+			text.Reset()
+		}
+		b, _ := protojson.Marshal(ev)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// FuzzResponseDecoder feeds arbitrary frames (one per line): no panic, the
+// events always satisfy the canonical invariants, and re-chunking the
+// upstream's text (a chunk's content cut in two chunks at a rune boundary)
+// changes nothing but the delta boundaries.
+func FuzzResponseDecoder(f *testing.F) {
+	files, _ := filepath.Glob("testdata/backend/*.frames")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, uint64(len(data)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		var frames [][]byte
+		for _, l := range bytes.Split(data, []byte("\n")) {
+			if len(bytes.TrimSpace(l)) > 0 {
+				frames = append(frames, l)
+			}
+		}
+		want, werr := decodeFrames(frames)
+		if err := canonical.Validate(want); err != nil {
+			t.Fatalf("invalid events: %v", err)
+		}
+		got, gerr := decodeFrames(rechunk(frames, seed))
+		if err := canonical.Validate(got); err != nil {
+			t.Fatalf("invalid events after re-chunking: %v", err)
+		}
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("error depends on chunking: %v / %v", werr, gerr)
+		}
+		if d := cmp.Diff(shape(want), shape(got)); d != "" {
+			t.Fatal(d)
+		}
+	})
+}
+
+// rechunk cuts the content of each valid chunk frame in two frames at a
+// rune boundary drawn from seed; the second keeps the finish_reason.
+func rechunk(frames [][]byte, seed uint64) [][]byte {
+	var out [][]byte
+	for i, fr := range frames {
+		f, err := decodeResponse(fr)
+		if err != nil || f.Chunk == nil {
+			out = append(out, fr)
+			continue
+		}
+		content := f.Chunk.ModelResponse.Message.Content
+		runes := []rune(content)
+		if len(runes) < 2 {
+			out = append(out, fr)
+			continue
+		}
+		cut := len(string(runes[:1+int((seed+uint64(i)*7919)%uint64(len(runes)-1))]))
+		first, second := *f, *f
+		c1, c2 := *f.Chunk, *f.Chunk
+		c1.FinishReason = nil
+		c1.ModelResponse.Message.Content = content[:cut]
+		c2.ModelResponse.Message.Content = content[cut:]
+		first.Chunk, second.Chunk = &c1, &c2
+		b1, _ := json.Marshal(first)
+		b2, _ := json.Marshal(second)
+		out = append(out, b1, b2)
+	}
+	return out
+}
+
+func BenchmarkDecodeDelta(b *testing.B) {
+	frame := []byte(`{"id":"il-1","created_at":1719245000,"router_id":"my-router","chunk":{"model_id":"openai-gpt","provider_id":"openai","model_name":"gpt-3.5-turbo-0125","cached":false,"model_response":{"metadata":{"response_id":"chatcmpl-9d","system_fingerprint":"fp_1","generated_at":1719245000},"message":{"role":"assistant","content":" world"}}}}` + "\n")
+	d, out := newResponseDecoder(nil)
+	f, _ := decodeResponse(frame)
+	out = d.Frame(out, f)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		f, err := decodeResponse(frame)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = d.Frame(out[:0], f)
+	}
+}

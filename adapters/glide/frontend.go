@@ -1,0 +1,422 @@
+package glide
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/wsconn"
+)
+
+// FrontendConfig configures the chatStream frontend. Zero fields take the
+// documented defaults; no setting disables a limit.
+type FrontendConfig struct {
+	// Runner runs the requests; required.
+	Runner canonical.Runner
+	// Logger receives connection records (never payloads). Default discards.
+	Logger *slog.Logger
+	// MaxMessageBytes bounds one request frame; a larger one closes the
+	// connection with 1009 (checked from the frame header). Default 1 MiB.
+	MaxMessageBytes int64
+	// MaxInFlight bounds the requests running at once on one connection;
+	// one more is refused with an error reply. Default 64.
+	MaxInFlight int
+	// MaxConnections bounds the open chatStream connections; an upgrade
+	// beyond it gets 503. Default 1024.
+	MaxConnections int
+	// SendQueue is how many frames may wait for a connection's writer; a
+	// client that lets it fill is cut off with 1008 (internal/wsconn).
+	// Default 1024.
+	SendQueue int
+	// WriteTimeout bounds each frame write. Default 10s.
+	WriteTimeout time.Duration
+	// PingInterval is how often the server pings; a client that answers
+	// neither pings nor sends anything for twice this is cut off. Default 30s.
+	PingInterval time.Duration
+	// Now stamps created_at. Default time.Now.
+	Now func() time.Time
+}
+
+func (c FrontendConfig) withDefaults() FrontendConfig {
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 1<<20)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, 64)
+	c.MaxConnections = cmp.Or(c.MaxConnections, 1024)
+	c.SendQueue = cmp.Or(c.SendQueue, 1024)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Frontend serves Glide's chatStream WebSocket API. See the package
+// documentation for the protocol and the shutdown sequence.
+type Frontend struct {
+	cfg FrontendConfig
+	up  websocket.Upgrader
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	shutdown bool
+	handlers sync.WaitGroup // one per admitted connection
+}
+
+// NewFrontend returns the frontend.
+func NewFrontend(cfg FrontendConfig) *Frontend {
+	return &Frontend{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}}
+}
+
+// Mount registers GET /v1/language/{router}/chatStream on mux.
+func (f *Frontend) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/language/{router}/chatStream", f.serveChatStream)
+}
+
+// Shutdown begins a graceful shutdown (GEP-8's rollout rules): upgrades
+// are refused from now on, idle connections are closed with 1001 at once,
+// and busy ones stop taking requests and close with 1001 when their last
+// request has sent its terminal frame. It does not wait; runs still going
+// when the daemon's shutdown timeout ends are cancelled by the bridge, and
+// each sends its error reply before its connection closes. It is meant for
+// http.Server.RegisterOnShutdown and may be called more than once.
+func (f *Frontend) Shutdown() {
+	f.mu.Lock()
+	f.shutdown = true
+	conns := make([]*conn, 0, len(f.conns))
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.drain()
+	}
+}
+
+// Close shuts down at once: it refuses upgrades, closes every connection
+// with 1001, which cancels their runs, and waits for their handlers to
+// return.
+func (f *Frontend) Close() {
+	f.mu.Lock()
+	f.shutdown = true
+	conns := make([]*conn, 0, len(f.conns))
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.abort()
+	}
+	f.handlers.Wait()
+}
+
+// Errors of the HTTP exchange before the upgrade.
+var (
+	errRouterNotFound = &canonical.Error{Code: canonical.CodeNotFound, Message: "router is not found"}
+	errShuttingDown   = &canonical.Error{Code: canonical.CodeUnavailable, Message: "server is shutting down"}
+)
+
+func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
+	router := r.PathValue("router")
+	if !websocket.IsWebSocketUpgrade(r) {
+		// As Glide (fiber.ErrUpgradeRequired), checked before the router.
+		w.Header().Set("Upgrade", "websocket")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUpgradeRequired)
+		_, _ = io.WriteString(w, "Upgrade Required")
+		return
+	}
+	info, ok := f.cfg.Runner.Target(router)
+	if !ok {
+		writeHTTPError(w, http.StatusNotFound, errRouterNotFound)
+		return
+	}
+	c, err := f.admit(router, info)
+	if err != nil {
+		writeHTTPError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	defer f.forget(c)
+	ws, uerr := f.up.Upgrade(w, r, nil)
+	if uerr != nil {
+		return // the Upgrader has replied with the HTTP error
+	}
+	c.serve(wsconn.New(ws, wsconn.Config{
+		MaxMessageBytes: f.cfg.MaxMessageBytes,
+		SendQueue:       f.cfg.SendQueue,
+		WriteTimeout:    f.cfg.WriteTimeout,
+		PingInterval:    f.cfg.PingInterval,
+		Logger:          f.cfg.Logger,
+	}))
+}
+
+// admit registers a connection unless shutting down or at MaxConnections.
+func (f *Frontend) admit(router string, info canonical.TargetInfo) (*conn, *canonical.Error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shutdown {
+		return nil, errShuttingDown
+	}
+	if len(f.conns) >= f.cfg.MaxConnections {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "too many chatStream connections (MaxConnections %d)", f.cfg.MaxConnections)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c := &conn{
+		f: f, router: router, ctx: ctx, cancel: cancel,
+		model:    model{ID: info.Backend, Provider: "interlingua", Name: router},
+		inflight: map[string]*request{},
+		log:      f.cfg.Logger.With("protocol", "glide", "router", router),
+	}
+	f.conns[c] = struct{}{}
+	f.handlers.Add(1)
+	return c, nil
+}
+
+func (f *Frontend) forget(c *conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+	f.handlers.Done()
+}
+
+// writeHTTPError writes Glide's HTTP error body {"name","message"}.
+func writeHTTPError(w http.ResponseWriter, status int, err *canonical.Error) {
+	name := errorName(err.Code)
+	b := appendString(append([]byte(nil), `{"name":`...), name)
+	b = appendString(append(b, `,"message":`...), errorMessage(name, err.Code, err.Message))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '}'))
+}
+
+// Causes of cancellation, reported in the cancelled request's error reply.
+var (
+	errCancelledByClient = errors.New("cancelled by the client")
+	errConnectionClosed  = errors.New("connection closed")
+)
+
+// conn is one chatStream connection. Its handler goroutine reads frames
+// and starts a goroutine per request (serveRequest); all of them queue
+// frames on the one wsconn.Conn, whose writer goroutine is the only one
+// writing to the socket. The handler returns after every request goroutine
+// has.
+type conn struct {
+	f      *Frontend
+	router string
+	model  model // named in chunks when the run names none
+	log    *slog.Logger
+	ctx    context.Context // cancelled when the connection ends: cancels every run
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup // request goroutines and closeAway
+
+	mu       sync.Mutex
+	ws       *wsconn.Conn        // set by serve
+	inflight map[string]*request // ids whose terminal frame is not yet queued
+	busy     int                 // request goroutines not yet past their terminal frame
+	draining bool                // shutting down: no new requests; close when idle
+	closing  bool                // a close has been started
+	ended    bool                // the read loop has ended; no more goroutines start
+}
+
+// request is one request in flight.
+type request struct {
+	cancel context.CancelCauseFunc
+}
+
+// serve runs the connection until it ends.
+func (c *conn) serve(ws *wsconn.Conn) {
+	c.log.Debug("chatStream connection open")
+	c.mu.Lock()
+	c.ws = ws
+	c.mu.Unlock()
+	c.closeIfDrained()
+	var err error
+	for {
+		var data []byte
+		if _, data, err = ws.Read(c.ctx); err != nil {
+			break
+		}
+		c.handle(data)
+	}
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
+	c.cancel(errConnectionClosed)
+	c.wg.Wait()
+	_ = ws.Close(wsconn.CloseGoingAway, "")
+	c.log.Debug("chatStream connection closed", "close_code", wsconn.CloseCode(err), "err", err)
+}
+
+// handle dispatches one request frame.
+func (c *conn) handle(data []byte) {
+	rf, fe := decodeRequest(data)
+	if fe != nil {
+		c.reject(fe.ID, fe.Metadata, fe.Err)
+		return
+	}
+	if rf.Cancel {
+		c.mu.Lock()
+		if rq := c.inflight[rf.ID]; rq != nil {
+			rq.cancel(errCancelledByClient)
+		}
+		c.mu.Unlock()
+		return // an id not in flight has ended already: nothing to do
+	}
+	c.mu.Lock()
+	var refuse *canonical.Error
+	switch {
+	case c.draining:
+		refuse = errShuttingDown
+	case c.inflight[rf.ID] != nil:
+		refuse = invalid("request id already in flight")
+	case c.busy >= c.f.cfg.MaxInFlight:
+		refuse = canonical.Errorf(canonical.CodeResourceExhausted, "too many requests in flight on this connection (MaxInFlight %d)", c.f.cfg.MaxInFlight)
+	}
+	if refuse != nil {
+		c.mu.Unlock()
+		c.reject(rf.ID, rf.Metadata, refuse)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	rq := &request{cancel: cancel}
+	c.inflight[rf.ID] = rq
+	c.busy++
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go c.serveRequest(ctx, rf, rq)
+}
+
+// reject replies to a refused frame with a terminal error.
+func (c *conn) reject(id string, metadata []byte, err *canonical.Error) {
+	c.send(newReplyEncoder(c.f.cfg.Now, id, c.router, metadata, c.model).fail(err))
+}
+
+// send queues a frame; false when the connection has ended.
+func (c *conn) send(frame []byte) bool {
+	return c.ws.SendText(frame) == nil
+}
+
+// serveRequest runs one request and sends its frames, ending with exactly
+// one terminal frame (unless the connection ends first). The id is free
+// for reuse before the terminal frame is queued, so a client that reuses
+// it as soon as it has read that frame is not refused.
+func (c *conn) serveRequest(ctx context.Context, rf *requestFrame, rq *request) {
+	defer c.wg.Done()
+	defer c.release(rf.ID, rq)
+	enc := newReplyEncoder(c.f.cfg.Now, rf.ID, c.router, rf.Metadata, c.model)
+	stream, err := c.f.cfg.Runner.Run(ctx, rf.canonical(c.router, c.model.ID))
+	if err != nil {
+		ce := canonical.AsError(err)
+		if ctx.Err() != nil {
+			ce = canonical.Errorf(canonical.CodeCanceled, "%s", c.cancelMessage(ctx))
+		}
+		c.forget(rf.ID, rq)
+		c.send(enc.fail(ce))
+		return
+	}
+	defer stream.Close()
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if !enc.done {
+				if errors.Is(err, io.EOF) {
+					err = canonical.Errorf(canonical.CodeInternal, "run ended without a terminal event")
+				}
+				c.forget(rf.ID, rq)
+				c.send(enc.fail(canonical.AsError(err)))
+			}
+			return
+		}
+		if st, ok := canonical.TerminalOf(ev); ok && st == canonical.StatusCancelled {
+			enc.cancelMsg = c.cancelMessage(ctx)
+		}
+		frame := enc.event(ev)
+		if enc.done {
+			c.forget(rf.ID, rq)
+		}
+		if frame != nil && !c.send(frame) {
+			return // the connection has ended: Close cancels the run
+		}
+	}
+}
+
+// cancelMessage says why a request's run was cancelled.
+func (c *conn) cancelMessage(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil {
+		return cause.Error()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining {
+		return errShuttingDown.Message
+	}
+	return ""
+}
+
+// forget frees a request's id.
+func (c *conn) forget(id string, rq *request) {
+	c.mu.Lock()
+	if c.inflight[id] == rq {
+		delete(c.inflight, id)
+	}
+	c.mu.Unlock()
+}
+
+// release ends a request goroutine's claim on the connection; the last
+// one of a draining connection closes it, after its terminal frame.
+func (c *conn) release(id string, rq *request) {
+	rq.cancel(nil)
+	c.forget(id, rq)
+	c.mu.Lock()
+	c.busy--
+	c.mu.Unlock()
+	c.closeIfDrained()
+}
+
+// drain stops the connection taking requests and closes it once idle.
+func (c *conn) drain() {
+	c.mu.Lock()
+	c.draining = true
+	c.mu.Unlock()
+	c.closeIfDrained()
+}
+
+// closeIfDrained closes a draining connection with no request in flight
+// with 1001, once. The close runs in its own goroutine, owned by the
+// connection, so that neither Shutdown nor a request goroutine waits for
+// a slow client's close handshake.
+func (c *conn) closeIfDrained() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.draining || c.closing || c.ended || c.ws == nil || c.busy > 0 {
+		return
+	}
+	c.closing = true
+	c.wg.Add(1)
+	go c.closeAway(c.ws)
+}
+
+func (c *conn) closeAway(ws *wsconn.Conn) {
+	defer c.wg.Done()
+	_ = ws.Close(wsconn.CloseGoingAway, errShuttingDown.Message)
+}
+
+// abort ends the connection now, cancelling its runs.
+func (c *conn) abort() {
+	c.mu.Lock()
+	c.draining = true
+	ws := c.ws
+	c.mu.Unlock()
+	c.cancel(errShuttingDown)
+	if ws != nil {
+		_ = ws.Close(wsconn.CloseGoingAway, errShuttingDown.Message)
+	}
+}
