@@ -38,6 +38,10 @@ type FrontendDeps struct {
 	// OnShutdown registers a function called when shutdown begins (e.g. to
 	// close idle WebSockets with 1001); see http.Server.RegisterOnShutdown.
 	OnShutdown func(func())
+	// OnClose registers a function called after runs have drained, which
+	// the server waits for (bounded) before it exits: hijacked connections
+	// flush their last frames and close there.
+	OnClose func(func())
 }
 
 // backendTypes is the registry of backend adapters and frontends the

@@ -20,6 +20,9 @@ func init() {
 		if d.OnShutdown != nil {
 			d.OnShutdown(fe.Shutdown)
 		}
+		if d.OnClose != nil {
+			d.OnClose(fe.Close)
+		}
 		return nil
 	})
 	// type: glide, options: url (ws://host/v1/language/<router>/chatStream)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -29,6 +30,9 @@ type Server struct {
 	tools  *ToolRegistry
 	http   *http.Server
 	ln     net.Listener
+
+	backends map[string]canonical.Backend
+	closers  []func()
 }
 
 // lazyRunner lets backends built before the bridge (the XML executor's
@@ -101,7 +105,9 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric, OnShutdown: s.http.RegisterOnShutdown}
+	s.backends = backends
+	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric,
+		OnShutdown: s.http.RegisterOnShutdown, OnClose: func(f func()) { s.closers = append(s.closers, f) }}
 	for _, fe := range frontends {
 		d := deps
 		d.Runner = frontendRunner{Bridge: s.bridge, name: fe.Name}
@@ -172,10 +178,40 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	_ = s.http.Close()
 	<-errc
+	s.closeFrontendsAndBackends(cancelGrace)
 	s.bridge.StopCluster()
 	s.fabric.Close()
 	s.log.Info("stopped")
 	return nil
+}
+
+// closeFrontendsAndBackends runs the frontends' close hooks (they flush
+// and close hijacked connections), waiting up to grace, then closes the
+// backends that hold connections of their own.
+func (s *Server) closeFrontendsAndBackends(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, f := range s.closers {
+			wg.Go(f)
+		}
+		wg.Wait()
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Warn("frontends still closing after grace", "grace", grace)
+	}
+	for name, be := range s.backends {
+		if c, ok := be.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				s.log.Warn("closing backend", "backend", name, "err", err)
+			}
+		}
+	}
 }
 
 // NewLogger builds the daemon's logger from its config.

@@ -33,10 +33,9 @@
 //
 // Frames of different requests interleave; frames of one request keep
 // their order. All are queued on the connection's one internal/wsconn
-// writer (the single-writer rule of GEP-8); a client that lets the queue
-// fill is cut off with close code 1008. (wsconn's Send never waits, so for
-// now runs that together outpace the socket by SendQueue frames are cut
-// off the same way; LLM-speed streams are far below that.)
+// writer (the single-writer rule of GEP-8). A request whose frames outpace
+// the socket waits for room (backpressure on its run); a client that stops
+// reading for the write timeout is cut off with close code 1008.
 //
 // Unlike Glide: a malformed frame, or one without id or message, or with a
 // non-string content, gets a payload_parse_error reply naming the field

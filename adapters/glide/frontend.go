@@ -299,9 +299,12 @@ func (c *conn) reject(id string, metadata []byte, err *canonical.Error) {
 	c.send(newReplyEncoder(c.f.cfg.Now, id, c.router, metadata, c.model).fail(err))
 }
 
-// send queues a frame; false when the connection has ended.
+// send queues a frame, waiting (up to the write timeout) while the queue
+// is full: a request producing faster than the socket drains is held back,
+// and only a peer that stops reading is cut off. False when the connection
+// has ended.
 func (c *conn) send(frame []byte) bool {
-	return c.ws.SendText(frame) == nil
+	return c.ws.SendWait(context.Background(), websocket.TextMessage, frame) == nil
 }
 
 // serveRequest runs one request and sends its frames, ending with exactly

@@ -91,6 +91,44 @@ func (c *Conn) Send(ctx context.Context, msgType int, data []byte) error {
 		return nil
 	default: // slow consumer: cut off, never grow
 	}
+	return c.cutOff()
+}
+
+// SendWait is Send for producers that can wait: when the queue is full it
+// waits for room up to half of WriteTimeout (the peer may just be slower
+// than the producer, and a producer that waits is backpressure), and only
+// then cuts the peer off as a slow consumer. Half, so the cut-off comes
+// while the writer's blocked write can still finish and the 1008 close
+// frame follow it. It returns early when ctx ends or the connection closes.
+func (c *Conn) SendWait(ctx context.Context, msgType int, data []byte) error {
+	if msgType != websocket.TextMessage && msgType != websocket.BinaryMessage {
+		return canonical.Errorf(canonical.CodeInvalidArgument,
+			"wsconn: message type %d is neither text (1) nor binary (2)", msgType)
+	}
+	f := frame{typ: msgType, data: data}
+	select {
+	case <-c.closing:
+		return c.err
+	case c.out <- f:
+		return nil
+	default:
+	}
+	t := time.NewTimer(c.cfg.WriteTimeout / 2)
+	defer t.Stop()
+	select {
+	case c.out <- f:
+		return nil
+	case <-ctx.Done():
+		return canonical.AsError(ctx.Err())
+	case <-c.closing:
+		return c.err
+	case <-t.C:
+	}
+	return c.cutOff()
+}
+
+// cutOff ends the connection as a slow consumer (1008).
+func (c *Conn) cutOff() error {
 	msg := fmt.Sprintf("send queue full (%d frames)", cap(c.out))
 	err := &Error{Code: ClosePolicyViolation, Reason: msg, Err: &canonical.Error{
 		Code: canonical.CodeResourceExhausted, Message: msg, Cause: ErrSlowConsumer}}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -412,5 +413,52 @@ func TestSendRefusals(t *testing.T) {
 				t.Fatalf("Conn ended: %v", err)
 			}
 		})
+	}
+}
+
+// SendWait holds a producer back while a reading peer catches up: 20,000
+// frames through a 4-frame queue all arrive, in order, with no cut-off.
+func TestSendWaitIsBackpressure(t *testing.T) {
+	c, client := pair(t, wsconn.Config{SendQueue: 4})
+	const n = 20_000
+	got := make(chan int, 1)
+	go func() {
+		i := 0
+		for ; i < n; i++ {
+			_, p, err := client.ReadMessage()
+			if err != nil || string(p) != strconv.Itoa(i) {
+				break
+			}
+		}
+		got <- i
+	}()
+	for i := range n {
+		if err := c.SendWait(t.Context(), websocket.TextMessage, []byte(strconv.Itoa(i))); err != nil {
+			t.Fatalf("SendWait %d: %v", i, err)
+		}
+	}
+	if i := <-got; i != n {
+		t.Fatalf("client read %d frames in order, want %d", i, n)
+	}
+}
+
+// A peer that stops reading is still cut off by SendWait, once the write
+// timeout passes.
+func TestSendWaitCutsOffStalledPeer(t *testing.T) {
+	// The wait (half the write timeout) ends while the writer's blocked write
+	// still has about a second left, in which the client starts reading.
+	c, client := pair(t, wsconn.Config{SendQueue: 4, WriteTimeout: 2 * time.Second, CloseGrace: timeout})
+	payload := make([]byte, 64<<10)
+	var err error
+	for range 10_000 {
+		if err = c.SendWait(t.Context(), websocket.BinaryMessage, payload); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, wsconn.ErrSlowConsumer) {
+		t.Fatalf("SendWait: %v, want ErrSlowConsumer", err)
+	}
+	if _, ce := readToClose(t, client); ce.Code != wsconn.ClosePolicyViolation {
+		t.Fatalf("client got close %d, want 1008", ce.Code)
 	}
 }
