@@ -9,8 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // maxIdleThreads bounds the seq counters kept for threads with no run in
@@ -82,6 +86,10 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		req.ThreadId = req.RunId
 	}
 	target := req.GetTarget()
+	ctx, span := tracing.Tracer().Start(ctx, "interlingua.run", trace.WithAttributes(
+		attribute.String("interlingua.target", target), attribute.String("interlingua.backend", rt.Backend),
+		attribute.String("interlingua.frontend", frontendOf(ctx)), attribute.String("interlingua.thread", req.GetThreadId()),
+		attribute.String("interlingua.run", req.GetRunId()), attribute.Bool("interlingua.remote", !b.hosts(rt.Backend))))
 	var s canonical.Stream
 	var err error
 	if b.hosts(rt.Backend) {
@@ -90,9 +98,11 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		s, err = b.runRemote(ctx, rt, req)
 	}
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return nil, err
 	}
-	return b.meter(ctx, s, req, target, rt.Backend), nil
+	return b.meter(ctx, s, req, target, rt.Backend, span), nil
 }
 
 // runLocal starts req on a backend this instance hosts. forOther marks a

@@ -14,9 +14,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // The fabric's subjects, under the configured prefix p:
@@ -140,23 +143,28 @@ func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
 		respondError(msg, canonical.Errorf(canonical.CodeUnavailable, "backend %q is not hosted here", rt.Backend))
 		return
 	}
-	s, err := b.runLocal(context.Background(), rt, be, req, true)
+	ctx, span := tracing.Tracer().Start(tracing.FromNATS(context.Background(), msg), "interlingua.run.owner",
+		trace.WithAttributes(attribute.String("interlingua.backend", rt.Backend), attribute.String("interlingua.run", req.GetRunId())))
+	s, err := b.runLocal(ctx, rt, be, req, true)
 	if err != nil {
+		span.End()
 		respondError(msg, canonical.AsError(err))
 		return
 	}
 	if err := msg.Respond(nil); err != nil {
+		span.End()
 		_ = s.Close()
 		return
 	}
 	b.cluster.wg.Add(1)
-	go b.pump(s)
+	go b.pump(s, span)
 }
 
 // pump drives a run owned for another instance; run.Recv publishes each
 // event, which is how the client gets it.
-func (b *Bridge) pump(s canonical.Stream) {
+func (b *Bridge) pump(s canonical.Stream, span trace.Span) {
 	defer b.cluster.wg.Done()
+	defer span.End()
 	defer s.Close()
 	for {
 		if _, err := s.Recv(); err != nil {
@@ -230,7 +238,10 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	reply, err := nc.RequestWithContext(sctx, b.subject("run", SubjectToken(rt.Backend)), data)
+	msg := nats.NewMsg(b.subject("run", SubjectToken(rt.Backend)))
+	msg.Data = data
+	tracing.ToNATS(ctx, msg)
+	reply, err := nc.RequestMsgWithContext(sctx, msg)
 	cancel()
 	if err == nil {
 		if code := reply.Header.Get(hdrErrorCode); code != "" {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // Config is the daemon's configuration: a YAML file, then INTERLINGUA_*
@@ -33,9 +35,10 @@ type Config struct {
 	// Backends are the upstreams, by name.
 	Backends map[string]BackendConfig `yaml:"backends"`
 	// Routes map target names (exact or glob) to backends, first match wins.
-	Routes []Route     `yaml:"routes"`
-	Tools  ToolsConfig `yaml:"tools"`
-	Auth   AuthConfig  `yaml:"auth"`
+	Routes  []Route        `yaml:"routes"`
+	Tools   ToolsConfig    `yaml:"tools"`
+	Auth    AuthConfig     `yaml:"auth"`
+	Tracing tracing.Config `yaml:"tracing"`
 	// HostBackends names the backends this instance runs; the others are
 	// reached through instances that host them, over NATS. Default: all
 	// configured backends; "none" hosts none.
@@ -353,7 +356,7 @@ func walkScalars(v reflect.Value, prefix string, fn func(string, reflect.Value))
 		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(yaml.Node{}):
 			walkScalars(fv, key, fn)
 		case f.Type.Kind() == reflect.String, f.Type.Kind() == reflect.Bool,
-			f.Type.Kind() == reflect.Int, f.Type.Kind() == reflect.Int64,
+			f.Type.Kind() == reflect.Int, f.Type.Kind() == reflect.Int64, f.Type.Kind() == reflect.Float64,
 			f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.String:
 			fn(key, fv)
 		}
@@ -382,6 +385,12 @@ func setScalar(v reflect.Value, s string) error {
 			return fmt.Errorf("%q is not an integer", s)
 		}
 		v.SetInt(n)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		v.SetFloat(f)
 	case v.Kind() == reflect.Slice:
 		var parts []string
 		for _, p := range strings.Split(s, ",") {

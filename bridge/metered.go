@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
@@ -42,13 +45,14 @@ type metered struct {
 	firstDelta                time.Duration
 	events                    int
 	ttfd, interval            prometheus.Observer
+	span                      trace.Span
 	done                      bool
 }
 
-func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string) canonical.Stream {
+func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string, span trace.Span) canonical.Stream {
 	fe := frontendOf(ctx)
 	return &metered{
-		Stream: s, b: b, target: target, frontend: fe, backend: backend,
+		Stream: s, b: b, target: target, frontend: fe, backend: backend, span: span,
 		thread: req.GetThreadId(), run: req.GetRunId(), start: b.now(),
 		ttfd:     metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
 		interval: metrics.DeltaInterval.WithLabelValues(fe, backend),
@@ -104,6 +108,11 @@ func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
 	if code != canonical.CodeOK {
 		metrics.Errors.WithLabelValues(code.String()).Inc()
 	}
+	m.span.SetAttributes(attribute.String("interlingua.outcome", outcome), attribute.Int("interlingua.events", m.events))
+	if code != canonical.CodeOK {
+		m.span.SetStatus(codes.Error, code.String()+": "+e.GetMessage())
+	}
+	m.span.End()
 	m.b.log.Info("run end", "thread", m.thread, "run", m.run, "target", m.target,
 		"pair", m.frontend+":"+m.backend, "outcome", outcome, "code", code.String(), "events", m.events,
 		"ttfd", m.firstDelta, "duration", m.b.now().Sub(m.start))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // cancelGrace is how long cancelled runs get to deliver their cancelled
@@ -95,6 +96,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if auth != nil {
 		handler = auth.middleware(mux, log)
 	}
+	handler = tracing.Middleware(handler)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)

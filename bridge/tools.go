@@ -9,9 +9,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/builtin"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // maxToolBytes bounds tool arguments and results.
@@ -48,13 +52,26 @@ func (t *ToolRegistry) Call(ctx context.Context, name string, args []byte) ([]by
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
+	ctx, span := tracing.Tracer().Start(ctx, "interlingua.tool", trace.WithAttributes(attribute.String("interlingua.tool", name)))
+	defer span.End()
+	out, err := t.call(ctx, name, args)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return out, err
+}
+
+func (t *ToolRegistry) call(ctx context.Context, name string, args []byte) ([]byte, error) {
 	if f, ok := t.builtin[name]; ok {
 		return f(ctx, args)
 	}
 	if t.nc == nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "tool %q: no NATS connection", name)
 	}
-	msg, err := t.nc.RequestWithContext(ctx, t.prefix+".tool."+name, args)
+	req := nats.NewMsg(t.prefix + ".tool." + name)
+	req.Data = args
+	tracing.ToNATS(ctx, req)
+	msg, err := t.nc.RequestMsgWithContext(ctx, req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "tool %q: no service answers on %s.tool.%s", name, t.prefix, name)

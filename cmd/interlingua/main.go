@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -141,6 +142,12 @@ func serve(args []string, stderr io.Writer) int {
 	log := bridge.NewLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	stopTracing, err := tracing.Start(ctx, cfg.Tracing)
+	if err != nil {
+		fmt.Fprintln(stderr, "interlingua: tracing:", err)
+		return 1
+	}
+	defer stopTracing(context.Background())
 	srv, err := bridge.NewServer(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "interlingua:", err)

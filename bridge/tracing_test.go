@@ -1,0 +1,52 @@
+package bridge_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+)
+
+// A client's traceparent becomes the parent of the run's span; the span of
+// the run's owner on another instance (reached over NATS) and of its tool
+// call share the trace.
+func TestTracePropagation(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev); _ = tp.Shutdown(t.Context()) })
+
+	ns := natsServer(t)
+	bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL(), "none"))
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest("POST", a.URL+"/v1/runs", strings.NewReader(`{"target":"demo-agent","inputs":[]}`))
+	req.Header.Set("Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	_ = tp.ForceFlush(t.Context())
+	seen := map[string]bool{}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() != traceID {
+			continue
+		}
+		seen[s.Name] = true
+		if s.Name == "interlingua.run" && s.Parent.SpanID().String() != "00f067aa0ba902b7" {
+			t.Errorf("run span's parent is %s, want the client's span", s.Parent.SpanID())
+		}
+	}
+	for _, name := range []string{"interlingua.run", "interlingua.run.owner", "interlingua.tool"} {
+		if !seen[name] {
+			t.Errorf("no %s span in the client's trace (saw %v)", name, seen)
+		}
+	}
+}
