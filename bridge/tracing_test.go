@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ func TestTracePropagation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, _ = io.ReadAll(resp.Body) // to the terminal event: the run's span has ended
 	resp.Body.Close()
 	_ = tp.ForceFlush(t.Context())
 	seen := map[string]bool{}
