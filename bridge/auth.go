@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -33,6 +34,8 @@ type APIKey struct {
 	File string `yaml:"file"`
 	// Targets the key may use: names or globs; empty means all.
 	Targets []string `yaml:"targets"`
+	// MaxRuns bounds the key's concurrent runs. Default 256.
+	MaxRuns int `yaml:"max_runs"`
 }
 
 // authenticator checks API keys against their SHA-256 digests.
@@ -91,7 +94,7 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 			}
 			d = sha256.Sum256([]byte(v))
 		}
-		a.keys = append(a.keys, authKey{digest: d, principal: &canonical.Principal{Name: k.Name, Targets: k.Targets}})
+		a.keys = append(a.keys, authKey{digest: d, principal: &canonical.Principal{Name: k.Name, Targets: k.Targets, MaxRuns: cmp.Or(k.MaxRuns, 256)}})
 	}
 	return a, nil
 }

@@ -35,13 +35,15 @@ type Bridge struct {
 	now    func() time.Time
 
 	cluster clusterState
+	owners  owners
 
 	mu       sync.Mutex
 	runs     map[string]*run
 	draining bool
 	idle     chan struct{} // closed when draining and no run is left
 	threads  map[string]*thread
-	idleFIFO []string // idle thread ids, oldest first
+	idleFIFO []string       // idle thread ids, oldest first
+	keyRuns  map[string]int // runs in flight per API key
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue
@@ -55,10 +57,15 @@ type thread struct {
 
 // NewBridge returns a bridge; fabric may be nil.
 func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
-	return &Bridge{
+	b := &Bridge{
 		router: router, fabric: fabric, log: log, now: time.Now,
 		runs: map[string]*run{}, threads: map[string]*thread{},
+		keyRuns: map[string]int{},
 	}
+	if fabric != nil {
+		b.owners.kv = fabric.Threads()
+	}
+	return b
 }
 
 // Target implements canonical.Runner.
@@ -76,7 +83,8 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 	if !ok {
 		return nil, canonical.Errorf(canonical.CodeNotFound, "unknown target %q", req.GetTarget())
 	}
-	if p := canonical.PrincipalFrom(ctx); !p.Allows(req.GetTarget()) {
+	p := canonical.PrincipalFrom(ctx)
+	if !p.Allows(req.GetTarget()) {
 		return nil, canonical.Errorf(canonical.CodePermissionDenied, "API key %q may not use target %q", p.Name, req.GetTarget())
 	}
 	if req.RunId == "" {
@@ -84,6 +92,12 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 	}
 	if req.ThreadId == "" {
 		req.ThreadId = req.RunId
+	} else if err := b.owners.check(ctx, req.GetThreadId(), p); err != nil {
+		return nil, err
+	}
+	release, err := b.admitKey(p)
+	if err != nil {
+		return nil, err
 	}
 	target := req.GetTarget()
 	ctx, span := tracing.Tracer().Start(ctx, "interlingua.run", trace.WithAttributes(
@@ -91,18 +105,39 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		attribute.String("interlingua.frontend", frontendOf(ctx)), attribute.String("interlingua.thread", req.GetThreadId()),
 		attribute.String("interlingua.run", req.GetRunId()), attribute.Bool("interlingua.remote", !b.hosts(rt.Backend))))
 	var s canonical.Stream
-	var err error
 	if b.hosts(rt.Backend) {
 		s, err = b.runLocal(ctx, rt, be, req, false)
 	} else {
 		s, err = b.runRemote(ctx, rt, req)
 	}
 	if err != nil {
+		release()
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
 		return nil, err
 	}
-	return b.meter(ctx, s, req, target, rt.Backend, span), nil
+	return b.meter(ctx, s, req, target, rt.Backend, span, release), nil
+}
+
+// admitKey counts a run against its API key's max_runs; release undoes it.
+func (b *Bridge) admitKey(p *canonical.Principal) (release func(), err error) {
+	if p == nil || p.MaxRuns <= 0 {
+		return func() {}, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.keyRuns[p.Name] >= p.MaxRuns {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d runs in flight (max_runs)", p.Name, p.MaxRuns)
+	}
+	b.keyRuns[p.Name]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.keyRuns[p.Name]--
+			b.mu.Unlock()
+		})
+	}, nil
 }
 
 // runLocal starts req on a backend this instance hosts. forOther marks a

@@ -365,6 +365,9 @@ func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (ca
 	if b.fabric == nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "no fabric to observe from")
 	}
+	if err := b.CheckThread(ctx, threadID); err != nil {
+		return nil, err
+	}
 	cfg := b.cluster.cfg
 	if !b.cluster.started { // a bridge outside the cluster: the defaults
 		c := Config{}

@@ -46,13 +46,14 @@ type metered struct {
 	events                    int
 	ttfd, interval            prometheus.Observer
 	span                      trace.Span
+	release                   func() // the API key's run slot
 	done                      bool
 }
 
-func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string, span trace.Span) canonical.Stream {
+func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string, span trace.Span, release func()) canonical.Stream {
 	fe := frontendOf(ctx)
 	return &metered{
-		Stream: s, b: b, target: target, frontend: fe, backend: backend, span: span,
+		Stream: s, b: b, target: target, frontend: fe, backend: backend, span: span, release: release,
 		thread: req.GetThreadId(), run: req.GetRunId(), start: b.now(),
 		ttfd:     metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
 		interval: metrics.DeltaInterval.WithLabelValues(fe, backend),
@@ -91,6 +92,7 @@ func (m *metered) Close() error {
 }
 
 func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
+	m.release()
 	outcome := "abandoned"
 	switch st {
 	case canonical.StatusCompleted:

@@ -14,6 +14,9 @@ type Principal struct {
 	// Targets are the target names or path.Match globs the key may use;
 	// empty means every target.
 	Targets []string
+	// MaxRuns bounds the key's runs in flight; 0 means no per-key bound
+	// (the daemon's other limits still apply).
+	MaxRuns int
 }
 
 // Allows reports whether the principal may use target.
