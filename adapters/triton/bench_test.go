@@ -1,0 +1,82 @@
+package triton
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// discardWriter is a flushing ResponseWriter that drops what it is given.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Flush()                      {}
+
+// BenchmarkEncodeDelta: one canonical text delta to one flushed SSE
+// event on the wire (frontend direction).
+func BenchmarkEncodeDelta(b *testing.B) {
+	enc := newResponseEncoder("", "ensemble", true, false, "", 1<<20)
+	bl := canonical.NewBuilder()
+	for _, ev := range bl.Text(nil, "x") {
+		enc.event(ev)
+	}
+	sw, err := sse.NewWriter(&discardWriter{h: http.Header{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := &canonical.Event{Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: " token"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, _, _ := enc.event(ev)
+		if err := sw.Data(resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+var frame = []byte(`data: {"model_name":"ensemble","model_version":"1","text_output":" token"}` + "\n\n")
+
+// BenchmarkDecodeDeltaWire: one SSE event read off the wire to the
+// delta's whole-UTF-8 text (backend direction, wire side).
+func BenchmarkDecodeDeltaWire(b *testing.B) {
+	var (
+		p       sse.Parser
+		events  []sse.Event
+		f       responseFields
+		scratch []byte
+		acc     canonical.TextAccumulator
+		err     error
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		if events, err = p.Feed(frame, events[:0]); err != nil || len(events) != 1 {
+			b.Fatal(err)
+		}
+		if scratch, err = parseResponse(events[0].Data, scratch, &f, false); err != nil {
+			b.Fatal(err)
+		}
+		if acc.Append(f.text) == "" {
+			b.Fatal("no text")
+		}
+	}
+}
+
+// BenchmarkDecodeDelta: one SSE event to one canonical BlockDelta event
+// (backend direction, including the canonical event's allocations).
+func BenchmarkDecodeDelta(b *testing.B) {
+	d := newStreamDecoder(false, 1<<20, 200, "run-")
+	out, err := d.Feed(frame, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err = d.Feed(frame, out[:0]); err != nil || len(out) != 1 {
+			b.Fatal(err, len(out))
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package triton
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// statusOf is the HTTP status the frontend answers a canonical code with:
+// Triton's HttpCodeFromError applied to the Triton error code nearest to
+// the canonical one. Triton's codes are INTERNAL (500), NOT_FOUND (404),
+// UNAVAILABLE (503), UNSUPPORTED (501) and UNKNOWN, INVALID_ARG,
+// ALREADY_EXISTS, CANCELLED (400); its restricted-API refusal is 403.
+//
+// An unknown model is not NOT_FOUND on this wire: Triton reports it as
+// INVALID_ARG, 400 — the frontend raises it with CodeInvalidArgument. Our
+// own limits (CodeResourceExhausted) answer 400, as Triton's
+// --http-max-input-size breaches do.
+func statusOf(c canonical.Code) int {
+	switch c {
+	case canonical.CodeOK:
+		return http.StatusOK
+	case canonical.CodeNotFound:
+		return http.StatusNotFound
+	case canonical.CodeUnavailable, canonical.CodeDeadlineExceeded:
+		return http.StatusServiceUnavailable
+	case canonical.CodeUnimplemented:
+		return http.StatusNotImplemented
+	case canonical.CodePermissionDenied, canonical.CodeUnauthenticated:
+		return http.StatusForbidden
+	case canonical.CodeUnknown, canonical.CodeInvalidArgument, canonical.CodeAlreadyExists,
+		canonical.CodeCanceled, canonical.CodeResourceExhausted, canonical.CodeFailedPrecondition,
+		canonical.CodeOutOfRange:
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError // internal, aborted, data_loss
+}
+
+// unknownModelPrefix starts Triton's unknown-model messages, which come
+// with status 400 (unknown name) or 404 (unknown version).
+const unknownModelPrefix = "Request for unknown model:"
+
+// codeOf is the canonical code of an upstream Triton error: its HTTP
+// status, and its message where the status is ambiguous. It is not the
+// inverse of statusOf: Triton's 400 covers INVALID_ARG, UNKNOWN,
+// ALREADY_EXISTS and CANCELLED, read as InvalidArgument unless the message
+// names an unknown model.
+func codeOf(status int, msg string) canonical.Code {
+	switch status {
+	case http.StatusBadRequest:
+		if strings.HasPrefix(msg, unknownModelPrefix) {
+			return canonical.CodeNotFound
+		}
+		return canonical.CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return canonical.CodeUnauthenticated
+	case http.StatusForbidden:
+		return canonical.CodePermissionDenied
+	case http.StatusNotFound:
+		return canonical.CodeNotFound
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return canonical.CodeUnimplemented
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return canonical.CodeDeadlineExceeded
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return canonical.CodeResourceExhausted
+	case 499: // client closed request (nginx)
+		return canonical.CodeCanceled
+	case http.StatusInternalServerError:
+		return canonical.CodeInternal
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return canonical.CodeUnavailable
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return canonical.CodeOK
+	case status >= 400 && status < 500:
+		return canonical.CodeInvalidArgument
+	}
+	return canonical.CodeUnknown
+}
+
+// appendError appends Triton's error object {"error":"<msg>"}.
+func appendError(b []byte, msg string) []byte {
+	b = append(b, `{"error":`...)
+	b = appendString(b, msg)
+	return append(b, '}')
+}
+
+// writeError answers with Triton's error object and status, as
+// application/json.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(appendError(nil, msg))
+}

@@ -1,0 +1,15 @@
+package triton
+
+import (
+	"flag"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// update rewrites the golden files (go test ./adapters/triton -update).
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
