@@ -1,0 +1,385 @@
+package evergreen
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+)
+
+// session is one Evergreen session, whatever its transport: the node
+// store, the actions, and the goroutines running them.
+//
+// Goroutines: the transport's handler goroutine reads messages and calls
+// handle, then wait; each started action runs in a goroutine (run) that the
+// session owns and wait joins, as it does the one that interrupts the
+// transport after an abort. State is guarded by mu; messages go to the
+// client through out, which is safe for concurrent use.
+type session struct {
+	f    *Frontend
+	id   string
+	ctx  context.Context // cancelled when the session ends: stops its runs
+	stop context.CancelFunc
+	log  *slog.Logger
+	json bool
+	out  func(*ev.SessionMessage) error
+	// interrupt unblocks the transport's reader after an abort and, on
+	// WebSocket, sends the close frame; unblock fails a write blocked on a
+	// client that does not read.
+	interrupt func(e *canonical.Error, shutdown bool)
+	unblock   func()
+
+	mu       sync.Mutex
+	st       *store
+	pending  []*generate
+	running  int
+	seen     []*ev.Action
+	inputEnd bool
+	draining bool
+	// ended is set when wait has decided the session is over: no
+	// goroutine may start after it (join is waiting for them).
+	ended   bool
+	err     *canonical.Error
+	changed chan struct{}
+	wg      sync.WaitGroup
+}
+
+func (f *Frontend) newSession(ctx context.Context, json bool) *session {
+	s := &session{f: f, id: uuid4(), json: json, changed: make(chan struct{}, 1)}
+	s.ctx, s.stop = context.WithCancel(ctx)
+	s.log = f.cfg.Logger.With("thread", s.thread())
+	s.st = newStore(f.cfg.Limits, json)
+	return s
+}
+
+// thread is the canonical thread of the session's runs: every action of a
+// session runs on one thread.
+func (s *session) thread() string { return "evergreen-" + s.id }
+
+// signal wakes wait.
+func (s *session) signal() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// handle takes one message from the client.
+func (s *session) handle(m *ev.SessionMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	for _, f := range m.GetNodeFragments() {
+		if err := s.st.apply(f); err != nil {
+			s.abortLocked(err)
+			return
+		}
+	}
+	for _, a := range m.GetActions() {
+		if err := s.addAction(a); err != nil {
+			s.abortLocked(err)
+			return
+		}
+	}
+	s.startReady()
+}
+
+func (s *session) addAction(a *ev.Action) error {
+	for _, old := range s.seen {
+		if proto.Equal(old, a) {
+			return nil // a retransmission
+		}
+	}
+	if s.draining {
+		return canonical.Errorf(canonical.CodeUnavailable, "server is shutting down: no new actions")
+	}
+	if len(s.seen) >= s.f.cfg.MaxActions {
+		return canonical.Errorf(canonical.CodeResourceExhausted, "session sent more than %d actions (MaxActions)", s.f.cfg.MaxActions)
+	}
+	g, err := parseAction(s.st, a, s.resolve)
+	if err != nil {
+		return err
+	}
+	if len(g.unknownTypes) > 0 {
+		s.log.Debug("ignoring action configs of unknown types", "types", g.unknownTypes)
+	}
+	s.seen = append(s.seen, a)
+	s.pending = append(s.pending, g)
+	return nil
+}
+
+func (s *session) resolve(id string) (string, bool) {
+	if id == "" {
+		id = s.f.cfg.DefaultTarget
+	}
+	_, ok := s.f.cfg.Runner.Target(id)
+	return id, ok
+}
+
+// startReady starts the pending actions whose input is complete, up to
+// MaxRunning. mu is held.
+func (s *session) startReady() {
+	if s.err != nil || s.ended {
+		return
+	}
+	keep := s.pending[:0]
+	for i, g := range s.pending {
+		if !g.input.complete || s.running >= s.f.cfg.MaxRunning {
+			keep = append(keep, g)
+			continue
+		}
+		req, err := g.request(s.st, s.thread(), s.f.refs)
+		if err != nil {
+			keep = append(keep, s.pending[i:]...)
+			s.pending = keep
+			s.abortLocked(err)
+			return
+		}
+		g.started = true
+		for _, n := range g.outputs() {
+			n.guard = nil
+		}
+		s.running++
+		s.wg.Add(1)
+		go s.run(g, req)
+	}
+	clear(s.pending[len(keep):])
+	s.pending = keep
+}
+
+// run executes one action and renders its run's events.
+func (s *session) run(g *generate, req *canonical.Request) {
+	defer s.wg.Done()
+	err := s.execute(g, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running--
+	if err != nil {
+		s.abortLocked(err)
+	} else {
+		s.startReady()
+	}
+	if s.draining && s.running == 0 {
+		s.abortLocked(canonical.Errorf(canonical.CodeUnavailable, "server is shutting down"))
+	}
+	s.signal()
+}
+
+func (s *session) execute(g *generate, req *canonical.Request) error {
+	if err := s.f.fetchRefs(s.ctx, req); err != nil {
+		return g.fail(err)
+	}
+	stream, err := s.f.cfg.Runner.Run(s.ctx, req)
+	if err != nil {
+		return g.fail(err)
+	}
+	defer stream.Close()
+	r := newRenderer(s, g, s.json, s.f.cfg.ResponseTree, s.f.cfg.MaxToolArgsBytes)
+	for {
+		e, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return g.fail(canonical.Errorf(canonical.CodeInternal, "run ended without a terminal event"))
+		}
+		if err != nil {
+			return g.fail(err)
+		}
+		done, err := r.event(e)
+		if err != nil {
+			return g.fail(err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// outputs lists the action's output nodes.
+func (g *generate) outputs() []*node {
+	out := append([]*node(nil), g.response...)
+	if g.reasoning != nil {
+		out = append(out, g.reasoning)
+	}
+	if g.tools != nil {
+		out = append(out, g.tools)
+	}
+	return out
+}
+
+// fail names the action in err's message, keeping its code.
+func (g *generate) fail(err error) *canonical.Error {
+	ce := canonical.AsError(err)
+	first := ""
+	if outs := g.outputs(); len(outs) > 0 {
+		first = outs[0].id
+	}
+	return &canonical.Error{Code: ce.Code, Message: "action GENERATE (output \"" + first + "\", target \"" + g.target + "\"): " + ce.Message, Cause: ce}
+}
+
+// sink, for the renderers of the session's actions.
+
+func (s *session) send(m *ev.SessionMessage) error { return s.out(m) }
+
+func (s *session) mint() (*node, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.mint()
+}
+
+func (s *session) produce(n *node, meta *ev.ChunkMetadata, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.produce(n, meta, data)
+}
+
+func (s *session) produceRef(n *node, meta *ev.ChunkMetadata, ref string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.produceRef(n, meta, ref)
+}
+
+func (s *session) adopt(p, c *node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.adopt(p, c)
+}
+
+func (s *session) finish(n *node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.finish(n)
+	s.startReady()
+	return nil
+}
+
+// abort ends the session with err, unless it has ended already.
+func (s *session) abort(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.abortLocked(err)
+}
+
+func (s *session) abortLocked(err error) {
+	if s.err != nil || s.ended {
+		return
+	}
+	s.err = canonical.AsError(err)
+	lvl := slog.LevelInfo
+	if s.err.Code == canonical.CodeCanceled {
+		lvl = slog.LevelDebug // the client left
+	}
+	s.log.Log(context.Background(), lvl, "session aborted", "code", wireCode(s.err.Code).String(), "err", s.err.Message)
+	s.stop()
+	shutdown := s.draining
+	e := s.err
+	s.wg.Add(1)
+	go s.interruptTransport(e, shutdown)
+	s.signal()
+}
+
+func (s *session) interruptTransport(e *canonical.Error, shutdown bool) {
+	defer s.wg.Done()
+	s.interrupt(e, shutdown)
+}
+
+// endInput records the client's half-close.
+func (s *session) endInput() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inputEnd = true
+	s.signal()
+}
+
+// drain refuses new actions and ends the session once running ones end.
+func (s *session) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	if s.running == 0 {
+		s.abortLocked(canonical.Errorf(canonical.CodeUnavailable, "server is shutting down"))
+	}
+}
+
+// wait returns when the session is over: aborted, or input ended and every
+// action done. A pending action that can no longer start (nothing runs that
+// could complete its input) aborts it with FAILED_PRECONDITION. wait then
+// stops and joins the session's goroutines and returns the abort error, or
+// nil for a normal end.
+func (s *session) wait() *canonical.Error {
+	for {
+		s.mu.Lock()
+		over := s.err != nil
+		if !over && s.inputEnd && s.running == 0 {
+			if len(s.pending) > 0 {
+				g := s.pending[0]
+				s.abortLocked(canonical.Errorf(canonical.CodeFailedPrecondition,
+					"client half-closed the stream while action GENERATE (output %q) waits for its input %q: node %q is incomplete",
+					g.outputs()[0].id, g.input.id, s.st.firstIncomplete(g.input).id))
+			}
+			over = true
+		}
+		s.ended = over
+		s.mu.Unlock()
+		if over {
+			break
+		}
+		<-s.changed
+	}
+	s.stop()
+	s.join()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// join waits for the session's goroutines; past CloseGrace it fails any
+// write blocked on the client.
+func (s *session) join() {
+	done := make(chan struct{})
+	go s.waitGroup(done)
+	t := time.NewTimer(s.f.cfg.CloseGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	if s.unblock != nil {
+		s.unblock()
+	}
+	<-done
+}
+
+func (s *session) waitGroup(done chan<- struct{}) {
+	s.wg.Wait()
+	close(done)
+}
+
+// firstIncomplete returns an incomplete node under n (n if none below).
+func (s *store) firstIncomplete(n *node) *node {
+	for !n.complete {
+		if !n.done {
+			return n
+		}
+		next := (*node)(nil)
+		for _, c := range n.children {
+			if !c.complete {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
+}
