@@ -34,6 +34,9 @@ type Config struct {
 	NATS            NATSConfig    `yaml:"nats"`
 	// Backends are the upstreams, by name.
 	Backends map[string]BackendConfig `yaml:"backends"`
+	// Frontends holds each frontend's own options, by frontend name
+	// (evergreen: default_target, fetch_refs, limits, ...).
+	Frontends map[string]yaml.Node `yaml:"frontends"`
 	// Routes map target names (exact or glob) to backends, first match wins.
 	Routes  []Route        `yaml:"routes"`
 	Tools   ToolsConfig    `yaml:"tools"`
@@ -228,6 +231,11 @@ func (c *Config) validateRoutes(name string, root *yaml.Node) error {
 		}
 		if _, ok := c.Backends[r.Backend]; !ok {
 			errs = append(errs, fmt.Errorf("config %s: line %d: routes[%d].backend: unknown backend %q", name, routeLine(root, i, "backend"), i, r.Backend))
+		}
+	}
+	for fn := range c.Frontends {
+		if !knownFrontend(fn) {
+			errs = append(errs, fmt.Errorf("config %s: frontends.%s: unknown frontend (known: %s)", name, fn, strings.Join(FrontendNames(), ", ")))
 		}
 	}
 	for bn, b := range c.Backends {

@@ -19,6 +19,7 @@ func TestParseConfigRefuses(t *testing.T) {
 			[]string{"line 8", "routes[1].backend", `unknown backend "nope"`}},
 		{"bad glob", "backends:\n  s:\n    type: scripted\nroutes:\n  - target: '[x'\n    backend: s\n", []string{"line 5", "bad glob"}},
 		{"backend without type", "backends:\n  s: {}\n", []string{"backends.s.type is empty"}},
+		{"unknown frontend", "frontends:\n  nope: {}\n", []string{"frontends.nope: unknown frontend"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,6 +38,9 @@ type FrontendDeps struct {
 	// OnShutdown registers a function called when shutdown begins (e.g. to
 	// close idle WebSockets with 1001); see http.Server.RegisterOnShutdown.
 	OnShutdown func(func())
+	// Options is the frontend's block under frontends.<name> in the config
+	// (nil when absent), for DecodeOptions.
+	Options *yaml.Node
 	// OnClose registers a function called after runs have drained, which
 	// the server waits for (bounded) before it exits: hijacked connections
 	// flush their last frames and close there.
@@ -87,6 +90,24 @@ func BackendTypes() []string {
 	}
 	sort.Strings(t)
 	return t
+}
+
+// FrontendNames lists the registered frontends.
+func FrontendNames() []string {
+	var n []string
+	for _, f := range frontends {
+		n = append(n, f.Name)
+	}
+	return n
+}
+
+func knownFrontend(name string) bool {
+	for _, f := range frontends {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // DecodeOptions decodes a backend's options node into an adapter Config,

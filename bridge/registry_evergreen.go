@@ -11,10 +11,12 @@ import (
 
 func init() {
 	registerFrontend("evergreen", func(mux *http.ServeMux, d FrontendDeps) error {
-		fe, err := evergreen.NewFrontend(evergreen.FrontendConfig{
-			Runner: d.Runner,
-			Logger: d.Log.With("protocol", "evergreen"),
-		})
+		var c evergreen.FrontendConfig
+		if err := DecodeOptions(d.Options, &c); err != nil {
+			return err
+		}
+		c.Runner, c.Logger = d.Runner, d.Log.With("protocol", "evergreen")
+		fe, err := evergreen.NewFrontend(c)
 		if err != nil {
 			return err
 		}

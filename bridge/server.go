@@ -113,6 +113,9 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	for _, fe := range frontends {
 		d := deps
 		d.Runner = frontendRunner{Bridge: s.bridge, name: fe.Name}
+		if n, ok := cfg.Frontends[fe.Name]; ok {
+			d.Options = &n
+		}
 		if err := fe.Mount(mux, d); err != nil {
 			s.bridge.StopCluster()
 			fabric.Close()
