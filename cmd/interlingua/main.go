@@ -1,7 +1,9 @@
 // Command interlingua is the Interlingua daemon and its tools.
 //
-//	interlingua serve [flags]    run the daemon
-//	interlingua version          print the version
+//	interlingua serve [flags]        run the daemon
+//	interlingua conformance [flags]  run the conformance suite
+//	interlingua bench [flags]        load-test a frontend:backend pair
+//	interlingua version              print the version
 package main
 
 import (
@@ -30,8 +32,10 @@ func main() {
 const usage = `Interlingua translates between GenAI streaming protocols.
 
 Usage:
-  interlingua serve [flags]    run the daemon (interlingua serve --help)
-  interlingua version          print the version
+  interlingua serve [flags]        run the daemon (interlingua serve --help)
+  interlingua conformance [flags]  run the conformance suite (interlingua conformance --help)
+  interlingua bench [flags]        load-test a frontend:backend pair (interlingua bench --help)
+  interlingua version              print the version
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -42,6 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "conformance":
+		return conformanceMain(args[1:], stdout, stderr)
+	case "bench":
+		return benchMain(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "interlingua", versionString())
 		return 0
