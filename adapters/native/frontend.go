@@ -7,11 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // Config configures the frontend.
@@ -22,6 +25,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// MaxRequestBytes bounds the request body. Default 4 MiB.
 	MaxRequestBytes int64
+	// WriteTimeout cuts off a client that does not take an event within
+	// this long (a slow consumer). Default 30s.
+	WriteTimeout time.Duration
 }
 
 // Frontend is the native NDJSON frontend.
@@ -32,6 +38,7 @@ type Frontend struct {
 // NewFrontend returns the frontend.
 func NewFrontend(cfg Config) *Frontend {
 	cfg.MaxRequestBytes = cmp.Or(cfg.MaxRequestBytes, 4<<20)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,10 +128,17 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 			return
 		}
 		line = append(line, '\n')
+		_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
 		if _, err := w.Write(line); err != nil {
-			return // client gone: the deferred Close cancels the run
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				metrics.SlowConsumers.WithLabelValues("native").Inc()
+			}
+			return // client gone or stalled: the deferred Close cancels the run
 		}
 		if err := rc.Flush(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				metrics.SlowConsumers.WithLabelValues("native").Inc()
+			}
 			return
 		}
 	}

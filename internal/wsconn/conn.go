@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // Conn is a WebSocket connection whose writes all go through one goroutine,
@@ -135,6 +136,7 @@ func (c *Conn) cutOff() error {
 	if !c.end(err, false) {
 		return c.err
 	}
+	metrics.SlowConsumers.WithLabelValues("websocket").Inc()
 	// writeLoop is most likely blocked writing to this peer; shorten that
 	// write so the close frame follows within CloseGrace. (Best effort: a
 	// write starting just now sets its own, WriteTimeout, deadline.)
