@@ -41,11 +41,15 @@ type FrontendConfig struct {
 	// PingInterval is how often the server pings; a client that answers
 	// neither pings nor sends anything for twice this is cut off. Default 30s.
 	PingInterval time.Duration
+	// CloseGrace is how long Close lets draining connections send their
+	// last frames before it closes them. Default 2s.
+	CloseGrace time.Duration
 	// Now stamps created_at. Default time.Now.
 	Now func() time.Time
 }
 
 func (c FrontendConfig) withDefaults() FrontendConfig {
+	c.CloseGrace = cmp.Or(c.CloseGrace, 2*time.Second)
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 1<<20)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 64)
 	c.MaxConnections = cmp.Or(c.MaxConnections, 1024)
@@ -101,12 +105,24 @@ func (f *Frontend) Shutdown() {
 	}
 }
 
-// Close shuts down at once: it refuses upgrades, closes every connection
-// with 1001, which cancels their runs, and waits for their handlers to
-// return.
+// Close refuses upgrades, lets connections that are draining send their
+// last frames (their requests' terminal replies) for up to CloseGrace,
+// then closes every connection left with 1001, which cancels its runs,
+// and waits for their handlers to return.
 func (f *Frontend) Close() {
 	f.mu.Lock()
 	f.shutdown = true
+	f.mu.Unlock()
+	done := make(chan struct{})
+	go func() { f.handlers.Wait(); close(done) }()
+	t := time.NewTimer(f.cfg.CloseGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	f.mu.Lock()
 	conns := make([]*conn, 0, len(f.conns))
 	for c := range f.conns {
 		conns = append(conns, c)
@@ -115,7 +131,7 @@ func (f *Frontend) Close() {
 	for _, c := range conns {
 		c.abort()
 	}
-	f.handlers.Wait()
+	<-done
 }
 
 // Errors of the HTTP exchange before the upgrade.
