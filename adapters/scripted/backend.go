@@ -14,7 +14,7 @@ import (
 )
 
 // Targets lists the targets the scripted backend serves.
-var Targets = []string{"echo", "demo-agent", "demo-approval", "stream"}
+var Targets = []string{"echo", "demo-agent", "demo-approval", "stream", "cortex-example"}
 
 // Config configures the scripted backend.
 type Config struct {
@@ -147,6 +147,9 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	switch req.GetTarget() {
 	case "echo":
 		s.words = splitWords(canonical.PromptText(req))
+		s.plan = []func() bool{s.textDeltas, s.complete}
+	case "cortex-example":
+		s.words = cortexTokens()
 		s.plan = []func() bool{s.textDeltas, s.complete}
 	case "stream":
 		n, err := intParam(req, "deltas", 16)

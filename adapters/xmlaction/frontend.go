@@ -1,0 +1,179 @@
+package xmlaction
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// Frontend serves runs rendered as XML action streams:
+//
+//	POST /v1/xml/stream  {"target": NAME, "input": TEXT, "parameters": {...}}
+//
+// answers with the run as text/plain; charset=utf-8, chunked, flushed per
+// event; with Accept: text/event-stream the same text comes as SSE, one
+// data event per rendered piece. An error before the stream starts is an
+// HTTP status with an <error code="..">message</error> body; after it, the
+// stream ends with such an element.
+type Frontend struct {
+	cfg Config
+}
+
+// NewFrontend returns the frontend; cfg.Runner is required.
+func NewFrontend(cfg Config) *Frontend {
+	return &Frontend{cfg: cfg.withDefaults()}
+}
+
+// Mount registers the frontend's route.
+func (f *Frontend) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/xml/stream", f.serveStream)
+}
+
+// streamRequest is the request body.
+type streamRequest struct {
+	Target     string         `json:"target"`
+	Input      *string        `json:"input"`
+	Parameters map[string]any `json:"parameters"`
+}
+
+func (f *Frontend) serveStream(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.cfg.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, canonical.Errorf(canonical.CodeResourceExhausted, "request body exceeds MaxRequestBytes (%d bytes)", mbe.Limit))
+			return
+		}
+		writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "reading the request body: %v", err))
+		return
+	}
+	req, ce := parseRequest(body)
+	if ce != nil {
+		writeError(w, ce)
+		return
+	}
+	stream, err := f.cfg.Runner.Run(r.Context(), req)
+	if err != nil {
+		writeError(w, canonical.AsError(err))
+		return
+	}
+	defer stream.Close()
+
+	write := f.textWriter(w)
+	if wantsSSE(r.Header.Get("Accept")) {
+		sw, err := sse.NewWriter(w)
+		if err != nil {
+			writeError(w, canonical.AsError(err))
+			return
+		}
+		sse.SetHeaders(w.Header())
+		write = func(p []byte) error { return sw.Data(p) }
+	} else {
+		h := w.Header()
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+	}
+	w.WriteHeader(http.StatusOK)
+	enc := NewEncoder()
+	var buf []byte
+	for {
+		ev, err := stream.Recv()
+		buf = buf[:0]
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				// The run's stream broke without its terminal event.
+				buf = enc.End(buf)
+				buf = enc.element(buf, canonical.Terminal(canonical.StatusFailed, canonical.AsError(err)))
+				_ = write(buf)
+			}
+			return
+		}
+		buf = enc.Encode(buf, ev)
+		if len(buf) == 0 {
+			continue
+		}
+		if err := write(buf); err != nil {
+			return // the client left: the deferred Close cancels the run
+		}
+	}
+}
+
+// textWriter writes and flushes each piece of a text/plain stream.
+func (f *Frontend) textWriter(w http.ResponseWriter) func([]byte) error {
+	rc := http.NewResponseController(w)
+	return func(p []byte) error {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+}
+
+// parseRequest checks the request body, naming the field at fault.
+func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var in streamRequest
+	if err := dec.Decode(&in); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: field %q must be %s", te.Field, te.Type.String())
+		}
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: data after the JSON object")
+	}
+	if in.Target == "" {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, `request: "target" is required`)
+	}
+	if in.Input == nil {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, `request: "input" is required (a string)`)
+	}
+	params := make(map[string]*structpb.Value, len(in.Parameters))
+	for k, v := range in.Parameters {
+		pv, err := structpb.NewValue(v)
+		if err != nil {
+			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: parameters.%s: %v", k, err)
+		}
+		params[k] = pv
+	}
+	return &canonical.Request{
+		Target:     in.Target,
+		Inputs:     []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", *in.Input)}},
+		Parameters: params,
+	}, nil
+}
+
+// wantsSSE reports whether an Accept header asks for text/event-stream.
+func wantsSSE(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeError answers a request that fails before its stream starts.
+func writeError(w http.ResponseWriter, e *canonical.Error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(httpStatus(e.Code))
+	var b []byte
+	b = append(b, "<error"...)
+	b = appendAttr(b, "code", wireCode(e.Code))
+	b = append(b, '>')
+	b = appendEscaped(b, e.Message)
+	b = append(b, "</error>\n"...)
+	_, _ = w.Write(b)
+}
