@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
@@ -149,6 +150,14 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	knownThread := req.GetThreadId() != req.GetRunId()
 	if rt.Model != "" {
 		req.Target = rt.Model
+	}
+	for k, v := range rt.Parameters {
+		if _, set := req.Parameters[k]; !set {
+			if req.Parameters == nil {
+				req.Parameters = map[string]*structpb.Value{}
+			}
+			req.Parameters[k] = canonical.Value(v)
+		}
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	if d := req.GetDeadlineUnixNano(); d != 0 {

@@ -102,6 +102,29 @@ func TestRouterGlobAndKnower(t *testing.T) {
 	}
 }
 
+func TestRouteParameters(t *testing.T) {
+	sc := scripted.New(scripted.Config{})
+	b := testBridge(t, []Route{{Target: "short", Backend: "s", Model: "echo", Parameters: map[string]any{"fail_after": 1.0, "fail_code": "aborted"}}},
+		map[string]canonical.Backend{"s": sc})
+	s, err := b.Run(context.Background(), req("short", "a b c", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := canonical.Collect(s)
+	if lc := evs[len(evs)-1].GetLifecycle(); canonical.Code(lc.GetError().GetCode()) != canonical.CodeAborted {
+		t.Fatalf("route parameters not applied: %v", lc)
+	}
+	// A request's own value wins.
+	s, err = b.Run(context.Background(), req("short", "a b c", map[string]any{"fail_after": 9.0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ = canonical.Collect(s)
+	if st, _ := canonical.TerminalOf(evs[len(evs)-1]); st != canonical.StatusCompleted {
+		t.Fatalf("request parameter did not win: %v", evs[len(evs)-1])
+	}
+}
+
 func TestFailureInjection(t *testing.T) {
 	b := scriptedBridge(t)
 	s, err := b.Run(context.Background(), req("echo", "a b c d", map[string]any{"fail_after": 2.0, "fail_code": "unavailable"}))

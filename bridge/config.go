@@ -104,6 +104,9 @@ type Route struct {
 	Model string `yaml:"model"`
 	// XML turns the XML action-stream decoder on for this route.
 	XML bool `yaml:"xml"`
+	// Parameters are defaults for requests on this route: each applies
+	// when the request does not set it (e.g. temperature, max_tokens).
+	Parameters map[string]any `yaml:"parameters"`
 }
 
 // ToolsConfig is the tool allowlist: only tools named here ever run.
@@ -125,6 +128,8 @@ func DefaultConfig() Config {
 	for _, t := range []string{"echo", "demo-agent", "demo-approval", "stream"} {
 		c.Routes = append(c.Routes, Route{Target: t, Backend: "scripted"})
 	}
+	// The Cortex example: XML text from the model, decoded and executed.
+	c.Routes = append(c.Routes, Route{Target: "cortex-example", Backend: "scripted", XML: true})
 	return c
 }
 

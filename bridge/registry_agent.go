@@ -3,7 +3,10 @@ package bridge
 import (
 	"net/http"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 func init() {
@@ -21,5 +24,16 @@ func init() {
 			d.OnShutdown(f.Shutdown)
 		}
 		return nil
+	})
+	// Backend type "agent": a client of an upstream agent-protocol server.
+	// Options: url (required), assistant_id, transport (sse | websocket),
+	// headers, timeout, max_event_bytes, max_pending_events.
+	registerBackend("agent", func(opts *yaml.Node, d BackendDeps) (canonical.Backend, error) {
+		var c agent.BackendConfig
+		if err := DecodeOptions(opts, &c); err != nil {
+			return nil, err
+		}
+		c.Logger = d.Log.With("protocol", "agent")
+		return agent.NewBackend(c)
 	})
 }

@@ -61,6 +61,18 @@ func (r *Router) Resolve(target string) (Route, canonical.Backend, bool) {
 	return Route{}, nil, false
 }
 
+// wrappers returns the route backends the router built itself (wrapped by
+// a RouteWrapper), which the server closes at shutdown.
+func (r *Router) wrappers(plain map[string]canonical.Backend) []canonical.Backend {
+	var out []canonical.Backend
+	for i, rt := range r.routes {
+		if be := r.backends[i]; be != nil && be != plain[rt.Backend] {
+			out = append(out, be)
+		}
+	}
+	return out
+}
+
 // Targets lists the exact (non-glob) targets that resolve, sorted.
 func (r *Router) Targets() []canonical.TargetInfo {
 	seen := map[string]bool{}

@@ -210,6 +210,15 @@ func (s *Server) closeFrontendsAndBackends(grace time.Duration) {
 	case <-t.C:
 		s.log.Warn("frontends still closing after grace", "grace", grace)
 	}
+	// Route wrappers (the XML executor) first: they sit in front of the
+	// backends and may still be finishing fire-and-forget actions.
+	for _, be := range s.bridge.router.wrappers(s.backends) {
+		if c, ok := be.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				s.log.Warn("closing route wrapper", "err", err)
+			}
+		}
+	}
 	for name, be := range s.backends {
 		if c, ok := be.(io.Closer); ok {
 			if err := c.Close(); err != nil {

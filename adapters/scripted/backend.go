@@ -242,6 +242,11 @@ func (s *stream) Recv() (*canonical.Event, error) {
 			continue
 		}
 		if len(s.plan) == 0 {
+			if s.f.hang { // a run without content hangs before it ends
+				s.f.hang = false
+				s.plan = []func() bool{s.waitCancel}
+				continue
+			}
 			s.pending = s.b.End(s.pending, canonical.StatusCompleted, nil)
 			continue
 		}
@@ -251,8 +256,11 @@ func (s *stream) Recv() (*canonical.Event, error) {
 	}
 	ev := s.pending[s.next]
 	s.next++
-	if s.f.hang && !s.b.Ended() && s.next == len(s.pending) {
-		// Hang after this event: the next Recv waits for cancellation.
+	if _, delta := ev.GetKind().(*canonical.KindBlockDelta); s.f.hang && delta && !s.b.Ended() {
+		// Hang after the first content delta (so every frontend has sent
+		// its first response): the next Recv waits for cancellation.
+		s.f.hang = false
+		s.pending, s.next = s.pending[:0], 0
 		s.plan = []func() bool{s.waitCancel}
 	}
 	return ev, nil

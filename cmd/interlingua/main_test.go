@@ -226,3 +226,7 @@ func TestCommandLine(t *testing.T) {
 }
 
 func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
+
+type execCmd = exec.Cmd
+
+func newCmd(bin string, args ...string) *exec.Cmd { return exec.Command(bin, args...) }
