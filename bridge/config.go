@@ -40,6 +40,7 @@ type Config struct {
 	// Routes map target names (exact or glob) to backends, first match wins.
 	Routes  []Route        `yaml:"routes"`
 	Tools   ToolsConfig    `yaml:"tools"`
+	TLS     TLSConfig      `yaml:"tls"`
 	Auth    AuthConfig     `yaml:"auth"`
 	Tracing tracing.Config `yaml:"tracing"`
 	// HostBackends names the backends this instance runs; the others are
@@ -87,6 +88,12 @@ type NATSConfig struct {
 	// RemoteBuffer bounds the events buffered for one remote run or
 	// observer before it is cut off as a slow consumer. Default 65536.
 	RemoteBuffer int `yaml:"remote_buffer"`
+	// TLSCAFile, TLSCertFile and TLSKeyFile secure the connection to an
+	// external NATS; CredsFile holds its user credentials (JWT + nkey).
+	TLSCAFile   string `yaml:"tls_ca_file"`
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	CredsFile   string `yaml:"creds_file"`
 }
 
 // BackendConfig is one upstream. Type names the adapter; Options are the

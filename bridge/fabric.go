@@ -66,6 +66,11 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
 		nats.ReconnectBufSize(cfg.ReconnectBufferBytes),
 	}
+	sec, err := natsSecurity(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	if url == "" {
 		ns, err := startEmbedded(cfg, dataDir)
 		if err != nil {

@@ -34,6 +34,7 @@ type Server struct {
 
 	backends map[string]canonical.Backend
 	closers  []func()
+	certs    *certReloader // nil: plaintext (h2c)
 }
 
 // lazyRunner lets backends built before the bridge (the XML executor's
@@ -55,6 +56,10 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	default:
 		return nil, fmt.Errorf("auth is off but listen %s is not loopback: configure auth.keys or --api-key", cfg.Listen)
 	}
+	certs, err := newCertReloader(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -62,7 +67,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, fabric: fabric}
+	s := &Server{cfg: cfg, log: log, fabric: fabric, certs: certs}
 	s.tools = NewToolRegistry(cfg.Tools, fabric.Conn(), cfg.NATS.SubjectPrefix, log)
 	lazy := &lazyRunner{}
 	backends, err := buildBackends(cfg, BackendDeps{Log: log, Tools: s.tools, Runner: lazy, NATS: fabric.Conn()})
@@ -99,6 +104,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	handler = tracing.Middleware(handler)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
 		Handler:           handler,
@@ -106,6 +112,9 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if certs != nil {
+		s.http.TLSConfig = certs.config()
 	}
 	s.backends = backends
 	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric,
@@ -129,6 +138,19 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	return s, nil
+}
+
+// ReloadTLS reads the listener's certificate files again (SIGHUP); the old
+// certificate stays if they do not load.
+func (s *Server) ReloadTLS() error {
+	if s.certs == nil {
+		return nil
+	}
+	if err := s.certs.Reload(); err != nil {
+		return err
+	}
+	s.log.Info("tls certificate reloaded", "cert_file", s.cfg.TLS.CertFile)
+	return nil
 }
 
 // Addr is the bound listener address.
@@ -157,7 +179,13 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 // fabric, and returns nil.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.ln) }()
+	go func() {
+		if s.certs != nil {
+			errc <- s.http.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- s.http.Serve(s.ln)
+	}()
 	s.log.Info("serving", "listen", s.Addr(), "nats", redact(s.cfg.NATS.URL), "data_dir", s.cfg.DataDir)
 	select {
 	case err := <-errc:

@@ -25,6 +25,18 @@ type Instance struct {
 // a loopback port and a temporary folder unless set.
 func Start(t testing.TB, cfg *bridge.Config) *Instance {
 	t.Helper()
+	return start(t, cfg, "http")
+}
+
+// StartTLS is Start for a config with TLS: the URL is https and readiness
+// is not awaited over HTTP (the caller's client needs the certificate).
+func StartTLS(t testing.TB, cfg *bridge.Config) *Instance {
+	t.Helper()
+	return start(t, cfg, "https")
+}
+
+func start(t testing.TB, cfg *bridge.Config, scheme string) *Instance {
+	t.Helper()
 	c := bridge.DefaultConfig()
 	if cfg != nil {
 		c = *cfg
@@ -54,14 +66,16 @@ func Start(t testing.TB, cfg *bridge.Config) *Instance {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	inst := &Instance{Server: srv, URL: "http://" + srv.Addr()}
+	inst := &Instance{Server: srv, URL: scheme + "://" + srv.Addr()}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	waitReady(t, inst.URL)
+	if scheme == "http" {
+		waitReady(t, inst.URL)
+	}
 	return inst
 }
 

@@ -58,6 +58,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		report     = fs.String("report", "", "run the standard matrix and write the report to `file`")
 		converters = fs.String("converters", "", "with --report: `file` holding go test -bench -benchmem output of the converters")
 		quick      = fs.Bool("quick", false, "with --report: a reduced matrix (smoke test)")
+		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: async-persist or no-replay (not the default configuration)")
 		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
 	)
 	fs.Usage = func() {
@@ -115,7 +116,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		var r *loadgen.Result
 		r, err = loadgen.Run(ctx, loadgen.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
 			Rate: *rate, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
-			CPUProfile: *cpuProf, MemProfile: *memProf})
+			CPUProfile: *cpuProf, MemProfile: *memProf, Fabric: *fabricExp})
 		out, md = r, func(w io.Writer) { loadgen.WriteMarkdown(w, r) }
 	default:
 		fs.Usage()

@@ -161,6 +161,16 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua:", err)
 		return 1
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer func() { signal.Stop(hup); close(hup) }()
+	go func() {
+		for range hup {
+			if err := srv.ReloadTLS(); err != nil {
+				log.Error("tls reload failed; keeping the old certificate", "err", err)
+			}
+		}
+	}()
 	if err := srv.Serve(ctx); err != nil {
 		log.Error("serve failed", "err", err)
 		return 1
