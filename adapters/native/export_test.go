@@ -1,0 +1,4 @@
+package native
+
+// WriteErrorForTest exposes writeError to the external tests.
+var WriteErrorForTest = writeError
