@@ -35,7 +35,7 @@ func (r runner) Run(ctx context.Context, req *canonical.Request) (canonical.Stre
 	return &stamp{Stream: s}, nil
 }
 func (runner) Target(string) (canonical.TargetInfo, bool) { return canonical.TargetInfo{}, true }
-func (runner) Targets() []canonical.TargetInfo           { return nil }
+func (runner) Targets() []canonical.TargetInfo            { return nil }
 
 type stamp struct {
 	canonical.Stream
