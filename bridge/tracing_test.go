@@ -3,14 +3,18 @@ package bridge_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"gopkg.in/yaml.v3"
 
+	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
 )
 
 // A client's traceparent becomes the parent of the run's span; the span of
@@ -50,5 +54,43 @@ func TestTracePropagation(t *testing.T) {
 		if !seen[name] {
 			t.Errorf("no %s span in the client's trace (saw %v)", name, seen)
 		}
+	}
+}
+
+// The run's trace continues to an upstream: the Triton backend sends the
+// client's trace id in its traceparent header.
+func TestTraceReachesUpstream(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev); _ = tp.Shutdown(t.Context()) })
+
+	peer := tritonpeer.New(tritonpeer.Model{Name: "m", Chunks: []string{"ok"}})
+	up := httptest.NewServer(peer)
+	defer up.Close()
+	cfg := bridge.DefaultConfig()
+	var opts yaml.Node
+	if err := yaml.Unmarshal([]byte("url: "+up.URL+"\nmodel: m\nmetadata: off\n"), &opts); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends["triton"] = bridge.BackendConfig{Type: "triton", Options: *opts.Content[0]}
+	cfg.Routes = append(cfg.Routes, bridge.Route{Target: "up", Backend: "triton"})
+	inst := bridgetest.Start(t, &cfg)
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	req, _ := http.NewRequest("POST", inst.URL+"/v1/runs", strings.NewReader(`{"target":"up","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`))
+	req.Header.Set("Traceparent", "00-"+traceID+"-b7ad6b7169203331-01")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	reqs := peer.Requests()
+	if len(reqs) == 0 {
+		t.Fatalf("the upstream got no request; client saw %s", body)
+	}
+	if tp := reqs[len(reqs)-1].Header.Get("Traceparent"); !strings.Contains(tp, traceID) {
+		t.Fatalf("upstream traceparent %q lacks the client's trace id", tp)
 	}
 }

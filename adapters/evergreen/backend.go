@@ -13,6 +13,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
 	"github.com/interlingua-dev/interlingua/gen/evergreen/v2/evergreenv2connect"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // Backend runs canonical Requests on an upstream Evergreen server: each run
@@ -73,6 +74,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	up := b.client.StartSession(ctx)
+	tracing.ToHTTP(ctx, up.RequestHeader()) // the run's trace continues upstream
 	var first *ev.SessionMessage
 	for _, m := range msgs {
 		if err := up.Send(m); err != nil {

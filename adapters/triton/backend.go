@@ -19,6 +19,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // BackendConfig configures a backend that calls one Triton server (plain
@@ -191,6 +192,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	for k, v := range b.cfg.Headers {
 		hreq.Header.Set(k, v)
 	}
+	tracing.ToHTTP(ctx, hreq.Header) // the run's trace continues upstream
 	b.log.Debug("triton request", "run", req.GetRunId(), "model", model, "endpoint", b.cfg.Endpoint)
 	resp, err := b.client.Do(hreq)
 	if err != nil {
