@@ -17,7 +17,7 @@ NATS_SERVER  := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
 
 FUZZTIME ?= 10s
 
-.PHONY: all build test generate check-generated lint vet fmt-check unit node-test fuzz-short fuzz bench tools clean
+.PHONY: all build test generate check-generated lint vet fmt-check unit node-deps node-test fuzz-short fuzz bench tools clean
 
 all: build
 
@@ -66,15 +66,22 @@ vet:
 	$(GO) vet ./...
 
 ## unit: every Go test, with the race detector.
-unit: $(BUF) $(NATS_SERVER)
+unit: $(BUF) $(NATS_SERVER) node-deps
 	$(GO) test -race -timeout 20m ./...
 
 ## test: what CI runs.
 test: check-generated lint unit node-test fuzz-short
 	@echo "make test: all checks passed"
 
-node-test:
-	@echo "node-test: no Node suites yet"
+## node-deps: the real npm clients the Go tests drive (pinned by package-lock.json).
+node-deps: conformance/clients/agent/node_modules/.package-lock.json
+
+conformance/clients/agent/node_modules/.package-lock.json: conformance/clients/agent/package-lock.json
+	npm ci --prefix conformance/clients/agent --no-audit --no-fund
+
+# The Node suites run inside go test (adapters/agent TestSDK); this target
+# only makes sure their packages are installed first.
+node-test: node-deps
 
 ## fuzz-short: every fuzz target for $(FUZZTIME) (make fuzz FUZZTIME=10m for long runs).
 fuzz-short:

@@ -1,0 +1,503 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/nats-io/nuid"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/wsconn"
+)
+
+// BackendConfig configures a client of an upstream agent-protocol thread
+// server (LangGraph Platform, langgraph-api, aegra, or another Interlingua).
+type BackendConfig struct {
+	// URL is the server's base URL (http or https); required.
+	URL string `yaml:"url"`
+	// AssistantID is the upstream assistant every run starts; default: the
+	// request's target.
+	AssistantID string `yaml:"assistant_id"`
+	// Transport is "sse" (commands over HTTP, events over SSE; the default)
+	// or "websocket".
+	Transport string `yaml:"transport"`
+	// Headers are sent with every request (e.g. x-api-key).
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds connecting and each command. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxEventBytes bounds one upstream event (SSE event or WebSocket
+	// message). Default 4 MiB.
+	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxPendingEvents bounds the WebSocket events held while waiting for
+	// the run.start answer. Default 10,000.
+	MaxPendingEvents int `yaml:"max_pending_events"`
+	// HTTPClient makes the HTTP requests. Default: a client without a total
+	// timeout (streams are long), http.DefaultTransport.
+	HTTPClient *http.Client `yaml:"-"`
+	// Logger receives the backend's records. Default discards.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Validate names every bad field.
+func (c BackendConfig) Validate() error {
+	var errs []error
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		errs = append(errs, errors.New("url: required (the agent server's base URL)"))
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		errs = append(errs, fmt.Errorf("url: %q is not an http(s) URL", c.URL))
+	}
+	switch c.Transport {
+	case "", "sse", "websocket":
+	default:
+		errs = append(errs, fmt.Errorf("transport: %q is not sse or websocket", c.Transport))
+	}
+	if c.Timeout < 0 || c.MaxEventBytes < 0 || c.MaxPendingEvents < 0 {
+		errs = append(errs, errors.New("timeout, max_event_bytes and max_pending_events must not be negative (zero is the default)"))
+	}
+	return errors.Join(errs...)
+}
+
+// Backend starts runs on an upstream agent server: run.start (or
+// input.respond for a request that resumes interrupts), then the thread's
+// events after the command's applied_through_seq, decoded into canonical
+// events with their namespaces. Closing a run that has not ended cancels it
+// upstream (POST /threads/{id}/runs/{run_id}/cancel, LangGraph's REST
+// endpoint; the protocol has no cancel command).
+type Backend struct {
+	cfg  BackendConfig
+	base string // URL without a trailing slash
+}
+
+// NewBackend returns a backend; it fails on an invalid config.
+func NewBackend(cfg BackendConfig) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Transport = cmp.Or(cfg.Transport, "sse")
+	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Second)
+	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, 4<<20)
+	cfg.MaxPendingEvents = cmp.Or(cfg.MaxPendingEvents, 10_000)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/")}, nil
+}
+
+// Start implements canonical.Backend.
+func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	thread := cmp.Or(req.GetThreadId(), req.GetRunId(), "interlingua-"+nuid.Next())
+	assistant := cmp.Or(b.cfg.AssistantID, req.GetTarget())
+	cmd, err := command1(req, assistant)
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread}
+	if b.cfg.Transport == "websocket" {
+		err = s.startWS(cmd)
+	} else {
+		err = s.startSSE(cmd)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// command1 is the command (id 2) that starts the run: input.respond when
+// the request resumes interrupts, else run.start.
+func command1(req *canonical.Request, assistant string) ([]byte, error) {
+	if len(req.GetResume()) > 0 {
+		var entries []map[string]any
+		for id, v := range req.GetResume() {
+			entries = append(entries, map[string]any{"namespace": []string{}, "interrupt_id": id, "response": json.RawMessage(appendValue(nil, v))})
+		}
+		var params map[string]any
+		if len(entries) == 1 {
+			params = entries[0]
+		} else {
+			params = map[string]any{"responses": entries}
+		}
+		if g, ok := req.GetExtensions()["agent.goto"]; ok {
+			params["goto"] = json.RawMessage(appendValue(nil, g))
+		}
+		return json.Marshal(map[string]any{"id": 2, "method": "input.respond", "params": params})
+	}
+	if assistant == "" {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "agent backend: no assistant_id (set options.assistant_id or a request target)")
+	}
+	params := map[string]any{"assistant_id": assistant, "input": runInput(req)}
+	if c, ok := req.GetExtensions()["agent.config"]; ok {
+		params["config"] = json.RawMessage(appendValue(nil, c))
+	} else if len(req.GetParameters()) > 0 {
+		params["config"] = map[string]any{"configurable": json.RawMessage(appendFields(nil, req.GetParameters(), false))}
+	}
+	if m, ok := req.GetExtensions()["agent.metadata"]; ok {
+		params["metadata"] = json.RawMessage(appendValue(nil, m))
+	} else if len(req.GetMetadata()) > 0 {
+		params["metadata"] = req.GetMetadata()
+	}
+	return json.Marshal(map[string]any{"id": 2, "method": "run.start", "params": params})
+}
+
+// runInput is the run's input: the client's own input when the frontend was
+// the agent protocol's (extension agent.input), else {"messages": [...]}
+// with one {role, content} per text leaf of the request's inputs.
+func runInput(req *canonical.Request) json.RawMessage {
+	if in, ok := req.GetExtensions()["agent.input"]; ok {
+		return appendValue(nil, in)
+	}
+	var msgs []map[string]string
+	for _, in := range req.GetInputs() {
+		for _, leaf := range canonical.Leaves(nil, in.GetNode()) {
+			if !canonical.IsText(leaf) {
+				continue
+			}
+			role := leaf.GetRole()
+			if role == "" {
+				role = "user"
+			}
+			msgs = append(msgs, map[string]string{"role": role, "content": string(leaf.GetData())})
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"messages": msgs})
+	return b
+}
+
+// upStream is one upstream run.
+type upStream struct {
+	b      *Backend
+	ctx    context.Context
+	cancel context.CancelFunc
+	thread string
+	run    string // upstream run id (from run.start)
+
+	// SSE
+	body io.ReadCloser
+	sdec *SSEDecoder
+	buf  []byte
+	// WebSocket
+	conn    *wsconn.Conn
+	wdec    *Decoder
+	pending [][]byte // frames read before the command's answer
+
+	out    []*canonical.Event
+	marked bool
+	eof    bool
+	ended  atomic.Bool // the run's terminal event was returned (read by Close)
+	once   sync.Once
+}
+
+func (s *upStream) decoder() *Decoder {
+	if s.sdec != nil {
+		return &s.sdec.Decoder
+	}
+	return s.wdec
+}
+
+func (s *upStream) header(h http.Header) {
+	for k, v := range s.b.cfg.Headers {
+		h.Set(k, v)
+	}
+}
+
+// response is a CommandResponse or ErrorResponse.
+type response struct {
+	Type   string          `json:"type"`
+	ID     *uint64         `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Meta   struct {
+		AppliedThroughSeq uint64 `json:"applied_through_seq"`
+	} `json:"meta"`
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// accept reads the command's answer: the run id and the seq to follow from.
+func (s *upStream) accept(r *response) (uint64, error) {
+	if r.Type == "error" {
+		return 0, canonical.WireError(canonicalCode(r.Error), "agent upstream: "+r.Message)
+	}
+	if r.Type != "success" {
+		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command's answer is neither success nor error")
+	}
+	var res struct {
+		RunID string `json:"run_id"`
+	}
+	_ = json.Unmarshal(r.Result, &res)
+	s.run = res.RunID
+	return r.Meta.AppliedThroughSeq, nil
+}
+
+func (s *upStream) startSSE(cmd []byte) error {
+	b := s.b
+	cctx, cancel := context.WithTimeout(s.ctx, b.cfg.Timeout)
+	defer cancel()
+	hreq, _ := http.NewRequestWithContext(cctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/commands", bytes.NewReader(cmd))
+	hreq.Header.Set("Content-Type", "application/json")
+	s.header(hreq.Header)
+	resp, err := b.cfg.HTTPClient.Do(hreq)
+	if err != nil {
+		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.cfg.MaxEventBytes)))
+	resp.Body.Close()
+	if err != nil {
+		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: reading the command answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return httpFailure(resp.StatusCode, body)
+	}
+	var r response
+	if json.Unmarshal(body, &r) != nil {
+		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command answer is not JSON")
+	}
+	after, err := s.accept(&r)
+	if err != nil {
+		return err
+	}
+	filter, _ := json.Marshal(map[string]any{"channels": allChannels, "since": after})
+	sreq, _ := http.NewRequestWithContext(s.ctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/stream/events", bytes.NewReader(filter))
+	sreq.Header.Set("Content-Type", "application/json")
+	sreq.Header.Set("Accept", "text/event-stream")
+	s.header(sreq.Header)
+	connectTimer := time.AfterFunc(b.cfg.Timeout, s.cancel) // headers must come within Timeout
+	sresp, err := b.cfg.HTTPClient.Do(sreq)
+	connectTimer.Stop()
+	if err != nil {
+		s.cancelUpstream()
+		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: opening the event stream: %v", err)
+	}
+	if sresp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(sresp.Body, 64<<10))
+		sresp.Body.Close()
+		s.cancelUpstream()
+		return httpFailure(sresp.StatusCode, body)
+	}
+	if mt, _, _ := mime.ParseMediaType(sresp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		sresp.Body.Close()
+		s.cancelUpstream()
+		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the event stream's Content-Type is %q, not text/event-stream", sresp.Header.Get("Content-Type"))
+	}
+	s.body = sresp.Body
+	s.sdec = NewSSEDecoder(after, b.cfg.MaxEventBytes)
+	s.buf = make([]byte, 32<<10)
+	return nil
+}
+
+// httpFailure maps a non-200 answer: the body's {"error","message"} if any.
+func httpFailure(status int, body []byte) error {
+	var e struct{ Error, Message string }
+	_ = json.Unmarshal(body, &e)
+	msg := cmp.Or(e.Message, e.Error, strings.TrimSpace(string(body)), http.StatusText(status))
+	return canonical.WireError(codeFromHTTP(status), fmt.Sprintf("agent upstream: HTTP %d: %.200s", status, msg))
+}
+
+func (s *upStream) startWS(cmd []byte) error {
+	b := s.b
+	u := "ws" + strings.TrimPrefix(b.base, "http") + "/threads/" + url.PathEscape(s.thread) + "/stream/events"
+	h := http.Header{}
+	s.header(h)
+	dctx, cancel := context.WithTimeout(s.ctx, b.cfg.Timeout)
+	defer cancel()
+	ws, resp, err := websocket.DefaultDialer.DialContext(dctx, u, h)
+	if err != nil {
+		if resp != nil {
+			return httpFailure(resp.StatusCode, nil)
+		}
+		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
+	}
+	s.conn = wsconn.New(ws, wsconn.Config{MaxMessageBytes: int64(b.cfg.MaxEventBytes), Logger: b.cfg.Logger})
+	sub, _ := json.Marshal(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": allChannels}})
+	if err := s.conn.SendText(sub); err != nil {
+		return s.failWS(err)
+	}
+	if err := s.conn.SendText(cmd); err != nil {
+		return s.failWS(err)
+	}
+	// Events of earlier runs (the subscription's replay) may come before
+	// the answer; they are held until it says which seq the run starts after.
+	for {
+		_, data, err := s.conn.Read(dctx)
+		if err != nil {
+			return s.failWS(err)
+		}
+		var r response
+		if json.Unmarshal(data, &r) == nil && r.Type != "event" && r.ID != nil && (*r.ID == 1 || *r.ID == 2) {
+			if *r.ID == 1 {
+				if r.Type == "error" {
+					_ = s.conn.Close(wsconn.CloseNormal, "")
+					return canonical.WireError(canonicalCode(r.Error), "agent upstream: subscription.subscribe: "+r.Message)
+				}
+				continue
+			}
+			after, err := s.accept(&r)
+			if err != nil {
+				_ = s.conn.Close(wsconn.CloseNormal, "")
+				return err
+			}
+			s.wdec = &Decoder{AfterSeq: after}
+			return nil
+		}
+		if len(s.pending) >= b.cfg.MaxPendingEvents {
+			_ = s.conn.Close(wsconn.ClosePolicyViolation, "too many events before the command's answer")
+			return canonical.Errorf(canonical.CodeResourceExhausted, "agent upstream: more than MaxPendingEvents (%d) events before the command's answer", b.cfg.MaxPendingEvents)
+		}
+		s.pending = append(s.pending, data)
+	}
+}
+
+func (s *upStream) failWS(err error) error {
+	_ = s.conn.Close(wsconn.CloseNormal, "")
+	if ce := s.ctx.Err(); ce != nil {
+		return canonical.AsError(ce)
+	}
+	return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: websocket: %v", err)
+}
+
+// Recv implements canonical.Stream.
+func (s *upStream) Recv() (*canonical.Event, error) {
+	for len(s.out) == 0 {
+		if s.eof {
+			return nil, io.EOF
+		}
+		if s.decoder().Ended() {
+			s.eof = true
+			s.release()
+			continue
+		}
+		s.fill()
+	}
+	ev := s.out[0]
+	s.out = s.out[1:]
+	if _, ok := canonical.TerminalOf(ev); ok {
+		s.ended.Store(true)
+	}
+	if !s.marked { // the frontend then keeps this upstream agent's state as reported
+		s.marked = true
+		if ev.Extensions == nil {
+			ev.Extensions = map[string]*structpb.Value{}
+		}
+		ev.Extensions[passthroughExt] = structpb.NewBoolValue(true)
+	}
+	return ev, nil
+}
+
+// fill reads from the upstream and decodes, ending the run on a failure.
+func (s *upStream) fill() {
+	if s.sdec != nil {
+		n, err := s.body.Read(s.buf)
+		if n > 0 {
+			var ferr error
+			if s.out, ferr = s.sdec.Feed(s.buf[:n], s.out); ferr != nil {
+				s.out = s.sdec.fail(s.out, canonical.AsError(ferr))
+				return
+			}
+		}
+		if err != nil {
+			if s.ctx.Err() != nil {
+				s.out = s.sdec.fail(s.out, canonical.AsError(s.ctx.Err()))
+				return
+			}
+			s.out, _ = s.sdec.End(s.out)
+		}
+		return
+	}
+	for len(s.pending) > 0 {
+		f := s.pending[0]
+		s.pending = s.pending[1:]
+		var err error
+		if s.out, err = s.wdec.Feed(f, s.out); err != nil {
+			s.out = s.wdec.fail(s.out, canonical.AsError(err))
+			return
+		}
+	}
+	if len(s.out) > 0 {
+		return
+	}
+	_, data, err := s.conn.Read(s.ctx)
+	if err != nil {
+		if s.ctx.Err() != nil {
+			s.out = s.wdec.fail(s.out, canonical.AsError(s.ctx.Err()))
+			return
+		}
+		s.out = s.wdec.End(s.out)
+		return
+	}
+	if s.out, err = s.wdec.Feed(data, s.out); err != nil {
+		s.out = s.wdec.fail(s.out, canonical.AsError(err))
+	}
+}
+
+// fail ends the run with err (cancelled for a cancellation).
+func (d *Decoder) fail(out []*canonical.Event, err *canonical.Error) []*canonical.Event {
+	if d.ended {
+		return out
+	}
+	st := canonical.StatusFailed
+	if err.Code == canonical.CodeCanceled {
+		st = canonical.StatusCancelled
+	}
+	return d.terminal(&canonical.Event{Namespace: []string{}}, st, err, "", out)
+}
+
+// release closes the connection once the run has ended.
+func (s *upStream) release() {
+	if s.body != nil {
+		s.body.Close()
+	}
+	if s.conn != nil {
+		_ = s.conn.Close(wsconn.CloseNormal, "")
+	}
+	s.cancel()
+}
+
+// Close implements canonical.Stream: a run that has not ended is cancelled
+// upstream, then the connection is closed.
+func (s *upStream) Close() error {
+	s.once.Do(func() {
+		if !s.ended.Load() {
+			s.cancelUpstream()
+		}
+		s.release()
+	})
+	return nil
+}
+
+// cancelUpstream asks the upstream to cancel the run (best effort).
+func (s *upStream) cancelUpstream() {
+	if s.run == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.b.cfg.Timeout, 5*time.Second))
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.b.base+"/threads/"+url.PathEscape(s.thread)+"/runs/"+url.PathEscape(s.run)+"/cancel", nil)
+	s.header(req.Header)
+	resp, err := s.b.cfg.HTTPClient.Do(req)
+	if err != nil {
+		s.b.cfg.Logger.Debug("upstream cancel failed", "thread", s.thread, "run", s.run, "err", err)
+		return
+	}
+	resp.Body.Close()
+}

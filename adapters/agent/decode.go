@@ -1,0 +1,819 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// Decoder turns one upstream run's agent-protocol events (whole envelope
+// frames: an SSE event's data, or a WebSocket text frame) into canonical
+// events, for the backend. It keeps namespaces, graph nodes, usage, message
+// ids, interrupts and the values / updates / checkpoints / tasks / custom
+// channels, and guarantees a valid canonical stream whatever the upstream
+// sends: blocks are renumbered 0, 1, 2... per message, a block or message
+// left open is closed before the next one or the namespace's end, deltas
+// outside a block open one, and End supplies the terminal event an upstream
+// never sent. The run ends at the first root lifecycle event with completed,
+// failed or interrupted; later events are ignored.
+//
+// Frames that are not events (command responses) are ignored. A frame that
+// is not JSON is an InvalidArgument error naming it. Not safe for
+// concurrent use.
+type Decoder struct {
+	// AfterSeq skips events with a seq at or below it: the replay of earlier
+	// runs of the thread (set it to the run.start response's
+	// meta.applied_through_seq).
+	AfterSeq uint64
+	// MaxBlockBytes bounds the text of one block the decoder keeps to
+	// reconcile it with content-block-finish. Default 16 MiB; beyond it the
+	// finished block is not reconciled.
+	MaxBlockBytes int
+
+	ns     map[string]*nsDec
+	order  []*nsDec
+	ended  bool
+	msgErr *canonical.Error
+	msgs   int
+}
+
+// nsDec is the open message and block of one upstream namespace.
+type nsDec struct {
+	ns        []string
+	msgOpen   bool
+	blockOpen bool
+	typ       canonical.BlockType
+	index     uint32 // canonical index of the open block
+	next      uint32
+	wire      int64  // upstream index of the open block
+	acc       []byte // text, reasoning or arguments so far (for finish)
+	accFull   bool   // acc stopped growing at MaxBlockBytes
+	data      bool   // data was sent for the open data block
+	b64       []byte // base64 characters not yet decodable (fewer than 4)
+	jsonBlock bool   // a block type the canonical model lacks, sent whole at finish
+}
+
+// wireEnvelope is an Event envelope as received.
+type wireEnvelope struct {
+	Type   string     `json:"type"`
+	Seq    *uint64    `json:"seq"`
+	Method string     `json:"method"`
+	Params wireParams `json:"params"`
+}
+
+// deltaData is a content-block-delta, read without maps (the hot path).
+type deltaData struct {
+	Event string `json:"event"`
+	Index *int64 `json:"index"`
+	Delta *struct {
+		Type      string  `json:"type"`
+		Text      *string `json:"text"`
+		Reasoning *string `json:"reasoning"`
+		Args      *string `json:"args"`
+		Data      *string `json:"data"`
+	} `json:"delta"`
+}
+
+type wireParams struct {
+	Namespace []string        `json:"namespace"`
+	Timestamp *float64        `json:"timestamp"`
+	Node      string          `json:"node"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Ended reports whether the run's terminal event has been decoded.
+func (d *Decoder) Ended() bool { return d.ended }
+
+func (d *Decoder) state(ns []string) *nsDec {
+	k := nsKey(ns)
+	s := d.ns[k]
+	if s == nil {
+		if d.ns == nil {
+			d.ns = map[string]*nsDec{}
+		}
+		s = &nsDec{ns: ns, wire: -1}
+		d.ns[k] = s
+		d.order = append(d.order, s)
+	}
+	return s
+}
+
+func (d *Decoder) maxBlock() int {
+	if d.MaxBlockBytes <= 0 {
+		return 16 << 20
+	}
+	return d.MaxBlockBytes
+}
+
+// Feed decodes one frame and appends the canonical events it completes.
+func (d *Decoder) Feed(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
+	frame = bytes.TrimSpace(frame)
+	var env wireEnvelope
+	if len(frame) == 0 || frame[0] != '{' {
+		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
+	}
+	if err := json.Unmarshal(frame, &env); err != nil {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(frame, &probe) != nil {
+			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
+		}
+		if jstr(probe["type"]) != "event" || d.ended {
+			return out, nil // a response whose fields we do not read
+		}
+		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: event %s: params is not an object with namespace, timestamp and data", jstr(probe["method"]))
+	}
+	if env.Type != "event" || d.ended {
+		return out, nil
+	}
+	if env.Seq != nil && *env.Seq <= d.AfterSeq {
+		return out, nil
+	}
+	p := env.Params
+	if p.Namespace == nil {
+		p.Namespace = []string{}
+	}
+	base := canonical.Event{Namespace: p.Namespace, GraphNode: p.Node}
+	if p.Timestamp != nil && *p.Timestamp > 0 && *p.Timestamp < 1e14 {
+		base.TimeUnixNano = int64(*p.Timestamp) * 1e6
+	}
+	if env.Method == methodMessages {
+		if done, o := d.fastDelta(&base, p.Data, out); done {
+			return o, nil
+		}
+	}
+	var data map[string]json.RawMessage
+	switch env.Method {
+	case methodValues, methodTasks: // any JSON
+	default:
+		if json.Unmarshal(p.Data, &data) != nil {
+			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: %s event: data is not an object", env.Method)
+		}
+	}
+	switch env.Method {
+	case methodMessages:
+		return d.messages(&base, data, out), nil
+	case methodTools:
+		return d.tools(&base, data, out), nil
+	case methodLifecycle:
+		return d.lifecycle(&base, data, out), nil
+	case methodInputRequested:
+		return d.emit(out, &base, &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{
+			InterruptId: jstr(data["interrupt_id"]), Payload: rawValue(data["payload"])}}), nil
+	case methodInputAnswered:
+		var ids []string
+		_ = json.Unmarshal(data["interrupt_ids"], &ids)
+		return d.emit(out, &base, &canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: ids}}), nil
+	case methodValues:
+		return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: rawValue(p.Data)}}), nil
+	case methodUpdates:
+		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: jstr(data["node"]), Values: rawValue(data["values"])}}), nil
+	case methodCheckpoints:
+		step, _ := strconv.ParseInt(string(bytes.TrimSpace(data["step"])), 10, 64)
+		return d.emit(out, &base, &canonical.KindCheckpoint{Checkpoint: &canonical.Checkpoint{
+			Id: jstr(data["id"]), ParentId: jstr(data["parent_id"]), Step: step, Source: jstr(data["source"])}}), nil
+	case methodTasks:
+		return d.emit(out, &base, &canonical.KindTask{Task: &canonical.Task{Payload: rawValue(p.Data)}}), nil
+	case methodCustom:
+		name := jstr(data["name"])
+		if name == errorCustomName {
+			var pl struct{ Code, Message string }
+			_ = json.Unmarshal(data["payload"], &pl)
+			return d.emit(out, &base, &canonical.KindError{Error: errorProto(pl.Code, pl.Message, "upstream error")}), nil
+		}
+		return d.emit(out, &base, &canonical.KindCustom{Custom: &canonical.Custom{Name: name, Payload: rawValue(data["payload"])}}), nil
+	}
+	return out, nil // an event this version does not know: ignored
+}
+
+// End appends what the run still owes when the upstream stream ends: the
+// finishes of open blocks and messages, and a failed terminal event unless
+// the run ended.
+func (d *Decoder) End(out []*canonical.Event) []*canonical.Event {
+	if d.ended {
+		return out
+	}
+	return d.terminal(&canonical.Event{Namespace: []string{}}, canonical.StatusFailed,
+		canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the event stream ended before the run's terminal lifecycle event"), "", out)
+}
+
+func (d *Decoder) emit(out []*canonical.Event, base *canonical.Event, kind any) []*canonical.Event {
+	e := &canonical.Event{Namespace: base.Namespace, GraphNode: base.GraphNode, TimeUnixNano: base.TimeUnixNano}
+	switch k := kind.(type) {
+	case *canonical.KindLifecycle:
+		e.Kind = k
+	case *canonical.KindMessageStart:
+		e.Kind = k
+	case *canonical.KindMessageFinish:
+		e.Kind = k
+	case *canonical.KindBlockStart:
+		e.Kind = k
+	case *canonical.KindBlockDelta:
+		e.Kind = k
+	case *canonical.KindBlockFinish:
+		e.Kind = k
+	case *canonical.KindToolStarted:
+		e.Kind = k
+	case *canonical.KindToolOutput:
+		e.Kind = k
+	case *canonical.KindToolFinished:
+		e.Kind = k
+	case *canonical.KindToolFailed:
+		e.Kind = k
+	case *canonical.KindInputRequested:
+		e.Kind = k
+	case *canonical.KindInputAnswered:
+		e.Kind = k
+	case *canonical.KindStateSnapshot:
+		e.Kind = k
+	case *canonical.KindStateUpdate:
+		e.Kind = k
+	case *canonical.KindCheckpoint:
+		e.Kind = k
+	case *canonical.KindTask:
+		e.Kind = k
+	case *canonical.KindCustom:
+		e.Kind = k
+	case *canonical.KindError:
+		e.Kind = k
+	}
+	return append(out, e)
+}
+
+func jstr(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// errorProto is a canonical error from an upstream code string (a
+// canonical code name, else the protocol's ErrorCode) and message.
+func errorProto(code, msg, def string) *canonical.ErrorProto {
+	c, ok := canonical.ParseCode(code)
+	if !ok || c == canonical.CodeOK {
+		c = canonicalCode(code)
+	}
+	if msg == "" {
+		msg = def
+	}
+	return &canonical.ErrorProto{Code: uint32(c), Message: msg}
+}
+
+// closeBlock finishes the open block of s.
+func (d *Decoder) closeBlock(out []*canonical.Event, base *canonical.Event, s *nsDec) []*canonical.Event {
+	if !s.blockOpen {
+		return out
+	}
+	out = d.flushB64(out, base, s, true)
+	s.blockOpen = false
+	return d.emit(out, base, &canonical.KindBlockFinish{BlockFinish: &canonical.BlockFinish{Index: s.index}})
+}
+
+// closeMessage finishes the open block and message of s.
+func (d *Decoder) closeMessage(out []*canonical.Event, base *canonical.Event, s *nsDec, reason canonical.FinishReason, usage *canonical.Usage) []*canonical.Event {
+	out = d.closeBlock(out, base, s)
+	if !s.msgOpen {
+		return out
+	}
+	s.msgOpen = false
+	return d.emit(out, base, &canonical.KindMessageFinish{MessageFinish: &canonical.MessageFinish{FinishReason: reason, Usage: usage}})
+}
+
+// ensureMessage opens a message if none is open (an upstream that streams
+// blocks without message-start, which the SDK tolerates too).
+func (d *Decoder) ensureMessage(out []*canonical.Event, base *canonical.Event, s *nsDec) []*canonical.Event {
+	if s.msgOpen {
+		return out
+	}
+	d.msgs++
+	s.msgOpen, s.next = true, 0
+	return d.emit(out, base, &canonical.KindMessageStart{MessageStart: &canonical.MessageStart{MessageId: "upstream-msg-" + strconv.Itoa(d.msgs), Role: "assistant"}})
+}
+
+// openBlock closes the open block and opens one of typ for upstream index
+// wire.
+func (d *Decoder) openBlock(out []*canonical.Event, base *canonical.Event, s *nsDec, wire int64, bs *canonical.BlockStart) []*canonical.Event {
+	out = d.closeBlock(out, base, s)
+	out = d.ensureMessage(out, base, s)
+	bs.Index = s.next
+	s.blockOpen, s.typ, s.index, s.wire, s.next = true, bs.GetType(), s.next, wire, s.next+1
+	s.acc, s.accFull, s.data, s.b64, s.jsonBlock = s.acc[:0], false, false, s.b64[:0], false
+	return d.emit(out, base, &canonical.KindBlockStart{BlockStart: bs})
+}
+
+// appendText emits a text delta on the open text, reasoning or tool block.
+func (d *Decoder) appendText(out []*canonical.Event, base *canonical.Event, s *nsDec, text string) []*canonical.Event {
+	if text == "" || !s.blockOpen || s.typ == canonical.BlockData || s.typ == canonical.BlockRef || s.jsonBlock {
+		return out
+	}
+	if !s.accFull {
+		if len(s.acc)+len(text) > d.maxBlock() {
+			s.accFull = true
+		} else {
+			s.acc = append(s.acc, text...)
+		}
+	}
+	return d.emit(out, base, &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: s.index, Text: text}})
+}
+
+// appendB64 emits the decodable part of base64 data on the open data block.
+func (d *Decoder) appendB64(out []*canonical.Event, base *canonical.Event, s *nsDec, chars string) []*canonical.Event {
+	if chars == "" || !s.blockOpen || s.typ != canonical.BlockData || s.jsonBlock {
+		return out
+	}
+	if len(s.b64)+len(chars) > d.maxBlock() {
+		return out
+	}
+	s.b64 = append(s.b64, chars...)
+	return d.flushB64(out, base, s, false)
+}
+
+// flushB64 decodes whole 4-character groups (all of it, padded, at the end).
+func (d *Decoder) flushB64(out []*canonical.Event, base *canonical.Event, s *nsDec, final bool) []*canonical.Event {
+	if len(s.b64) == 0 || s.typ != canonical.BlockData {
+		return out
+	}
+	n := len(s.b64) - len(s.b64)%4
+	if final {
+		n = len(s.b64)
+	}
+	if n == 0 {
+		return out
+	}
+	src := bytes.TrimRight(s.b64[:n], "=")
+	raw, err := base64.RawStdEncoding.DecodeString(string(src))
+	if err != nil {
+		raw, err = base64.RawURLEncoding.DecodeString(string(src))
+	}
+	s.b64 = append(s.b64[:0], s.b64[n:]...)
+	if err != nil || len(raw) == 0 {
+		return out
+	}
+	s.data = true
+	return d.emit(out, base, &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: s.index, Data: raw}})
+}
+
+// blockStart maps a content block's initial state to a canonical block.
+func blockStart(content map[string]json.RawMessage) (bs *canonical.BlockStart, jsonBlock bool) {
+	typ := jstr(content["type"])
+	id := jstr(content["id"])
+	switch typ {
+	case "text":
+		return &canonical.BlockStart{Type: canonical.BlockText, Id: id}, false
+	case "reasoning":
+		return &canonical.BlockStart{Type: canonical.BlockReasoning, Id: id}, false
+	case "tool_call_chunk", "tool_call", "server_tool_call_chunk", "server_tool_call", "invalid_tool_call":
+		return &canonical.BlockStart{Type: canonical.BlockToolCall, Id: id, Name: jstr(content["name"]), Mime: "application/json"}, false
+	case "image", "audio", "video", "file":
+		mime := jstr(content["mime_type"])
+		if mime == "" && typ != "file" {
+			mime = typ + "/*"
+		}
+		if url := jstr(content["url"]); url != "" && jstr(content["base64"]) == "" {
+			return &canonical.BlockStart{Type: canonical.BlockRef, Id: id, Mime: mime, Ref: url}, false
+		}
+		if mime == "" {
+			mime = "application/octet-stream"
+		}
+		return &canonical.BlockStart{Type: canonical.BlockData, Id: id, Mime: mime}, false
+	}
+	// non_standard, server_tool_result and types this version does not
+	// know: a data block holding the finished block as JSON.
+	return &canonical.BlockStart{Type: canonical.BlockData, Id: id, Mime: "application/json"}, true
+}
+
+// initialText is the text a block's content carries beyond its type.
+func initialText(content map[string]json.RawMessage, typ canonical.BlockType) string {
+	switch typ {
+	case canonical.BlockText:
+		return jstr(content["text"])
+	case canonical.BlockReasoning:
+		return jstr(content["reasoning"])
+	case canonical.BlockToolCall:
+		raw := bytes.TrimSpace(content["args"])
+		if len(raw) > 0 && raw[0] == '{' {
+			var buf bytes.Buffer
+			if json.Compact(&buf, raw) == nil {
+				return buf.String()
+			}
+		}
+		return jstr(raw)
+	}
+	return ""
+}
+
+func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+	s := d.state(base.Namespace)
+	idx := int64(-1)
+	if raw, ok := data["index"]; ok {
+		if v, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64); err == nil && v >= 0 {
+			idx = v
+		}
+	}
+	switch jstr(data["event"]) {
+	case "message-start":
+		out = d.closeMessage(out, base, s, 0, nil)
+		ms := &canonical.MessageStart{MessageId: jstr(data["id"]), Role: canonicalMsgRole(jstr(data["role"]))}
+		if ms.MessageId == "" {
+			d.msgs++
+			ms.MessageId = "upstream-msg-" + strconv.Itoa(d.msgs)
+		}
+		var md map[string]json.RawMessage
+		if json.Unmarshal(data["metadata"], &md) == nil && len(md) > 0 {
+			ms.Metadata = map[string]*structpb.Value{}
+			for k, v := range md {
+				if pv := rawValue(v); pv != nil && isScalar(pv) {
+					ms.Metadata[k] = pv
+				}
+			}
+		}
+		s.msgOpen, s.next = true, 0
+		return d.emit(out, base, &canonical.KindMessageStart{MessageStart: ms})
+	case "content-block-start":
+		var content map[string]json.RawMessage
+		_ = json.Unmarshal(data["content"], &content)
+		bs, jb := blockStart(content)
+		out = d.openBlock(out, base, s, idx, bs)
+		s.jsonBlock = jb
+		if bs.GetType() == canonical.BlockData && !jb {
+			return d.appendB64(out, base, s, jstr(content["base64"]))
+		}
+		return d.appendText(out, base, s, initialText(content, bs.GetType()))
+	case "content-block-delta":
+		return d.delta(base, s, idx, data, out)
+	case "content-block-finish":
+		var content map[string]json.RawMessage
+		_ = json.Unmarshal(data["content"], &content)
+		if !s.blockOpen || s.wire != idx {
+			bs, jb := blockStart(content)
+			out = d.openBlock(out, base, s, idx, bs)
+			s.jsonBlock = jb
+		}
+		out = d.reconcile(base, s, content, data["content"], out)
+		return d.closeBlock(out, base, s)
+	case "message-finish":
+		if !s.msgOpen {
+			return out
+		}
+		return d.closeMessage(out, base, s, canonicalReason(jstr(data["reason"])), canonicalUsage(data["usage"]))
+	case "error":
+		ep := errorProto(jstr(data["code"]), jstr(data["message"]), "model call failed")
+		d.msgErr = canonical.FromProto(ep)
+		if !s.msgOpen {
+			return d.emit(out, base, &canonical.KindError{Error: ep})
+		}
+		return d.closeMessage(out, base, s, canonical.FinishError, nil)
+	}
+	return out
+}
+
+// fastDelta decodes a text, reasoning, tool-call or data delta on the open
+// block of its index with a typed struct; done is false for anything else,
+// which the general path then decodes.
+func (d *Decoder) fastDelta(base *canonical.Event, raw json.RawMessage, out []*canonical.Event) (bool, []*canonical.Event) {
+	if !bytes.Contains(raw, []byte(`"content-block-delta"`)) {
+		return false, out
+	}
+	var dd deltaData
+	if json.Unmarshal(raw, &dd) != nil || dd.Event != "content-block-delta" || dd.Delta == nil || dd.Index == nil {
+		return false, out
+	}
+	s := d.state(base.Namespace)
+	if !s.blockOpen || s.wire != *dd.Index || s.jsonBlock {
+		return false, out
+	}
+	switch {
+	case dd.Delta.Type == "text-delta" && s.typ == canonical.BlockText && dd.Delta.Text != nil:
+		return true, d.appendText(out, base, s, *dd.Delta.Text)
+	case dd.Delta.Type == "reasoning-delta" && s.typ == canonical.BlockReasoning && dd.Delta.Reasoning != nil:
+		return true, d.appendText(out, base, s, *dd.Delta.Reasoning)
+	case dd.Delta.Type == "tool-call-delta" && s.typ == canonical.BlockToolCall && dd.Delta.Args != nil:
+		return true, d.appendText(out, base, s, *dd.Delta.Args)
+	case dd.Delta.Type == "data-delta" && s.typ == canonical.BlockData && dd.Delta.Data != nil:
+		return true, d.appendB64(out, base, s, *dd.Delta.Data)
+	}
+	return false, out
+}
+
+// delta applies a content-block-delta.
+func (d *Decoder) delta(base *canonical.Event, s *nsDec, idx int64, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+	var delta map[string]json.RawMessage
+	legacy := false
+	if json.Unmarshal(data["delta"], &delta) != nil || delta == nil {
+		// The SDK's legacy form: a partial block in content, appended.
+		if json.Unmarshal(data["content"], &delta) != nil || delta == nil {
+			return out
+		}
+		legacy = true
+	}
+	dt := jstr(delta["type"])
+	want := canonical.BlockType(0)
+	switch dt {
+	case "text-delta", "text":
+		want = canonical.BlockText
+	case "reasoning-delta", "reasoning":
+		want = canonical.BlockReasoning
+	case "tool-call-delta", "tool_call_chunk", "server_tool_call_chunk":
+		want = canonical.BlockToolCall
+	case "data-delta":
+		want = canonical.BlockData
+	case "block-delta":
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal(delta["fields"], &fields)
+		return d.blockDelta(base, s, idx, fields, out)
+	default:
+		if !legacy {
+			return out // a delta this version does not know: ignored
+		}
+	}
+	if !s.blockOpen || (idx >= 0 && s.wire != idx) || (want != 0 && s.typ != want && !s.jsonBlock) {
+		if want == 0 {
+			return out
+		}
+		bs := &canonical.BlockStart{Type: want}
+		if want == canonical.BlockToolCall {
+			bs.Id, bs.Name, bs.Mime = jstr(delta["id"]), jstr(delta["name"]), "application/json"
+		}
+		if want == canonical.BlockData {
+			bs.Mime = "application/octet-stream"
+		}
+		out = d.openBlock(out, base, s, idx, bs)
+	}
+	switch dt {
+	case "text-delta", "text":
+		return d.appendText(out, base, s, jstr(delta["text"]))
+	case "reasoning-delta", "reasoning":
+		return d.appendText(out, base, s, jstr(delta["reasoning"]))
+	case "tool-call-delta", "tool_call_chunk", "server_tool_call_chunk":
+		return d.appendText(out, base, s, jstr(delta["args"]))
+	case "data-delta":
+		return d.appendB64(out, base, s, jstr(delta["data"]))
+	}
+	return out
+}
+
+// blockDelta applies block-delta fields: they replace what they name, so
+// only a value that extends what was sent can be streamed on; others wait
+// for content-block-finish.
+func (d *Decoder) blockDelta(base *canonical.Event, s *nsDec, idx int64, fields map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+	if fields == nil {
+		return out
+	}
+	if !s.blockOpen || (idx >= 0 && s.wire != idx) {
+		bs, jb := blockStart(fields)
+		out = d.openBlock(out, base, s, idx, bs)
+		s.jsonBlock = jb
+	}
+	var text string
+	switch s.typ {
+	case canonical.BlockText:
+		text = jstr(fields["text"])
+	case canonical.BlockReasoning:
+		text = jstr(fields["reasoning"])
+	case canonical.BlockToolCall:
+		text = initialText(fields, canonical.BlockToolCall)
+	default:
+		return out
+	}
+	if !s.accFull && strings.HasPrefix(text, string(s.acc)) {
+		return d.appendText(out, base, s, text[len(s.acc):])
+	}
+	return out
+}
+
+// reconcile sends what the finished block holds beyond what was streamed.
+func (d *Decoder) reconcile(base *canonical.Event, s *nsDec, content map[string]json.RawMessage, raw json.RawMessage, out []*canonical.Event) []*canonical.Event {
+	if s.jsonBlock {
+		var buf bytes.Buffer
+		if json.Compact(&buf, raw) == nil && buf.Len() > 0 && buf.Len() <= d.maxBlock() {
+			s.data = true
+			out = d.emit(out, base, &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: s.index, Data: buf.Bytes()}})
+		}
+		return out
+	}
+	switch s.typ {
+	case canonical.BlockData:
+		out = d.flushB64(out, base, s, true)
+		if !s.data {
+			out = d.appendB64(out, base, s, jstr(content["base64"]))
+			out = d.flushB64(out, base, s, true)
+		}
+		return out
+	case canonical.BlockRef:
+		return out
+	}
+	final := initialText(content, s.typ)
+	if s.typ == canonical.BlockToolCall && len(s.acc) > 0 {
+		return out // streamed arguments stand; the finished block parses them
+	}
+	if !s.accFull && strings.HasPrefix(final, string(s.acc)) {
+		return d.appendText(out, base, s, final[len(s.acc):])
+	}
+	return out
+}
+
+func canonicalMsgRole(r string) string {
+	switch r {
+	case "ai":
+		return "assistant"
+	case "human":
+		return "user"
+	case "":
+		return "assistant"
+	}
+	return r
+}
+
+func canonicalReason(r string) canonical.FinishReason {
+	switch r {
+	case "":
+		return 0
+	case "stop", "end_turn", "stop_sequence":
+		return canonical.FinishStop
+	case "length", "max_tokens":
+		return canonical.FinishLength
+	case "tool_calls", "tool_use":
+		return canonical.FinishToolCalls
+	case "content_filter":
+		return canonical.FinishContentFilter
+	}
+	return canonical.FinishOther
+}
+
+// canonicalUsage reads UsageInfo; nil when absent.
+func canonicalUsage(raw json.RawMessage) *canonical.Usage {
+	var u struct {
+		In    int64 `json:"input_tokens"`
+		Out   int64 `json:"output_tokens"`
+		Total int64 `json:"total_tokens"`
+		InDet struct {
+			CacheRead     int64 `json:"cache_read"`
+			CacheCreation int64 `json:"cache_creation"`
+		} `json:"input_token_details"`
+		OutDet struct {
+			Reasoning int64 `json:"reasoning"`
+		} `json:"output_token_details"`
+	}
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &u) != nil {
+		return nil
+	}
+	return &canonical.Usage{InputTokens: u.In, OutputTokens: u.Out, TotalTokens: u.Total, ReasoningTokens: u.OutDet.Reasoning,
+		CacheReadTokens: u.InDet.CacheRead, CacheCreationTokens: u.InDet.CacheCreation}
+}
+
+func (d *Decoder) tools(base *canonical.Event, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+	id := jstr(data["tool_call_id"])
+	switch jstr(data["event"]) {
+	case "tool-started":
+		return d.emit(out, base, &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{ToolCallId: id, Name: jstr(data["tool_name"]), Input: rawValue(data["input"])}})
+	case "tool-output-delta":
+		return d.emit(out, base, &canonical.KindToolOutput{ToolOutput: &canonical.ToolOutput{ToolCallId: id, Delta: jstr(data["delta"])}})
+	case "tool-finished":
+		return d.emit(out, base, &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: id, Output: rawValue(data["output"])}})
+	case "tool-error":
+		return d.emit(out, base, &canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: id, Error: errorProto(jstr(data["code"]), jstr(data["message"]), "tool failed")}})
+	}
+	return out
+}
+
+func (d *Decoder) lifecycle(base *canonical.Event, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+	status := jstr(data["event"])
+	errText := jstr(data["error"])
+	lc := &canonical.Lifecycle{GraphName: jstr(data["graph_name"])}
+	var cause struct {
+		Type       string `json:"type"`
+		ToolCallID string `json:"tool_call_id"`
+		FromNode   string `json:"from_node"`
+	}
+	if json.Unmarshal(data["cause"], &cause) == nil && cause.Type != "" {
+		lc.Cause = &canonical.Cause{Type: cause.Type, ToolCallId: cause.ToolCallID, FromNode: cause.FromNode}
+	}
+	var cp struct{ ID string }
+	if json.Unmarshal(data["checkpoint"], &cp) == nil {
+		lc.CheckpointId = cp.ID
+	}
+	root := len(base.Namespace) == 0
+	switch status {
+	case "started":
+		lc.Status = canonical.StatusStarted
+	case "running":
+		lc.Status = canonical.StatusRunning
+	case "completed", "interrupted", "failed":
+		st := map[string]canonical.RunStatus{"completed": canonical.StatusCompleted, "interrupted": canonical.StatusInterrupted, "failed": canonical.StatusFailed}[status]
+		var ce *canonical.Error
+		if st == canonical.StatusFailed {
+			st, ce = d.failure(errText)
+		}
+		if root {
+			return d.terminal(base, st, ce, lc.GetGraphName(), out)
+		}
+		out = d.closeMessage(out, base, d.state(base.Namespace), canonical.FinishError, nil)
+		lc.Status = st
+		if ce != nil {
+			lc.Error = ce.Proto()
+		}
+	default:
+		return out
+	}
+	return d.emit(out, base, &canonical.KindLifecycle{Lifecycle: lc})
+}
+
+// failure maps a failed lifecycle's error text: "cancelled: ..." is a
+// cancellation (our frontend's form); a text equal to the last message
+// error keeps that error's code.
+func (d *Decoder) failure(text string) (canonical.RunStatus, *canonical.Error) {
+	if msg, ok := strings.CutPrefix(text, cancelledPrefix); ok {
+		return canonical.StatusCancelled, canonical.WireError(canonical.CodeCanceled, msg)
+	}
+	if d.msgErr != nil && (text == "" || text == d.msgErr.Message) {
+		return canonical.StatusFailed, d.msgErr
+	}
+	if text == "" {
+		text = "upstream run failed"
+	}
+	return canonical.StatusFailed, canonical.WireError(canonical.CodeUnknown, text)
+}
+
+// terminal closes everything open, innermost namespaces first, and appends
+// the run's terminal event.
+func (d *Decoder) terminal(base *canonical.Event, st canonical.RunStatus, ce *canonical.Error, graph string, out []*canonical.Event) []*canonical.Event {
+	for i := len(d.order) - 1; i >= 0; i-- {
+		s := d.order[i]
+		reason := canonical.FinishError
+		if st == canonical.StatusCompleted {
+			reason = canonical.FinishStop
+		}
+		nb := &canonical.Event{Namespace: s.ns, TimeUnixNano: base.TimeUnixNano}
+		out = d.closeMessage(out, nb, s, reason, nil)
+	}
+	d.ended = true
+	t := canonical.Terminal(st, ce)
+	t.GetLifecycle().GraphName = graph
+	t.Namespace, t.TimeUnixNano = []string{}, base.TimeUnixNano
+	return append(out, t)
+}
+
+// SSEDecoder decodes an upstream SSE event stream cut anywhere (Feed and
+// End, as every decoder in the repository does): each event's data is one
+// envelope for the Decoder. Comments (heartbeats) are skipped.
+type SSEDecoder struct {
+	Decoder
+	parser sse.Parser
+	evs    []sse.Event
+}
+
+// NewSSEDecoder returns an SSE decoder whose events may hold at most
+// maxEventBytes (default 4 MiB).
+func NewSSEDecoder(afterSeq uint64, maxEventBytes int) *SSEDecoder {
+	d := &SSEDecoder{}
+	d.AfterSeq = afterSeq
+	d.parser.MaxEventBytes = maxEventBytes
+	return d
+}
+
+// Feed takes a chunk of the stream and appends the canonical events it
+// completes.
+func (d *SSEDecoder) Feed(chunk []byte, out []*canonical.Event) ([]*canonical.Event, error) {
+	var err error
+	d.evs, err = d.parser.Feed(chunk, d.evs[:0])
+	for _, e := range d.evs {
+		if len(bytes.TrimSpace(e.Data)) == 0 {
+			continue
+		}
+		var ferr error
+		if out, ferr = d.Decoder.Feed(e.Data, out); ferr != nil {
+			return out, ferr
+		}
+	}
+	if err != nil {
+		return out, canonical.AsError(err)
+	}
+	return out, nil
+}
+
+// End ends the stream: the event whose blank line never came is dispatched
+// (upstreams that omit it), then what the run still owes.
+func (d *SSEDecoder) End(out []*canonical.Event) ([]*canonical.Event, error) {
+	d.parser.DispatchIncompleteAtEnd = true
+	evs, err := d.parser.End(d.evs[:0])
+	for _, e := range evs {
+		if len(bytes.TrimSpace(e.Data)) == 0 {
+			continue
+		}
+		var ferr error
+		if out, ferr = d.Decoder.Feed(e.Data, out); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	out = d.Decoder.End(out)
+	if err != nil {
+		return out, canonical.AsError(err)
+	}
+	return out, nil
+}

@@ -1,0 +1,221 @@
+package agent
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/chunk"
+)
+
+// sseSeeds renders the encoder's golden transcripts as SSE streams, in the
+// frontend's framing, with heartbeats and, for one, CRLF line ends.
+func sseSeeds(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "encode", "*.golden"))
+	if len(files) == 0 {
+		t.Fatal("no testdata/encode/*.golden")
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.WriteString(": heartbeat\n\n")
+		for i, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+			b.WriteString("id: " + strings.Repeat("", i) + "x\nevent: e\ndata: ")
+			b.Write(line)
+			b.WriteString("\n\n")
+			if i%3 == 0 {
+				b.WriteString(": heartbeat\n\n")
+			}
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".golden")
+		out[name] = b.Bytes()
+		out[name+"-crlf"] = bytes.ReplaceAll(b.Bytes(), []byte("\n"), []byte("\r\n"))
+	}
+	return out
+}
+
+// decodeSSE decodes a stream fed in chunks.
+func decodeSSE(chunks [][]byte) ([]*canonical.Event, error) {
+	d := NewSSEDecoder(0, 1<<16)
+	var out []*canonical.Event
+	for _, c := range chunks {
+		var err error
+		if out, err = d.Feed(c, out); err != nil {
+			return out, err
+		}
+	}
+	return d.End(out)
+}
+
+func sameEvents(t testing.TB, want, got []*canonical.Event) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("%d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(want[i], got[i]) {
+			t.Fatalf("event %d differs:\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+}
+
+// validate checks copies of events (stamped with a thread and run).
+func validate(t testing.TB, events []*canonical.Event) {
+	t.Helper()
+	cp := make([]*canonical.Event, len(events))
+	for i, e := range events {
+		cp[i] = proto.Clone(e).(*canonical.Event)
+		cp[i].ThreadId, cp[i].RunId = "t", "r"
+	}
+	if err := canonical.Validate(cp); err != nil {
+		t.Fatalf("decoder output breaks the canonical model: %v", err)
+	}
+}
+
+// TestSSEDecoderRechunk: cutting the stream anywhere (every two-way cut,
+// and one byte at a time) changes nothing, and the output is a valid
+// canonical run.
+func TestSSEDecoderRechunk(t *testing.T) {
+	for name, wire := range sseSeeds(t) {
+		t.Run(name, func(t *testing.T) {
+			want, err := decodeSSE([][]byte{wire})
+			if err != nil {
+				t.Fatal(err)
+			}
+			validate(t, want)
+			got, err := decodeSSE(chunk.Bytes(wire))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameEvents(t, want, got)
+			for i := 0; i <= len(wire); i += 1 + len(wire)/97 {
+				got, err := decodeSSE(chunk.TwoWay(wire, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameEvents(t, want, got)
+			}
+		})
+	}
+}
+
+// TestDecoderRoundTrip: every golden transcript decodes to a canonical run
+// that encodes back to the same frames.
+func TestDecoderRoundTrip(t *testing.T) {
+	for name, build := range encodeCases {
+		events := build()
+		for _, e := range events {
+			e.TimeUnixNano = fixedNow.UnixNano()
+		}
+		frames := encodeRun(t, events)
+		d := &Decoder{}
+		var decoded []*canonical.Event
+		for _, f := range frames {
+			var err error
+			if decoded, err = d.Feed(f, decoded); err != nil {
+				t.Fatal(err)
+			}
+		}
+		decoded = d.End(decoded)
+		validate(t, decoded)
+		again := encodeRun(t, decoded)
+		if name == "agent" || name == "interrupt" || name == "subgraph" || name == "failure" || name == "cancelled" {
+			if !bytes.Equal(bytes.Join(frames, []byte("\n")), bytes.Join(again, []byte("\n"))) {
+				t.Errorf("%s: the round trip changed the wire:\n--- first\n%s\n--- again\n%s", name, bytes.Join(frames, []byte("\n")), bytes.Join(again, []byte("\n")))
+			}
+		}
+	}
+}
+
+func TestDecoderRepairsUpstreams(t *testing.T) {
+	frames := []string{
+		`{"type":"success","id":1,"result":{}}`, // a response: ignored
+		`{"type":"event","seq":1,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":3,"delta":{"type":"text-delta","text":"no start"}}}}`,
+		`{"type":"event","seq":2,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":5,"delta":{"type":"reasoning-delta","reasoning":"other block"}}}}`,
+		`{"type":"event","seq":3,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":5,"delta":{"type":"future-delta","x":1}}}}`,
+		`{"type":"event","seq":4,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":6,"delta":{"type":"block-delta","fields":{"type":"tool_call_chunk","id":"c","name":"n","args":"{\"a\""}}}}}`,
+		`{"type":"event","seq":5,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":6,"delta":{"type":"block-delta","fields":{"type":"tool_call_chunk","args":"{\"a\":1}"}}}}}`,
+		`{"type":"event","seq":6,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-finish","index":7,"content":{"type":"text","text":"whole"}}}}`,
+		`{"type":"event","seq":7,"method":"messages","params":{"namespace":["sub"],"data":{"event":"message-start","role":"ai","id":"m"}}}`,
+		`{"type":"event","seq":8,"method":"messages","params":{"namespace":["sub"],"data":{"event":"content-block-start","index":0,"content":{"type":"non_standard","value":{"k":1}}}}}`,
+		`{"type":"event","seq":9,"method":"lifecycle","params":{"namespace":["sub"],"data":{"event":"failed"}}}`,
+		`{"type":"event","seq":10,"method":"bogus","params":{"namespace":[],"data":{}}}`,
+		`{"type":"event","seq":11,"method":"lifecycle","params":{"namespace":[],"data":{"event":"completed"}}}`,
+		`{"type":"event","seq":12,"method":"messages","params":{"namespace":[],"data":{"event":"message-start","role":"ai","id":"late"}}}`,
+	}
+	d := &Decoder{}
+	var out []*canonical.Event
+	for _, f := range frames {
+		var err error
+		if out, err = d.Feed([]byte(f), out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	validate(t, d.End(out))
+	if !d.Ended() || out[len(out)-1].GetLifecycle().GetStatus() != canonical.StatusCompleted {
+		t.Fatal("the run did not end completed")
+	}
+	var text string
+	for _, e := range out {
+		text += e.GetBlockDelta().GetText()
+	}
+	if text != "no startother block{\"a\":1}whole" {
+		t.Fatalf("texts: %q", text)
+	}
+	if _, err := d.Feed([]byte(`not json`), nil); canonical.CodeOf(err) != canonical.CodeInvalidArgument {
+		t.Fatalf("malformed frame: %v", err)
+	}
+	// AfterSeq skips the replay of earlier runs.
+	d2 := &Decoder{AfterSeq: 11}
+	out, _ = d2.Feed([]byte(frames[11]), nil)
+	if len(out) != 0 {
+		t.Fatalf("replayed event decoded: %v", out)
+	}
+}
+
+// FuzzSSEDecoder: any bytes, cut anywhere, decode to the same events (or
+// fail the same way), never panic, and decode to a valid canonical run.
+func FuzzSSEDecoder(f *testing.F) {
+	for _, wire := range sseSeeds(f) {
+		f.Add(wire, uint64(1))
+	}
+	f.Add([]byte("data: {\"type\":\"event\",\"method\":\"messages\",\"params\":{\"data\":{\"event\":\"content-block-delta\",\"delta\":{\"type\":\"data-delta\",\"data\":\"QUJD\"}}}}\n\n"), uint64(7))
+	f.Fuzz(func(t *testing.T, wire []byte, seed uint64) {
+		want, werr := decodeSSE([][]byte{wire})
+		got, gerr := decodeSSE(chunk.Split(wire, seed, 1+int(seed%9)))
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("error depends on chunking: %v / %v", werr, gerr)
+		}
+		if werr != nil {
+			return
+		}
+		sameEvents(t, want, got)
+		validate(t, want)
+	})
+}
+
+// BenchmarkDecodeDelta is the backend's per-delta cost: one SSE text-delta
+// event to a canonical event.
+func BenchmarkDecodeDelta(b *testing.B) {
+	d := NewSSEDecoder(0, 0)
+	start := []byte("data: {\"type\":\"event\",\"seq\":1,\"method\":\"messages\",\"params\":{\"namespace\":[],\"timestamp\":1710000000000,\"data\":{\"event\":\"content-block-start\",\"index\":0,\"content\":{\"type\":\"text\",\"text\":\"\"}}}}\n\n")
+	out, _ := d.Feed(start, nil)
+	frame := []byte("id: 2\nevent: messages\ndata: {\"type\":\"event\",\"event_id\":\"2\",\"seq\":2,\"method\":\"messages\",\"params\":{\"namespace\":[],\"timestamp\":1710000000000,\"node\":\"agent\",\"data\":{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\" token\"}}}}\n\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ = d.Feed(frame, out[:0])
+		if len(d.ns[""].acc) > 1<<20 {
+			d.ns[""].acc = d.ns[""].acc[:0]
+		}
+	}
+}

@@ -1,0 +1,129 @@
+// Package agent speaks the LangChain agent streaming protocol, in both
+// directions, following every "Interlingua choice" of the reference
+// (/work/shared/reference/agent-protocol.md). Versions: the schema is
+// langchain-ai/agent-protocol streaming/protocol.cddl at d9fd23d; the
+// wire is the one of the generated bindings @langchain/protocol 0.0.21
+// (snake_case keys, tool-call-delta, input.answered) and of the real client
+// @langchain/langgraph-sdk 1.15.0 (ThreadStream), which the tests run.
+//
+// # Frontend (we serve threads)
+//
+// NewFrontend(Config).Mount serves, for any assistant_id the bridge routes:
+//
+//   - POST /threads/{thread_id}/stream and /stream/events: an SSE stream
+//     per EventStreamRequest (channels, namespaces, depth, since; since
+//     may also come as Last-Event-ID). Frames are "id: <event_id>",
+//     "event: <method>", "data: <envelope>", each flushed; ": heartbeat"
+//     every 5 s; the stream stays open across runs.
+//   - GET on the same paths with Upgrade: a WebSocket taking every command
+//     in band, with subscription.subscribe / unsubscribe / reconnect (the
+//     CDDL shape, and langgraph-api's shape when params carry since). GET
+//     without Upgrade is 426.
+//   - POST /threads/{thread_id}/commands: one command, answered 200 with a
+//     CommandResponse (meta.applied_through_seq) or ErrorResponse; HTTP
+//     4xx only for transport failures (body not JSON, no integer id or
+//     string method, body too large) with {"error","message"}.
+//   - GET /threads/{thread_id}/state and POST
+//     /threads/{thread_id}/runs/{run_id}/cancel, the LangGraph REST calls
+//     the SDK's hydration and our backend's cancellation use.
+//
+// Commands: run.start (new run; resume when interrupts are pending and
+// input is not null; multitask_strategy reject / interrupt / rollback /
+// enqueue, default enqueue, when a run is active), input.respond (one or
+// many), input.inject (queued into the state; applied after the active run
+// if any), state.get, state.listCheckpoints, state.fork, agent.getTree.
+// Unknown methods are unknown_command; bad params are invalid_argument
+// naming the field; camelCase spellings of the rename table are accepted
+// on input, snake_case is sent.
+//
+// Events: one seq counter per thread (event_id is its decimal string),
+// counting every event of the thread, including those the frontend itself
+// synthesizes. A bounded ring buffer per thread replays with no gap and no
+// duplicate before live delivery (the reader is registered and positioned
+// under one lock); the latest values event of each namespace is pinned
+// beyond the ring, so a replay starts with the current state. A since (or
+// a reconnect) older than the buffer gets the in-band report {"type":
+// "error","id":null,"error":"invalid_argument","since","min_available_seq"}
+// first, then the oldest buffered events. Canonical events map to wire
+// events per the reference's choices: text-delta, reasoning-delta,
+// data-delta (base64 cut at 3-byte boundaries so slices concatenate),
+// tool-call-delta after a tool_call_chunk start; content-block-finish
+// carries the finalized block, which the Encoder assembles from the deltas;
+// message-finish carries usage and reason; a model failure is the messages
+// error event (with the run's error message and canonical code name).
+//
+// When the backend is a plain model, the bridge is the agent runtime: the
+// thread's state is its message list (LangChain message dicts) plus any
+// other keys a client put there; each step (input, each message, each tool
+// result, an injected message, a fork) saves a checkpoint and emits
+// updates, values and checkpoints events; state.fork and run.start with
+// config.configurable.checkpoint_id restart from a checkpoint; a backend's
+// input request is an interrupt that input.respond (or run.start with
+// input) answers with a new run whose canonical Request.resume maps each
+// interrupt id to its response, after an input.answered event. Thread
+// records live in the JetStream KV bucket (Config.KV, key
+// "agent.<thread>"), so any instance can serve a thread. A backend that
+// reports state itself (the agent backend marks its events; others are
+// recognised by a state event before any message) is an agent: its values,
+// updates and checkpoints pass through and are only recorded.
+//
+// # Backend (we call an agent server)
+//
+// NewBackend(BackendConfig) is a client of an upstream thread server over
+// SSE or WebSocket: run.start (input.respond when the canonical request
+// resumes interrupts), then the thread's events after the answer's
+// applied_through_seq on every channel, decoded by Decoder into canonical
+// events with namespaces, graph nodes, usage, message ids and the
+// passthrough channels kept. Closing a run that has not ended cancels it
+// upstream with POST /threads/{id}/runs/{run_id}/cancel.
+//
+// # Stated degradations
+//
+//   - AgentStatus has no "cancelled": a cancelled run ends with a failed
+//     lifecycle event whose error starts "cancelled: " (the SDK then ends
+//     the run; "interrupted" would claim a pending interrupt). The decoder
+//     maps that prefix back to cancelled.
+//   - A lifecycle error is a string: a failed run's canonical code is lost
+//     on the wire (it survives when the run failed in a model call: the
+//     messages error event carries it), and is unknown when decoded.
+//   - Canonical non-terminal error events have no agent-protocol event:
+//     they are sent as custom events named "interlingua.error" with payload
+//     {code, message}, and decoded back.
+//   - MessageRole has only ai, human and system: messages of other roles
+//     (tool) are sent as ai.
+//   - A tool call whose arguments are not a JSON object finishes as an
+//     invalid_tool_call block carrying the raw string.
+//   - Block types the canonical model lacks (non_standard,
+//     server_tool_result, unknown ones) are decoded as application/json data
+//     blocks holding the finished block; a block-delta that replaces
+//     instead of extending what was streamed is not streamed (the finished
+//     block reconciles it when it extends the deltas).
+//   - The backend needs meta.applied_through_seq in the run.start answer to
+//     skip the replay of earlier runs of the thread (the JS server and this
+//     frontend send it); without it, events of earlier runs still buffered
+//     upstream are decoded too: use a fresh thread per run.
+//   - input.inject into an active run is applied to the state when the run
+//     ends (a plain model cannot take input mid-call). goto is forwarded to
+//     agent backends and ignored by plain models.
+//   - CheckpointSummary.step is a uint: the input checkpoint (step -1) is
+//     listed with step 0 (its metadata keeps the -1).
+//   - Seq continuity across instances is as good as the last save: an
+//     instance loading a thread continues from the seq saved at the last
+//     step of the last run, and opens its buffer with the current state.
+//
+// # Limits (Config; each zero is its default)
+//
+// BufferEvents (10,000 events per thread), BufferKeep (10 min after the
+// last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
+// per WebSocket message), MaxThreads (1,000 in memory), MaxQueuedRuns (8),
+// MaxCheckpoints (100), MaxStateBytes (900 KiB per KV value; the oldest
+// checkpoints are dropped to fit), MaxBlockBytes (16 MiB per content block;
+// a larger block fails the run with ResourceExhausted), MaxSubscriptions
+// (64 per WebSocket), WriteTimeout (30 s per SSE write). A WebSocket's send
+// queue defaults to BufferEvents+1,280 frames, so a whole replay fits:
+// internal/wsconn cuts a consumer off instead of blocking (1008).
+//
+// The backend's BackendConfig bounds one upstream event (MaxEventBytes,
+// 4 MiB) and the WebSocket events held before the command's answer
+// (MaxPendingEvents, 10,000).
+package agent

@@ -1,0 +1,367 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+// fixedNow stamps events in tests.
+var fixedNow = time.UnixMilli(1710000000000)
+
+func ev(k any) *canonical.Event {
+	e := &canonical.Event{}
+	switch k := k.(type) {
+	case *canonical.KindToolStarted:
+		e.Kind = k
+	case *canonical.KindToolOutput:
+		e.Kind = k
+	case *canonical.KindToolFinished:
+		e.Kind = k
+	case *canonical.KindToolFailed:
+		e.Kind = k
+	case *canonical.KindInputRequested:
+		e.Kind = k
+	case *canonical.KindInputAnswered:
+		e.Kind = k
+	case *canonical.KindStateSnapshot:
+		e.Kind = k
+	case *canonical.KindStateUpdate:
+		e.Kind = k
+	case *canonical.KindCheckpoint:
+		e.Kind = k
+	case *canonical.KindTask:
+		e.Kind = k
+	case *canonical.KindCustom:
+		e.Kind = k
+	case *canonical.KindError:
+		e.Kind = k
+	case *canonical.KindLifecycle:
+		e.Kind = k
+	}
+	return e
+}
+
+func val(v any) *structpb.Value { return canonical.Value(v) }
+
+// encodeCases are canonical runs covering every kind the encoder maps.
+var encodeCases = map[string]func() []*canonical.Event{
+	"agent": func() []*canonical.Event {
+		b := canonical.NewBuilder()
+		var out []*canonical.Event
+		out = b.Lifecycle(out, canonical.StatusRunning)
+		out = b.StartMessage(out, "msg-1", "assistant")
+		out[len(out)-1].GetMessageStart().Metadata = map[string]*structpb.Value{"provider": val("scripted"), "model": val("demo"), "nested": val(map[string]any{"dropped": true})}
+		out = b.Reasoning(out, "Let me ")
+		out = b.Reasoning(out, "think.")
+		out = b.ToolCall(out, "call-1", "calculator")
+		out = b.ToolArgs(out, `{"expression"`)
+		out = b.ToolArgs(out, `: "6 * 7"}`)
+		out = b.FinishMessage(out, canonical.FinishToolCalls, nil)
+		out = b.Emit(out, ev(&canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{ToolCallId: "call-1", Name: "calculator", Input: val(map[string]any{"expression": "6 * 7"})}}))
+		out = b.Emit(out, ev(&canonical.KindToolOutput{ToolOutput: &canonical.ToolOutput{ToolCallId: "call-1", Delta: "4"}}))
+		out = b.Emit(out, ev(&canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: "call-1", Output: val(map[string]any{"result": 42})}}))
+		out = b.StartMessage(out, "msg-2", "assistant")
+		out = b.Text(out, "6 * 7 = ")
+		out = b.Text(out, "42.")
+		out = b.FinishMessage(out, canonical.FinishStop, &canonical.Usage{InputTokens: 12, OutputTokens: 5, ReasoningTokens: 2, CacheReadTokens: 3})
+		out = b.End(out, canonical.StatusCompleted, nil)
+		for _, e := range out {
+			if e.GetLifecycle() == nil {
+				e.GraphNode = "agent"
+			}
+		}
+		return out
+	},
+	"data": func() []*canonical.Event {
+		b := canonical.NewBuilder()
+		var out []*canonical.Event
+		out = b.StartMessage(out, "msg-1", "assistant")
+		out = b.StartBlock(out, canonical.BlockData, "img-1", "", "image/png", "")
+		for _, chunk := range []string{"\x89", "PN", "G\r\n\x1a", "\n\x00\x00\x00\x0d"} {
+			out = append(out, &canonical.Event{Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: 0, Data: []byte(chunk)}}})
+		}
+		out = b.FinishBlock(out)
+		out = b.Data(out, "audio/wav", []byte("RIFF"))
+		out = b.Ref(out, "video/mp4", "https://example.com/v.mp4")
+		out = b.Data(out, "application/pdf", nil)
+		out = b.FinishMessage(out, canonical.FinishStop, nil)
+		return b.End(out, canonical.StatusCompleted, nil)
+	},
+	"failure": func() []*canonical.Event {
+		b := canonical.NewBuilder()
+		var out []*canonical.Event
+		out = b.Lifecycle(out, canonical.StatusRunning)
+		out = b.Text(out, "partial")
+		return b.End(out, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "upstream went away"))
+	},
+	"cancelled": func() []*canonical.Event {
+		b := canonical.NewBuilder()
+		var out []*canonical.Event
+		out = b.Text(out, "partial")
+		return b.End(out, canonical.StatusCancelled, canonical.Errorf(canonical.CodeCanceled, "context canceled"))
+	},
+	"interrupt": func() []*canonical.Event {
+		b := canonical.NewBuilder()
+		var out []*canonical.Event
+		out = b.Lifecycle(out, canonical.StatusRunning)
+		out = b.Emit(out, ev(&canonical.KindInputRequested{InputRequested: &canonical.InputRequested{InterruptId: "int-1", Payload: val(map[string]any{"question": "Approve?"})}}))
+		return b.End(out, canonical.StatusInterrupted, nil)
+	},
+	"subgraph": func() []*canonical.Event {
+		root := canonical.NewBuilder()
+		sub := canonical.NewBuilder("researcher:abc")
+		var out []*canonical.Event
+		out = root.Lifecycle(out, canonical.StatusRunning)
+		out = root.Emit(out, ev(&canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: []string{"int-1", "int-2"}}}))
+		out = root.Emit(out, ev(&canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: val(map[string]any{"messages": []any{}, "topic": "x"})}}))
+		out = root.Emit(out, ev(&canonical.KindCheckpoint{Checkpoint: &canonical.Checkpoint{Id: "c1", Step: -1, Source: "input"}}))
+		start := &canonical.Event{Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusStarted, GraphName: "researcher", Cause: &canonical.Cause{Type: "toolCall", ToolCallId: "call-9"}, CheckpointId: "c1"}}}
+		out = sub.Emit(out, start)
+		out = sub.Emit(out, &canonical.Event{Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusRunning, Cause: &canonical.Cause{Type: "edge", FromNode: "plan"}}}})
+		out = sub.Text(out, "found \"it\"\n\tsee é ✓ 😀")
+		out = sub.FinishMessage(out, canonical.FinishLength, &canonical.Usage{OutputTokens: 9, TotalTokens: 10})
+		out = sub.Emit(out, ev(&canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: "call-2", Error: &canonical.ErrorProto{Code: uint32(canonical.CodeDeadlineExceeded), Message: "search timed out"}}}))
+		out = sub.Emit(out, &canonical.Event{Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusCompleted}}})
+		out = root.Emit(out, ev(&canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: "researcher", Values: val(map[string]any{"topic": "y"})}}))
+		out = root.Emit(out, ev(&canonical.KindTask{Task: &canonical.Task{Payload: val(map[string]any{"id": "t1", "name": "researcher", "result": nil})}}))
+		out = root.Emit(out, ev(&canonical.KindCustom{Custom: &canonical.Custom{Name: "progress", Payload: val(0.5)}}))
+		out = root.Emit(out, ev(&canonical.KindCustom{Custom: &canonical.Custom{Payload: val([]any{1e-7, 1e21, 123456789.0, true, nil})}}))
+		out = root.Emit(out, ev(&canonical.KindError{Error: &canonical.ErrorProto{Code: uint32(canonical.CodeUnavailable), Message: "primary model failed; falling back"}}))
+		return root.End(out, canonical.StatusCompleted, nil)
+	},
+	"tool-args": func() []*canonical.Event {
+		b := canonical.NewBuilder()
+		var out []*canonical.Event
+		out = b.StartMessage(out, "", "assistant")
+		out = b.ToolCall(out, "", "broken")
+		out = b.ToolArgs(out, `{"a": `)
+		out = b.ToolCall(out, "call-2", "noargs")
+		out = b.ToolCall(out, "call-3", "list")
+		out = b.ToolArgs(out, `[1, 2]`)
+		out = b.ToolCall(out, "call-4", "spaced")
+		out = b.ToolArgs(out, "{ \"q\" :\n \"x\" }")
+		out = b.FinishMessage(out, canonical.FinishToolCalls, nil)
+		out = b.StartMessage(out, "u-1", "user")
+		out = b.Text(out, "hi")
+		out = b.StartMessage(out, "s-1", "system")
+		out = b.Text(out, "be brief")
+		return b.End(out, canonical.StatusCompleted, nil)
+	},
+}
+
+// encodeRun encodes a canonical run to frames with seqs from 1.
+func encodeRun(t testing.TB, events []*canonical.Event) [][]byte {
+	t.Helper()
+	enc := NewEncoder(EncoderConfig{GraphName: "demo", Now: func() time.Time { return fixedNow }})
+	var frames [][]byte
+	var out []wireEvent
+	for _, e := range events {
+		var err error
+		out, err = enc.Encode(e, out[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range out {
+			frames = append(frames, newFrame(uint64(len(frames)+1), &out[i]))
+		}
+	}
+	for _, w := range enc.Flush(nil) {
+		frames = append(frames, newFrame(uint64(len(frames)+1), &w))
+	}
+	return frames
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestEncodeGolden(t *testing.T) {
+	for name, build := range encodeCases {
+		t.Run(name, func(t *testing.T) {
+			events := build()
+			for _, e := range events {
+				e.ThreadId, e.RunId, e.TimeUnixNano = "t", "r", fixedNow.UnixNano()
+			}
+			if err := canonical.Validate(events); err != nil {
+				t.Fatalf("test case breaks the canonical model: %v", err)
+			}
+			frames := encodeRun(t, events)
+			var all []byte
+			for _, f := range frames {
+				if !json.Valid(f) || !utf8.Valid(f) {
+					t.Fatalf("invalid JSON frame: %s", f)
+				}
+				all = append(append(all, f...), '\n')
+			}
+			golden(t, filepath.Join("testdata", "encode", name+".golden"), all)
+		})
+	}
+}
+
+// TestEncodeDataBase64 checks that the data-delta slices concatenate to the
+// base64 of the block and that content-block-finish carries it whole.
+func TestEncodeDataBase64(t *testing.T) {
+	raw := []byte("abcdefghijklmnopqrstuvwxyz0123456789")
+	for seed := range 50 {
+		b := canonical.NewBuilder()
+		var events []*canonical.Event
+		events = b.StartBlock(events, canonical.BlockData, "", "", "image/png", "")
+		rest := raw
+		for i := 0; len(rest) > 0; i++ {
+			n := min(len(rest), 1+(seed*7+i*3)%5)
+			events = append(events, &canonical.Event{Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Data: rest[:n]}}})
+			rest = rest[n:]
+		}
+		events = b.End(b.FinishBlock(events), canonical.StatusCompleted, nil)
+		var joined, final string
+		for _, f := range encodeRun(t, events) {
+			var env struct {
+				Params struct {
+					Data struct {
+						Event   string `json:"event"`
+						Delta   struct{ Type, Data string }
+						Content struct{ Base64 string }
+					}
+				}
+			}
+			if err := json.Unmarshal(f, &env); err != nil {
+				t.Fatal(err)
+			}
+			switch env.Params.Data.Event {
+			case "content-block-delta":
+				joined += env.Params.Data.Delta.Data
+			case "content-block-finish":
+				final = env.Params.Data.Content.Base64
+			}
+		}
+		got, err := base64.StdEncoding.DecodeString(joined)
+		if err != nil || !bytes.Equal(got, raw) || final != base64.StdEncoding.EncodeToString(raw) {
+			t.Fatalf("seed %d: joined deltas %q (%v), finish %q", seed, joined, err, final)
+		}
+	}
+}
+
+func TestEncodeBlockLimit(t *testing.T) {
+	enc := NewEncoder(EncoderConfig{MaxBlockBytes: 10})
+	b := canonical.NewBuilder()
+	events := b.Text(nil, "0123456789")
+	events = b.Text(events, "x")
+	var out []wireEvent
+	var err error
+	for _, e := range events {
+		if out, err = enc.Encode(e, out[:0]); err != nil {
+			break
+		}
+	}
+	if canonical.CodeOf(err) != canonical.CodeResourceExhausted || !strings.Contains(err.Error(), "MaxBlockBytes") {
+		t.Fatalf("err = %v, want ResourceExhausted naming MaxBlockBytes", err)
+	}
+}
+
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", "quote\" back\\slash", "\x00\x01\x1f\x7f", "line\nbreak\r\ttab", "é✓😀", "bad \xff utf8 \xc3", "\u2028\u2029", "<&>"} {
+		var want string
+		_ = json.Unmarshal(appendString(nil, s), &want)
+		std, _ := json.Marshal(s)
+		var stdBack string
+		_ = json.Unmarshal(std, &stdBack)
+		if want != stdBack {
+			t.Errorf("%q: round trip %q, encoding/json %q", s, want, stdBack)
+		}
+	}
+}
+
+func TestErrorTables(t *testing.T) {
+	enum := map[string]bool{errInvalidArgument: true, errUnknownCommand: true, errUnknownError: true, errNoSuchRun: true,
+		errNoSuchSubscription: true, errNoSuchNamespace: true, errNoSuchInterrupt: true, errNoSuchCheckpoint: true,
+		errPermissionDenied: true, errNotSupported: true}
+	want := map[canonical.Code]string{
+		canonical.CodeOK: errUnknownError, canonical.CodeCanceled: errUnknownError, canonical.CodeUnknown: errUnknownError,
+		canonical.CodeInvalidArgument: errInvalidArgument, canonical.CodeDeadlineExceeded: errUnknownError,
+		canonical.CodeNotFound: errInvalidArgument, canonical.CodeAlreadyExists: errInvalidArgument,
+		canonical.CodePermissionDenied: errPermissionDenied, canonical.CodeResourceExhausted: errInvalidArgument,
+		canonical.CodeFailedPrecondition: errInvalidArgument, canonical.CodeAborted: errUnknownError,
+		canonical.CodeOutOfRange: errInvalidArgument, canonical.CodeUnimplemented: errNotSupported,
+		canonical.CodeInternal: errUnknownError, canonical.CodeUnavailable: errUnknownError,
+		canonical.CodeDataLoss: errUnknownError, canonical.CodeUnauthenticated: errPermissionDenied,
+	}
+	for _, c := range canonical.AllCodes {
+		got := wireCode(c)
+		if got != want[c] || !enum[got] {
+			t.Errorf("wireCode(%v) = %q, want %q", c, got, want[c])
+		}
+		if s := httpStatus(c); s < 400 || s > 599 {
+			t.Errorf("httpStatus(%v) = %d", c, s)
+		}
+	}
+	back := map[string]canonical.Code{
+		errInvalidArgument: canonical.CodeInvalidArgument, errUnknownCommand: canonical.CodeUnimplemented,
+		errUnknownError: canonical.CodeUnknown, errNoSuchRun: canonical.CodeNotFound,
+		errNoSuchSubscription: canonical.CodeNotFound, errNoSuchNamespace: canonical.CodeNotFound,
+		errNoSuchInterrupt: canonical.CodeNotFound, errNoSuchCheckpoint: canonical.CodeNotFound,
+		errPermissionDenied: canonical.CodePermissionDenied, errNotSupported: canonical.CodeUnimplemented,
+		errResumeGap: canonical.CodeOutOfRange, "something_else": canonical.CodeUnknown,
+	}
+	for s, c := range back {
+		if got := canonicalCode(s); got != c {
+			t.Errorf("canonicalCode(%q) = %v, want %v", s, got, c)
+		}
+	}
+	// Every wire code the frontend sends survives a round trip to its class.
+	for s := range enum {
+		if wireCode(canonicalCode(s)) == "" {
+			t.Errorf("%s has no way back", s)
+		}
+	}
+}
+
+// BenchmarkEncodeDelta is the per-delta cost of the frontend's hot path: a
+// canonical text delta to the complete envelope frame stored in the thread
+// buffer (target <= 1.5 µs and <= 3 allocs).
+func BenchmarkEncodeDelta(b *testing.B) {
+	enc := NewEncoder(EncoderConfig{})
+	bld := canonical.NewBuilder()
+	start := bld.StartBlock(nil, canonical.BlockText, "", "", "", "")
+	var out []wireEvent
+	for _, e := range start {
+		out, _ = enc.Encode(e, out[:0])
+	}
+	delta := &canonical.Event{TimeUnixNano: fixedNow.UnixNano(), GraphNode: "agent", Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: 0, Text: " token"}}}
+	b.ReportAllocs()
+	var seq uint64
+	for b.Loop() {
+		out, _ = enc.Encode(delta, out[:0])
+		seq++
+		_ = newFrame(seq, &out[0])
+		if len(enc.root.acc) > 1<<20 {
+			enc.root.acc = enc.root.acc[:0]
+		}
+	}
+}

@@ -1,0 +1,17 @@
+package agent
+
+import "github.com/interlingua-dev/interlingua/canonical"
+
+// EncodeFrames encodes one canonical event to complete frames (seqs from 1
+// per call), for the external tests.
+func EncodeFrames(enc *Encoder, ev *canonical.Event) ([][]byte, error) {
+	out, err := enc.Encode(ev, nil)
+	frames := make([][]byte, len(out))
+	for i := range out {
+		frames[i] = newFrame(uint64(i+1), &out[i])
+	}
+	return frames, err
+}
+
+// Update is the -update flag (one flag set serves both test packages).
+var Update = update

@@ -1,0 +1,553 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/wsconn"
+)
+
+// Config configures the frontend. Zero fields take the documented defaults.
+type Config struct {
+	// Runner starts runs; required.
+	Runner canonical.Runner
+	// Logger receives the frontend's records. Default discards.
+	Logger *slog.Logger
+	// KV is the JetStream KV bucket holding thread state, so any instance
+	// can serve a thread. Nil keeps state in memory only (and threads with
+	// state are then never evicted from memory).
+	KV jetstream.KeyValue
+	// KVTimeout bounds one KV read or write. Default 5s.
+	KVTimeout time.Duration
+	// BufferEvents is the per-thread replay buffer (ring) size. Default
+	// 10,000 events; the latest values event of each namespace is kept
+	// beyond it.
+	BufferEvents int
+	// BufferKeep is how long an idle thread (no connection, no run) keeps
+	// its buffer in memory. Default 10 minutes.
+	BufferKeep time.Duration
+	// SubscriptionKeep is how long a closed WebSocket's subscriptions can
+	// be restored with subscription.reconnect. Default 5 minutes.
+	SubscriptionKeep time.Duration
+	// Heartbeat is the interval of ": heartbeat" comments on SSE streams.
+	// Default 5s.
+	Heartbeat time.Duration
+	// WriteTimeout bounds one SSE write; a client that does not read is cut
+	// off after it. Default 30s.
+	WriteTimeout time.Duration
+	// MaxRequestBytes bounds a command or stream request body (and a
+	// WebSocket message). Default 4 MiB.
+	MaxRequestBytes int64
+	// MaxThreads bounds the threads held in memory (each buffers up to
+	// BufferEvents frames of a few hundred bytes). Default 1,000.
+	MaxThreads int
+	// MaxQueuedRuns bounds the runs queued behind a thread's active run.
+	// Default 8.
+	MaxQueuedRuns int
+	// MaxCheckpoints bounds the checkpoints a thread keeps. Default 100.
+	MaxCheckpoints int
+	// MaxStateBytes bounds a thread's saved record (the KV value); the
+	// oldest checkpoints are dropped to fit. Default 900 KiB (NATS's
+	// default max payload is 1 MiB).
+	MaxStateBytes int
+	// MaxBlockBytes bounds one content block the encoder keeps for its
+	// content-block-finish. Default 16 MiB.
+	MaxBlockBytes int
+	// MaxSubscriptions bounds the subscriptions of one WebSocket. Default 64.
+	MaxSubscriptions int
+	// WebSocket configures each WebSocket (limits, pings). Its SendQueue
+	// defaults to BufferEvents+1,280 frames so a whole replay (the ring and
+	// the pinned states) fits.
+	WebSocket wsconn.Config
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.KVTimeout = cmp.Or(c.KVTimeout, 5*time.Second)
+	c.BufferEvents = cmp.Or(c.BufferEvents, 10_000)
+	c.BufferKeep = cmp.Or(c.BufferKeep, 10*time.Minute)
+	c.SubscriptionKeep = cmp.Or(c.SubscriptionKeep, 5*time.Minute)
+	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, 30*time.Second)
+	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, 4<<20)
+	c.MaxThreads = cmp.Or(c.MaxThreads, 1_000)
+	c.MaxQueuedRuns = cmp.Or(c.MaxQueuedRuns, 8)
+	c.MaxCheckpoints = cmp.Or(c.MaxCheckpoints, 100)
+	c.MaxStateBytes = cmp.Or(c.MaxStateBytes, 900<<10)
+	c.MaxBlockBytes = cmp.Or(c.MaxBlockBytes, 16<<20)
+	c.MaxSubscriptions = cmp.Or(c.MaxSubscriptions, 64)
+	c.WebSocket.SendQueue = cmp.Or(c.WebSocket.SendQueue, c.BufferEvents+maxNamespacesKept+256)
+	c.WebSocket.MaxMessageBytes = cmp.Or(c.WebSocket.MaxMessageBytes, c.MaxRequestBytes)
+	if c.WebSocket.Logger == nil {
+		c.WebSocket.Logger = c.Logger
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Validate reports a missing Runner and negative limits.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Runner == nil {
+		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Runner is required"))
+	}
+	for name, v := range map[string]int64{
+		"BufferEvents": int64(c.BufferEvents), "MaxThreads": int64(c.MaxThreads), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
+		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxStateBytes": int64(c.MaxStateBytes), "MaxBlockBytes": int64(c.MaxBlockBytes),
+		"MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
+		"KVTimeout": int64(c.KVTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
+		"Heartbeat": int64(c.Heartbeat), "WriteTimeout": int64(c.WriteTimeout),
+	} {
+		if v < 0 {
+			errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.%s is negative (%d); zero means the default", name, v))
+		}
+	}
+	if err := c.WebSocket.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Frontend serves the LangChain agent streaming protocol: thread event
+// streams over SSE and WebSocket and commands over HTTP and WebSocket.
+type Frontend struct {
+	cfg Config
+
+	runCtx    context.Context // parent of every run; cancelled by Close
+	cancelRun context.CancelFunc
+
+	mu      sync.Mutex
+	threads map[string]*Thread
+	closing chan struct{} // closed by Shutdown: streams and sockets end
+	// closingCtx is cancelled with closing (for context-based waits).
+	closingCtx    context.Context
+	closingCancel context.CancelFunc
+	shutdown      bool
+	closed        atomic.Bool // no run starts after Close
+	// runMu orders run pumps' wg.Add against Close's wg.Wait (taken alone,
+	// never while holding another lock of the frontend's).
+	runMu sync.Mutex
+	wg    sync.WaitGroup // run pumps
+}
+
+// NewFrontend returns a frontend; it fails on an invalid Config.
+func NewFrontend(cfg Config) (*Frontend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	cctx, ccancel := context.WithCancel(context.Background())
+	return &Frontend{cfg: cfg, runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
+		closingCtx: cctx, closingCancel: ccancel}, nil
+}
+
+// Mount registers the routes: SSE (POST) and WebSocket (GET with Upgrade)
+// on /threads/{thread_id}/stream and /stream/events, commands on
+// /threads/{thread_id}/commands, and two LangGraph REST extras the SDK and
+// our backend use: GET /threads/{thread_id}/state and
+// POST /threads/{thread_id}/runs/{run_id}/cancel.
+func (f *Frontend) Mount(mux *http.ServeMux) {
+	for _, p := range []string{"/threads/{thread_id}/stream", "/threads/{thread_id}/stream/events"} {
+		mux.HandleFunc("POST "+p, f.serveSSE)
+		mux.HandleFunc("GET "+p, f.serveWebSocket)
+	}
+	mux.HandleFunc("POST /threads/{thread_id}/commands", f.serveCommands)
+	mux.HandleFunc("GET /threads/{thread_id}/state", f.serveState)
+	mux.HandleFunc("POST /threads/{thread_id}/runs/{run_id}/cancel", f.serveCancel)
+}
+
+// Shutdown ends every SSE stream and WebSocket (close 1001) and refuses new
+// ones; runs go on (the bridge drains them). Register it with the server's
+// OnShutdown.
+func (f *Frontend) Shutdown() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.shutdown {
+		f.shutdown = true
+		close(f.closing)
+		f.closingCancel()
+	}
+}
+
+// Close shuts down, cancels every run and waits for the frontend's
+// goroutines.
+func (f *Frontend) Close() {
+	f.Shutdown()
+	f.runMu.Lock()
+	f.closed.Store(true)
+	f.runMu.Unlock()
+	f.mu.Lock()
+	for _, t := range f.threads {
+		t.mu.Lock()
+		if t.idle != nil {
+			t.idle.Stop()
+			t.idle = nil
+		}
+		t.mu.Unlock()
+	}
+	f.mu.Unlock()
+	f.cancelRun()
+	f.wg.Wait()
+}
+
+func (f *Frontend) isClosed() bool { return f.closed.Load() }
+
+var errTooManyThreads = canonical.Errorf(canonical.CodeResourceExhausted, "too many threads in memory (MaxThreads)")
+
+// thread returns the thread id, loading it from the KV bucket or (with
+// create) creating it when it is not in memory; nil when unknown.
+func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread, error) {
+	f.mu.Lock()
+	if t := f.threads[id]; t != nil {
+		f.mu.Unlock()
+		return t, nil
+	}
+	f.mu.Unlock()
+	var rec *threadRecord
+	if kv := f.cfg.KV; kv != nil {
+		kctx, cancel := context.WithTimeout(ctx, f.cfg.KVTimeout)
+		e, err := kv.Get(kctx, kvKey(id))
+		cancel()
+		switch {
+		case err == nil:
+			rec = &threadRecord{}
+			if err := json.Unmarshal(e.Value(), rec); err != nil || rec.Version != stateVersion {
+				f.cfg.Logger.Warn("thread record unreadable; starting afresh", "thread", id, "err", err)
+				rec = nil
+			}
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		default:
+			return nil, canonical.Errorf(canonical.CodeUnavailable, "thread store: %v", err)
+		}
+	}
+	if rec == nil && !create {
+		return nil, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t := f.threads[id]; t != nil {
+		return t, nil
+	}
+	if len(f.threads) >= f.cfg.MaxThreads {
+		return nil, errTooManyThreads
+	}
+	t := newThread(f, id)
+	if rec != nil {
+		t.rt.known, t.rt.rec = true, *rec
+		t.seq = rec.Seq
+		if len(rec.Values) > 0 { // the current state opens the new buffer
+			t.emitLocked(methodValues, nil, valuesJSON(rec.Values, nil), "")
+		}
+	}
+	f.threads[id] = t
+	t.mu.Lock()
+	t.maybeIdleLocked()
+	t.mu.Unlock()
+	return t, nil
+}
+
+// evict removes an idle thread from memory.
+func (f *Frontend) evict(t *Thread) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.idle = nil
+	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 || f.threads[t.id] != t {
+		return
+	}
+	delete(f.threads, t.id)
+}
+
+// connOpen and connClose count the streams holding a thread in memory.
+func (t *Thread) connOpen() {
+	t.mu.Lock()
+	t.conns++
+	t.maybeIdleLocked()
+	t.mu.Unlock()
+}
+
+func (t *Thread) connClose() {
+	t.mu.Lock()
+	t.conns--
+	t.maybeIdleLocked()
+	t.mu.Unlock()
+}
+
+// httpError writes a transport-level failure: {"error","message"} (1.2).
+func httpError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b := append([]byte(`{"error":`), appendString(nil, code)...)
+	b = append(b, `,"message":`...)
+	b = appendString(b, msg)
+	_, _ = w.Write(append(b, '}', '\n'))
+}
+
+func canonicalHTTPError(w http.ResponseWriter, err error) {
+	ce := canonical.AsError(err)
+	status := httpStatus(ce.Code)
+	if errors.Is(err, errTooManyThreads) {
+		status = http.StatusServiceUnavailable
+	}
+	httpError(w, status, wireCode(ce.Code), ce.Message)
+}
+
+// readBody reads a request body within MaxRequestBytes.
+func (f *Frontend) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, f.cfg.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge, errInvalidArgument, "request body exceeds MaxRequestBytes ("+strconv.FormatInt(mbe.Limit, 10)+" bytes)")
+			return nil, false
+		}
+		httpError(w, http.StatusBadRequest, errInvalidArgument, "reading request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+func (f *Frontend) serveCommands(w http.ResponseWriter, r *http.Request) {
+	body, ok := f.readBody(w, r)
+	if !ok {
+		return
+	}
+	cmd, id, pe := parseCommand(body)
+	if pe != nil {
+		if id < 0 { // transport-level: no command to answer
+			httpError(w, http.StatusBadRequest, pe.Code, pe.Message)
+			return
+		}
+		writeJSON(w, errorFrame(id, pe))
+		return
+	}
+	th, err := f.thread(r.Context(), r.PathValue("thread_id"), cmd.method == "run.start")
+	if err != nil {
+		writeJSON(w, errorFrame(int64(cmd.id), asProtoError(err)))
+		return
+	}
+	result, applied, pe := f.execute(th, cmd)
+	if pe != nil {
+		writeJSON(w, errorFrame(int64(cmd.id), pe))
+		return
+	}
+	writeJSON(w, successFrame(cmd.id, result, applied))
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// serveState is LangGraph's GET /threads/{id}/state (hydration; 404 when
+// the thread has no state).
+func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
+	th, err := f.thread(r.Context(), r.PathValue("thread_id"), false)
+	if err != nil {
+		canonicalHTTPError(w, err)
+		return
+	}
+	if th == nil {
+		httpError(w, http.StatusNotFound, errNoSuchRun, "thread not found")
+		return
+	}
+	th.mu.Lock()
+	if !th.rt.known {
+		th.mu.Unlock()
+		httpError(w, http.StatusNotFound, errNoSuchRun, "thread has no state")
+		return
+	}
+	b := append([]byte(`{"values":`), valuesJSON(th.rt.rec.Values, nil)...)
+	b = append(b, `,"next":[],"tasks":[],"metadata":{},"created_at":null,"checkpoint":`...)
+	if h := th.rt.rec.Head; h != "" {
+		b = append(b, `{"thread_id":`...)
+		b = appendString(b, th.id)
+		b = append(b, `,"checkpoint_ns":"","checkpoint_id":`...)
+		b = appendString(b, h)
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"interrupts":`...)
+	b = appendInterrupts(b, th.rt.rec.Interrupts)
+	th.mu.Unlock()
+	writeJSON(w, append(b, '}'))
+}
+
+func appendInterrupts(b []byte, in []interruptRec) []byte {
+	b = append(b, '[')
+	for i, x := range in {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendString(b, x.ID)
+		b = append(b, `,"value":`...)
+		b = append(b, x.Payload...)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// serveCancel is LangGraph's POST /threads/{id}/runs/{run_id}/cancel: it
+// cancels the run if it is active or queued. The run ends with a failed
+// lifecycle event whose error starts "cancelled: ".
+func (f *Frontend) serveCancel(w http.ResponseWriter, r *http.Request) {
+	th, err := f.thread(r.Context(), r.PathValue("thread_id"), false)
+	if err != nil {
+		canonicalHTTPError(w, err)
+		return
+	}
+	run := r.PathValue("run_id")
+	if th != nil {
+		th.mu.Lock()
+		if a := th.rt.active; a != nil && a.pr.id == run {
+			a.cancel()
+			th.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		for i, q := range th.rt.queue {
+			if q.id == run {
+				th.rt.queue = append(th.rt.queue[:i], th.rt.queue[i+1:]...)
+				th.mu.Unlock()
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		th.mu.Unlock()
+	}
+	httpError(w, http.StatusNotFound, errNoSuchRun, "no active or queued run "+strconv.Quote(run))
+}
+
+// sseBatch is how many events an SSE stream takes from the buffer at once.
+const sseBatch = 256
+
+func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
+	body, ok := f.readBody(w, r)
+	if !ok {
+		return
+	}
+	p, ok := parseParams(body)
+	if !ok {
+		httpError(w, http.StatusBadRequest, errInvalidArgument, "the event stream request must be a JSON object (EventStreamRequest)")
+		return
+	}
+	flt, pe := parseFilter(p, "event stream request")
+	if pe != nil {
+		httpError(w, http.StatusBadRequest, pe.Code, pe.Message)
+		return
+	}
+	var since uint64
+	hasSince := false
+	if p.has("since") {
+		s, ok := uintParam(p["since"])
+		if !ok {
+			httpError(w, http.StatusBadRequest, errInvalidArgument, "event stream request: since must be a non-negative integer")
+			return
+		}
+		since, hasSince = s, true
+	} else if h := r.Header.Get("Last-Event-ID"); h != "" {
+		s, err := strconv.ParseUint(strings.TrimSpace(h), 10, 64)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, errInvalidArgument, "Last-Event-ID must be a decimal seq")
+			return
+		}
+		since, hasSince = s, true
+	}
+	sw, err := sse.NewWriter(w)
+	if err != nil {
+		canonicalHTTPError(w, err)
+		return
+	}
+	select {
+	case <-f.closing:
+		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
+		return
+	default:
+	}
+	th, err := f.thread(r.Context(), r.PathValue("thread_id"), true)
+	if err != nil {
+		canonicalHTTPError(w, err)
+		return
+	}
+	th.connOpen()
+	defer th.connClose()
+	rd, first, g := th.attach(since, hasSince)
+	defer th.detach(rd)
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(f.cfg.Now().Add(f.cfg.WriteTimeout))
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	log := f.cfg.Logger.With("thread", th.id)
+	write := func(recs []record, g *gap) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
+		if g != nil {
+			if sw.Data(errorFrame(-1, gapError(g))) != nil {
+				return false
+			}
+		}
+		for i := range recs {
+			if !flt.match(&recs[i]) {
+				continue
+			}
+			if err := sw.Event(strconv.FormatUint(recs[i].seq, 10), recs[i].method, recs[i].frame); err != nil {
+				log.Debug("sse stream ended", "err", err)
+				return false
+			}
+		}
+		return true
+	}
+	if !write(first, g) {
+		return
+	}
+	hb := time.NewTicker(f.cfg.Heartbeat)
+	defer hb.Stop()
+	var batch []record
+	for {
+		batch, g = th.read(rd, flt.match, sseBatch, batch[:0])
+		if len(batch) > 0 || g != nil {
+			if !write(batch, g) {
+				return
+			}
+			continue
+		}
+		select {
+		case <-rd.wake:
+		case <-hb.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
+			if sw.Comment("heartbeat") != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		case <-f.closing:
+			return
+		}
+	}
+}

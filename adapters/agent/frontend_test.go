@@ -1,0 +1,715 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/adapters/scripted"
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// wait bounds every wait for something that must happen.
+const wait = 10 * time.Second
+
+// newRunner is a bridge over the scripted backend (its targets), with the
+// calculator tool, and no fabric.
+func newRunner(t testing.TB) canonical.Runner {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	tools := bridge.NewToolRegistry(bridge.ToolsConfig{Allow: []string{"calculator"}, Timeout: 5 * time.Second}, nil, "interlingua", log)
+	var routes []bridge.Route
+	for _, tg := range scripted.Targets {
+		routes = append(routes, bridge.Route{Target: tg, Backend: "scripted"})
+	}
+	be := map[string]canonical.Backend{"scripted": scripted.New(scripted.Config{Tools: tools})}
+	return bridge.NewBridge(bridge.NewRouter(routes, be, nil), nil, log)
+}
+
+// server is a frontend on an httptest server.
+type server struct {
+	URL string
+	fe  *agent.Frontend
+}
+
+func newServer(t testing.TB, cfg agent.Config) *server {
+	t.Helper()
+	if cfg.Runner == nil {
+		cfg.Runner = newRunner(t)
+	}
+	fe, err := agent.NewFrontend(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	fe.Mount(mux)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		fe.Shutdown() // ends the streams, so the server can close
+		ts.Close()
+		fe.Close()
+	})
+	return &server{URL: ts.URL, fe: fe}
+}
+
+// command posts one command and returns the decoded response.
+func (s *server) command(t testing.TB, thread string, id int, method string, params any) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"id": id, "method": method, "params": params})
+	resp, err := http.Post(s.URL+"/threads/"+thread+"/commands", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: HTTP %d %s", method, resp.StatusCode, b)
+	}
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runStart starts a run and returns its id and the response's
+// applied_through_seq.
+func (s *server) runStart(t testing.TB, thread, assistant string, input any, configurable map[string]any) (string, uint64) {
+	t.Helper()
+	p := map[string]any{"assistant_id": assistant, "input": input}
+	if configurable != nil {
+		p["config"] = map[string]any{"configurable": configurable}
+	}
+	res := s.command(t, thread, 1, "run.start", p)
+	if res["type"] != "success" {
+		t.Fatalf("run.start: %v", res)
+	}
+	return res["result"].(map[string]any)["run_id"].(string), uint64(res["meta"].(map[string]any)["applied_through_seq"].(float64))
+}
+
+func user(text string) map[string]any {
+	return map[string]any{"messages": []any{map[string]any{"role": "user", "content": text}}}
+}
+
+// stream is an open SSE event stream; its reader goroutine exits when the
+// body is closed.
+type stream struct {
+	t      testing.TB
+	resp   *http.Response
+	events chan sse.Event
+	done   chan struct{}
+}
+
+func (s *server) openSSE(t testing.TB, thread string, body string, header http.Header) *stream {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.URL+"/threads/"+thread+"/stream/events", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("stream: HTTP %d %s", resp.StatusCode, b)
+	}
+	st := &stream{t: t, resp: resp, events: make(chan sse.Event, 1<<14), done: make(chan struct{})}
+	go st.readLoop()
+	t.Cleanup(st.Close)
+	return st
+}
+
+func (st *stream) readLoop() {
+	defer close(st.done)
+	defer close(st.events)
+	p := sse.Parser{KeepComments: true}
+	buf := make([]byte, 32<<10)
+	var out []sse.Event
+	for {
+		n, err := st.resp.Body.Read(buf)
+		out, _ = p.Feed(buf[:n], out[:0])
+		for _, e := range out {
+			st.events <- e
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (st *stream) Close() {
+	st.resp.Body.Close()
+	<-st.done
+}
+
+// next returns the next event (comments are skipped unless comments).
+func (st *stream) next(comments bool) sse.Event {
+	st.t.Helper()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case e, ok := <-st.events:
+			if !ok {
+				st.t.Fatal("stream ended")
+			}
+			if e.IsComment && !comments {
+				continue
+			}
+			return e
+		case <-timer.C:
+			st.t.Fatal("no event within the wait")
+		}
+	}
+}
+
+// envelope is the part of an event frame tests look at.
+type envelope struct {
+	Type    string `json:"type"`
+	EventID string `json:"event_id"`
+	Seq     uint64 `json:"seq"`
+	Method  string `json:"method"`
+	Params  struct {
+		Namespace []string        `json:"namespace"`
+		Data      json.RawMessage `json:"data"`
+	} `json:"params"`
+	Error           string `json:"error"`
+	Message         string `json:"message"`
+	Since           uint64 `json:"since"`
+	MinAvailableSeq uint64 `json:"min_available_seq"`
+}
+
+func (e envelope) status() string {
+	var d struct{ Event, Error string }
+	_ = json.Unmarshal(e.Params.Data, &d)
+	return d.Event
+}
+
+func (e envelope) rootTerminal() bool {
+	s := e.status()
+	return e.Method == "lifecycle" && len(e.Params.Namespace) == 0 && (s == "completed" || s == "failed" || s == "interrupted")
+}
+
+func (st *stream) envelope() envelope {
+	st.t.Helper()
+	e := st.next(false)
+	var env envelope
+	if err := json.Unmarshal(e.Data, &env); err != nil {
+		st.t.Fatalf("frame %q: %v", e.Data, err)
+	}
+	if env.Type == "event" && (e.ID != env.EventID || e.Event != env.Method) {
+		st.t.Fatalf("SSE id %q / event %q do not match the envelope %q / %q", e.ID, e.Event, env.EventID, env.Method)
+	}
+	return env
+}
+
+// untilTerminal reads envelopes up to and including the next root terminal
+// lifecycle event.
+func (st *stream) untilTerminal() []envelope {
+	st.t.Helper()
+	var out []envelope
+	for {
+		e := st.envelope()
+		out = append(out, e)
+		if e.rootTerminal() {
+			return out
+		}
+	}
+}
+
+// awaitEnd waits for the first root terminal event after seq after and
+// returns its seq.
+func (s *server) awaitEnd(t testing.TB, thread string, after uint64) uint64 {
+	t.Helper()
+	st := s.openSSE(t, thread, `{"channels":["lifecycle"],"since":`+strconv.FormatUint(after, 10)+`}`, nil)
+	defer st.Close()
+	end := st.untilTerminal()
+	return end[len(end)-1].Seq
+}
+
+// runToEnd starts a run and waits for its end; it returns the run id and
+// the seq of its terminal event.
+func (s *server) runToEnd(t testing.TB, thread, assistant string, input any, configurable map[string]any) (string, uint64) {
+	t.Helper()
+	run, applied := s.runStart(t, thread, assistant, input, configurable)
+	return run, s.awaitEnd(t, thread, applied)
+}
+
+// TestReplaySince1000 is the replay contract: after a run of 1,000 events a
+// subscriber with since = 500 receives exactly 501..1000, then live events.
+func TestReplaySince1000(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	// stream with 989 deltas is 1,000 events: lifecycle, input values and
+	// checkpoint, message start, block start, deltas, block finish,
+	// message finish, updates, values, checkpoint, terminal.
+	_, last := s.runToEnd(t, "t1000", "stream", user("go"), map[string]any{"deltas": 989})
+	if last != 1000 {
+		t.Fatalf("the run produced %d events, want 1000", last)
+	}
+	st := s.openSSE(t, "t1000", `{"channels":["values","updates","messages","tools","lifecycle","input","checkpoints","tasks","custom"],"since":500}`, nil)
+	for want := uint64(501); want <= 1000; want++ {
+		e := st.envelope()
+		if e.Seq != want || e.EventID != strconv.FormatUint(want, 10) {
+			t.Fatalf("got seq %d (event_id %q), want %d", e.Seq, e.EventID, want)
+		}
+	}
+	s.runStart(t, "t1000", "stream", user("again"), map[string]any{"deltas": 2})
+	for want := uint64(1001); ; want++ {
+		e := st.envelope()
+		if e.Seq != want {
+			t.Fatalf("live: got seq %d, want %d", e.Seq, want)
+		}
+		if e.rootTerminal() {
+			break
+		}
+	}
+	// Last-Event-ID is an alias for since.
+	st2 := s.openSSE(t, "t1000", `{"channels":["lifecycle"]}`, http.Header{"Last-Event-Id": {"1000"}})
+	if e := st2.envelope(); e.Seq != 1001 || e.status() != "running" {
+		t.Fatalf("after Last-Event-ID 1000: seq %d %s", e.Seq, e.status())
+	}
+}
+
+// TestReplayGap: a subscriber whose since is older than the buffer gets the
+// missed-events report first, then the current state and the buffer.
+func TestReplayGap(t *testing.T) {
+	s := newServer(t, agent.Config{BufferEvents: 100})
+	_, last := s.runToEnd(t, "gap", "stream", user("go"), map[string]any{"deltas": 300})
+	st := s.openSSE(t, "gap", `{"channels":["values","messages","lifecycle","checkpoints","updates"],"since":10}`, nil)
+	first := st.next(false)
+	var gap envelope
+	if err := json.Unmarshal(first.Data, &gap); err != nil || first.ID != "" {
+		t.Fatalf("first frame %+v", first)
+	}
+	oldest := last - 100 + 1
+	if gap.Type != "error" || gap.Error != "invalid_argument" || gap.Since != 10 || gap.MinAvailableSeq != oldest ||
+		gap.Message != "events after seq 10 are no longer buffered" || !bytes.Contains(first.Data, []byte(`"id":null`)) {
+		t.Fatalf("gap report = %s", first.Data)
+	}
+	for want := oldest; want <= last; want++ {
+		if e := st.envelope(); e.Seq != want {
+			t.Fatalf("after the gap: seq %d, want %d", e.Seq, want)
+		}
+	}
+}
+
+// TestPinnedValuesOnSubscribe: a subscriber joining a long run after the
+// state left the buffer still starts with the current state.
+func TestPinnedValuesOnSubscribe(t *testing.T) {
+	s := newServer(t, agent.Config{BufferEvents: 50})
+	// A slow run: its state (the input) leaves the 50-event buffer long
+	// before the run ends.
+	s.runStart(t, "pin", "stream", user("go"), map[string]any{"deltas": 5000, "delay_ms": 1})
+	lc := s.openSSE(t, "pin", `{"channels":["messages"],"since":120}`, nil)
+	lc.envelope() // the run is past seq 120
+	st := s.openSSE(t, "pin", `{"channels":["values"]}`, nil)
+	e := st.envelope()
+	if e.Method != "values" || e.Seq != 2 || !bytes.Contains(e.Params.Data, []byte(`"content":"go"`)) {
+		t.Fatalf("first event %s seq %d %s", e.Method, e.Seq, e.Params.Data)
+	}
+}
+
+func TestHeartbeatAndStreamOpenAcrossRuns(t *testing.T) {
+	s := newServer(t, agent.Config{Heartbeat: 20 * time.Millisecond})
+	st := s.openSSE(t, "hb", `{"channels":["lifecycle"]}`, nil)
+	if e := st.next(true); !e.IsComment || e.Comment != "heartbeat" {
+		t.Fatalf("want a heartbeat comment, got %+v", e)
+	}
+	for range 2 { // the stream stays open across runs
+		s.runStart(t, "hb", "echo", user("hi"), nil)
+		st.untilTerminal()
+	}
+}
+
+func TestCommandErrors(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	s.runStart(t, "known", "echo", user("hi"), nil)
+	cases := []struct {
+		thread, method string
+		params         any
+		code, message  string
+	}{
+		{"unknown", "state.get", map[string]any{"namespace": []string{}}, "no_such_run", "no run"},
+		{"unknown", "input.respond", map[string]any{"namespace": []string{}, "interrupt_id": "x", "response": 1}, "no_such_run", "no run"},
+		{"unknown", "state.listCheckpoints", map[string]any{}, "no_such_run", "no run"},
+		{"unknown", "bogus.method", map[string]any{}, "unknown_command", "Unknown protocol command: bogus.method"},
+		{"known", "bogus.method", map[string]any{}, "unknown_command", "Unknown protocol command: bogus.method"},
+		{"known", "run.start", map[string]any{"input": nil}, "invalid_argument", "run.start requires an assistant_id."},
+		{"known", "run.start", map[string]any{"assistant_id": 7}, "invalid_argument", "assistant_id must be a string"},
+		{"known", "run.start", map[string]any{"assistant_id": "nope"}, "invalid_argument", `unknown assistant_id "nope"`},
+		{"known", "run.start", map[string]any{"assistant_id": "stream"}, "invalid_argument", `bound to assistant "echo"`},
+		{"known", "run.start", map[string]any{"assistant_id": "echo", "config": "x"}, "invalid_argument", "config must be an object"},
+		{"known", "run.start", map[string]any{"assistant_id": "echo", "input": 5}, "invalid_argument", "input must be an object"},
+		{"known", "run.start", map[string]any{"assistant_id": "echo", "input": map[string]any{"messages": []any{map[string]any{"content": "x"}}}}, "invalid_argument", "input.messages[0]: role is required"},
+		{"known", "run.start", map[string]any{"assistant_id": "echo", "multitask_strategy": "later"}, "invalid_argument", "multitask_strategy"},
+		{"known", "input.respond", map[string]any{"namespace": []string{}}, "invalid_argument", "input.respond requires an interrupt_id."},
+		{"known", "input.respond", map[string]any{"namespace": []string{}, "interrupt_id": "x"}, "invalid_argument", "is not interrupted"},
+		{"known", "input.inject", map[string]any{"namespace": []string{}, "message": map[string]any{"role": "bot", "content": "x"}}, "invalid_argument", "message.role"},
+		{"known", "input.inject", map[string]any{"namespace": []string{"sub"}, "message": map[string]any{"role": "user", "content": "x"}}, "no_such_namespace", "sub"},
+		{"known", "state.get", map[string]any{"namespace": "root"}, "invalid_argument", "namespace must be an array"},
+		{"known", "state.get", map[string]any{"namespace": []string{"x"}}, "no_such_namespace", "x"},
+		{"known", "state.fork", map[string]any{}, "invalid_argument", "state.fork requires a checkpoint_id"},
+		{"known", "state.fork", map[string]any{"checkpoint_id": "ckpt-99"}, "no_such_checkpoint", "ckpt-99"},
+		{"known", "state.listCheckpoints", map[string]any{"limit": -1}, "invalid_argument", "limit"},
+		{"known", "agent.getTree", map[string]any{"run_id": "run-x"}, "no_such_run", "run-x"},
+		{"known", "subscription.subscribe", map[string]any{"channels": []string{"values"}}, "not_supported", "WebSocket"},
+	}
+	for _, c := range cases {
+		res := s.command(t, c.thread, 42, c.method, c.params)
+		if res["type"] != "error" || res["id"] != float64(42) || res["error"] != c.code || !strings.Contains(fmt.Sprint(res["message"]), c.message) {
+			t.Errorf("%s %s %v: got %v, want %s containing %q", c.thread, c.method, c.params, res, c.code, c.message)
+		}
+	}
+	// applied_through_seq on every success
+	res := s.command(t, "known", 43, "state.get", map[string]any{"namespace": []string{}})
+	if meta, _ := res["meta"].(map[string]any); meta == nil || meta["applied_through_seq"] == nil {
+		t.Errorf("state.get response has no meta.applied_through_seq: %v", res)
+	}
+}
+
+func TestHTTPTransportErrors(t *testing.T) {
+	s := newServer(t, agent.Config{MaxRequestBytes: 1 << 10})
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"POST", "/threads/x/commands", `{not json`, 400, "invalid_argument"},
+		{"POST", "/threads/x/commands", `{"id":1}`, 400, "invalid_argument"},
+		{"POST", "/threads/x/commands", `{"method":"state.get"}`, 400, "invalid_argument"},
+		{"POST", "/threads/x/commands", `{"id":1,"method":"run.start","params":{"input":"` + strings.Repeat("x", 2000) + `"}}`, 413, "invalid_argument"},
+		{"POST", "/threads/x/stream/events", `{"channels":[]}`, 400, "invalid_argument"},
+		{"POST", "/threads/x/stream", `{"channels":["bogus"]}`, 400, "invalid_argument"},
+		{"POST", "/threads/x/stream", `[]`, 400, "invalid_argument"},
+		{"GET", "/threads/x/stream", ``, 426, "invalid_argument"},
+		{"GET", "/threads/x/state", ``, 404, "no_such_run"},
+	} {
+		req, _ := http.NewRequest(c.method, s.URL+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Error, Message string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || body.Error != c.code || body.Message == "" {
+			t.Errorf("%s %s %.40s: %d %+v, want %d %s", c.method, c.path, c.body, resp.StatusCode, body, c.status, c.code)
+		}
+	}
+	// A command with an id but bad params is answered in the protocol's form.
+	res := s.command(t, "x", 9, "run.start", "not-an-object")
+	if res["type"] != "error" || res["id"] != float64(9) || !strings.Contains(res["message"].(string), "params must be an object") {
+		t.Errorf("bad params: %v", res)
+	}
+}
+
+// ws is a WebSocket test client; frames are read by the test goroutine.
+// Events read while waiting for a response are kept for the next read.
+type ws struct {
+	t       testing.TB
+	c       *websocket.Conn
+	pending []map[string]any
+}
+
+func (s *server) dialWS(t testing.TB, thread string) *ws {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(s.URL, "http") + "/threads/" + thread + "/stream/events"
+	c, resp, err := websocket.DefaultDialer.Dial(u, nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &ws{t: t, c: c}
+}
+
+func (w *ws) send(v any) {
+	w.t.Helper()
+	var b []byte
+	if s, ok := v.(string); ok {
+		b = []byte(s)
+	} else {
+		b, _ = json.Marshal(v)
+	}
+	if err := w.c.WriteMessage(websocket.TextMessage, b); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *ws) read() map[string]any {
+	w.t.Helper()
+	if len(w.pending) > 0 {
+		m := w.pending[0]
+		w.pending = w.pending[1:]
+		return m
+	}
+	return w.readFrame()
+}
+
+func (w *ws) readFrame() map[string]any {
+	w.t.Helper()
+	_ = w.c.SetReadDeadline(time.Now().Add(wait))
+	_, b, err := w.c.ReadMessage()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		w.t.Fatalf("frame %s: %v", b, err)
+	}
+	return m
+}
+
+// response reads frames until the response to id; events read meanwhile
+// are kept for read (a run's events may precede its run.start response).
+func (w *ws) response(id int) map[string]any {
+	w.t.Helper()
+	for {
+		m := w.readFrame()
+		if m["type"] != "event" && m["id"] == float64(id) {
+			return m
+		}
+		w.pending = append(w.pending, m)
+	}
+}
+
+func TestWebSocketBadInputKeepsConnection(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	w := s.dialWS(t, "wsbad")
+	w.send(`{not json`)
+	if m := w.read(); m["type"] != "error" || m["id"] != nil || m["error"] != "invalid_argument" || m["message"] != "Protocol commands must be valid JSON." {
+		t.Fatalf("malformed JSON: %v", m)
+	}
+	w.send(`{"id":"x","method":"run.start"}`)
+	if m := w.read(); m["id"] != nil || m["message"] != "Protocol commands must include an integer id and string method." {
+		t.Fatalf("missing id: %v", m)
+	}
+	w.send(`{"id":3}`)
+	if m := w.read(); m["id"] != nil || m["message"] != "Protocol commands must include an integer id and string method." {
+		t.Fatalf("missing method: %v", m)
+	}
+	w.send(map[string]any{"id": 4, "method": "nope"})
+	if m := w.read(); m["id"] != float64(4) || m["error"] != "unknown_command" {
+		t.Fatalf("unknown method: %v", m)
+	}
+	w.send(map[string]any{"id": 5, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{}}})
+	if m := w.read(); m["error"] != "invalid_argument" || m["message"] != "subscription.subscribe requires a non-empty channels array." {
+		t.Fatalf("empty channels: %v", m)
+	}
+	w.send(map[string]any{"id": 6, "method": "subscription.unsubscribe", "params": map[string]any{"subscription_id": "sub-x"}})
+	if m := w.read(); m["error"] != "no_such_subscription" {
+		t.Fatalf("unknown subscription: %v", m)
+	}
+	// still working
+	w.send(map[string]any{"id": 7, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"lifecycle"}}})
+	if m := w.response(7); m["type"] != "success" {
+		t.Fatalf("subscribe after errors: %v", m)
+	}
+	w.send(map[string]any{"id": 8, "method": "run.start", "params": map[string]any{"assistant_id": "echo", "input": user("hi")}})
+	if m := w.response(8); m["type"] != "success" {
+		t.Fatalf("run.start: %v", m)
+	}
+	for {
+		m := w.read()
+		if m["type"] == "event" && m["method"] == "lifecycle" && m["params"].(map[string]any)["data"].(map[string]any)["event"] == "completed" {
+			break
+		}
+	}
+}
+
+// TestWebSocketSubscribeReplayOrder: the response comes first, then the
+// replay, then live events, with no duplicate when several subscriptions
+// match.
+func TestWebSocketSubscribeReplayOrder(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	s.runToEnd(t, "wsorder", "echo", user("one two"), nil)
+	w := s.dialWS(t, "wsorder")
+	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"lifecycle"}}})
+	res := w.read()
+	if res["type"] != "success" || res["result"].(map[string]any)["replayed_events"] != float64(2) {
+		t.Fatalf("subscribe: %v", res)
+	}
+	for range 2 {
+		if m := w.read(); m["method"] != "lifecycle" {
+			t.Fatalf("replay: %v", m)
+		}
+	}
+	w.send(map[string]any{"id": 2, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"lifecycle", "messages"}}})
+	res = w.read()
+	n := int(res["result"].(map[string]any)["replayed_events"].(float64))
+	for range n {
+		if m := w.read(); m["type"] != "event" {
+			t.Fatalf("replay: %v", m)
+		}
+	}
+	w.send(map[string]any{"id": 3, "method": "run.start", "params": map[string]any{"assistant_id": "echo", "input": user("three")}})
+	seen := map[float64]bool{}
+	for {
+		m := w.read()
+		if m["type"] != "event" {
+			continue
+		}
+		seq := m["seq"].(float64)
+		if seen[seq] {
+			t.Fatalf("seq %v sent twice on one connection", seq)
+		}
+		seen[seq] = true
+		if m["method"] == "lifecycle" && m["params"].(map[string]any)["data"].(map[string]any)["event"] == "completed" {
+			break
+		}
+	}
+}
+
+// TestWebSocketReconnectMissedEvents: subscription.reconnect beyond the
+// buffer restores the subscription and reports the missed events.
+func TestWebSocketReconnectMissedEvents(t *testing.T) {
+	s := newServer(t, agent.Config{BufferEvents: 100})
+	w := s.dialWS(t, "wsre")
+	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages", "lifecycle"}}})
+	sub := w.response(1)["result"].(map[string]any)["subscription_id"].(string)
+	w.send(map[string]any{"id": 2, "method": "run.start", "params": map[string]any{"assistant_id": "stream", "input": user("go"), "config": map[string]any{"configurable": map[string]any{"deltas": 300}}}})
+	started := w.response(2)
+	run := started["result"].(map[string]any)["run_id"].(string)
+	w.c.Close() // dropped
+	s.awaitEnd(t, "wsre", uint64(started["meta"].(map[string]any)["applied_through_seq"].(float64)))
+	w2 := s.dialWS(t, "wsre")
+	w2.send(map[string]any{"id": 1, "method": "subscription.reconnect", "params": map[string]any{"run_id": run, "last_event_id": "5", "subscriptions": []string{sub}}})
+	res := w2.read()
+	r, _ := res["result"].(map[string]any)
+	if res["type"] != "success" || r["restored"] != true || r["missed_events"].(float64) <= 0 {
+		t.Fatalf("reconnect: %v", res)
+	}
+	if cn := r["current_namespaces"].([]any); len(cn) != 1 || cn[0].(map[string]any)["status"] != "completed" {
+		t.Fatalf("current_namespaces: %v", cn)
+	}
+	missed := uint64(r["missed_events"].(float64))
+	first := w2.read()
+	if first["type"] != "event" || uint64(first["seq"].(float64)) != 5+missed+1 {
+		t.Fatalf("replay starts at %v, want %d", first["seq"], 5+missed+1)
+	}
+	// The Python shape: since older than the buffer is resume_gap.
+	w2.send(map[string]any{"id": 2, "method": "subscription.reconnect", "params": map[string]any{"channels": []string{"messages"}, "since": 3}})
+	if m := w2.response(2); m["error"] != "resume_gap" || m["since"] != float64(3) {
+		t.Fatalf("python reconnect: %v", m)
+	}
+	w2.send(map[string]any{"id": 3, "method": "subscription.reconnect", "params": map[string]any{"run_id": "run-nope"}})
+	if m := w2.response(3); m["error"] != "no_such_run" {
+		t.Fatalf("unknown run: %v", m)
+	}
+}
+
+// TestMultitask: reject refuses, enqueue runs after the active run.
+func TestMultitask(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	st := s.openSSE(t, "mt", `{"channels":["lifecycle"]}`, nil)
+	first, _ := s.runStart(t, "mt", "stream", user("go"), map[string]any{"hang": true, "deltas": 1})
+	st.envelope() // running
+	res := s.command(t, "mt", 2, "run.start", map[string]any{"assistant_id": "stream", "input": user("x"), "multitask_strategy": "reject"})
+	if res["error"] != "invalid_argument" || !strings.Contains(res["message"].(string), "active run") {
+		t.Fatalf("reject: %v", res)
+	}
+	queued, _ := s.runStart(t, "mt", "stream", user("queued"), map[string]any{"deltas": 1})
+	// Cancel the hanging run through the LangGraph REST endpoint.
+	resp, err := http.Post(s.URL+"/threads/mt/runs/"+first+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("cancel: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	end := st.untilTerminal()
+	var d struct{ Event, Error string }
+	_ = json.Unmarshal(end[len(end)-1].Params.Data, &d)
+	if d.Event != "failed" || !strings.HasPrefix(d.Error, "cancelled: ") {
+		t.Fatalf("cancelled run ends with %+v", d)
+	}
+	if e := st.envelope(); e.status() != "running" {
+		t.Fatalf("queued run %s did not start: %+v", queued, e)
+	}
+	if e := st.untilTerminal(); e[len(e)-1].status() != "completed" {
+		t.Fatalf("queued run: %v", e[len(e)-1].status())
+	}
+}
+
+// TestStateSharedThroughKV: two frontends share the thread bucket, so a
+// thread run on one is served by the other.
+func TestStateSharedThroughKV(t *testing.T) {
+	kv := startKV(t)
+	a := newServer(t, agent.Config{KV: kv})
+	b := newServer(t, agent.Config{KV: kv})
+	a.runToEnd(t, "shared", "demo-agent", user("What is 6 * 7?"), nil)
+	res := b.command(t, "shared", 1, "state.get", map[string]any{"namespace": []string{}})
+	if res["type"] != "success" {
+		t.Fatalf("state.get on the other instance: %v", res)
+	}
+	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
+	if len(msgs) != 4 || msgs[3].(map[string]any)["content"] != "6 * 7 = 42." {
+		t.Fatalf("messages on b: %v", msgs)
+	}
+	applied := res["meta"].(map[string]any)["applied_through_seq"].(float64)
+	// b's stream opens with the current state, with a seq after a's.
+	st := b.openSSE(t, "shared", `{"channels":["values","lifecycle"]}`, nil)
+	e := st.envelope()
+	if e.Method != "values" || float64(e.Seq) <= applied-1 || !bytes.Contains(e.Params.Data, []byte("6 * 7 = 42.")) {
+		t.Fatalf("first event on b: %s seq %d", e.Method, e.Seq)
+	}
+	// A run on b continues the conversation; a reads it back.
+	b.runToEnd(t, "shared", "demo-agent", user("again"), nil)
+	res = a.command(t, "shared", 2, "state.listCheckpoints", map[string]any{"limit": 1})
+	cps := res["result"].(map[string]any)["checkpoints"].([]any)
+	if len(cps) != 1 {
+		t.Fatalf("checkpoints on a: %v", res)
+	}
+	res = b.command(t, "shared", 3, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	if n := len(res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)); n != 8 {
+		t.Fatalf("after a run on b: %d messages", n)
+	}
+}
+
+// startKV starts an embedded NATS server with JetStream in a temporary
+// folder and returns a thread bucket on it.
+func startKV(t testing.TB) jetstream.KeyValue {
+	t.Helper()
+	ns, err := natsserver.NewServer(&natsserver.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(wait) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		nc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "threads", History: 1, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}

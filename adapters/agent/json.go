@@ -1,0 +1,166 @@
+package agent
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// The JSON writers below build frames by appending to a caller's buffer, so
+// the per-delta path allocates nothing but the frame it keeps. Output is
+// deterministic (object keys of structpb values sorted), so golden files
+// compare byte for byte; encoding/json would do the same work with
+// reflection and protojson deliberately randomises whitespace.
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does; <, > and & are not escaped (the frames are not HTML).
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendNamespace appends ns as a JSON array of strings.
+func appendNamespace(b []byte, ns []string) []byte {
+	b = append(b, '[')
+	for i, s := range ns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendFloat appends f as encoding/json formats a float64; NaN and
+// infinities, which JSON cannot hold, become null.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// appendValue appends a structpb value as JSON; nil is null.
+func appendValue(b []byte, v *structpb.Value) []byte {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return appendString(b, k.StringValue)
+	case *structpb.Value_NumberValue:
+		return appendFloat(b, k.NumberValue)
+	case *structpb.Value_BoolValue:
+		return strconv.AppendBool(b, k.BoolValue)
+	case *structpb.Value_StructValue:
+		return appendStruct(b, k.StructValue)
+	case *structpb.Value_ListValue:
+		b = append(b, '[')
+		for i, e := range k.ListValue.GetValues() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendValue(b, e)
+		}
+		return append(b, ']')
+	}
+	return append(b, "null"...)
+}
+
+// appendStruct appends a structpb struct as a JSON object, keys sorted.
+func appendStruct(b []byte, s *structpb.Struct) []byte {
+	return appendFields(b, s.GetFields(), false)
+}
+
+// appendFields appends a map of values as a JSON object with sorted keys;
+// scalarsOnly drops lists and structs (MessageMetadata holds scalars only).
+func appendFields(b []byte, m map[string]*structpb.Value, scalarsOnly bool) []byte {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if scalarsOnly && !isScalar(v) {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendValue(b, m[k])
+	}
+	return append(b, '}')
+}
+
+func isScalar(v *structpb.Value) bool {
+	switch v.GetKind().(type) {
+	case *structpb.Value_ListValue, *structpb.Value_StructValue:
+		return false
+	}
+	return true
+}
+
+// appendKey appends ,"key": (or "key": when first is set).
+func appendKey(b []byte, key string, first bool) []byte {
+	if !first {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, key...)
+	return append(b, '"', ':')
+}

@@ -1,0 +1,869 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nuid"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// The bridge is the agent runtime for backends that are plain models: it
+// keeps the thread's state (the message list, plus any other keys a client
+// put there), saves a checkpoint per step, forks from checkpoints and turns
+// a backend's input requests into interrupts. Backends that report state
+// themselves (state snapshot, update or checkpoint events before any
+// message, or the agent backend, which marks its events) are agents: their
+// state events pass through and the bridge only records them.
+
+// stateVersion is the version of the persisted thread record.
+const stateVersion = 1
+
+// threadRecord is a thread's durable state, stored as JSON in the KV bucket
+// under "agent.<thread token>".
+type threadRecord struct {
+	Version     int                        `json:"v"`
+	Thread      string                     `json:"thread_id"`
+	Assistant   string                     `json:"assistant_id,omitempty"`
+	Seq         uint64                     `json:"seq"`
+	Agent       bool                       `json:"agent,omitempty"` // state comes from an agent backend
+	Values      map[string]json.RawMessage `json:"values"`
+	Checkpoints []checkpointRec            `json:"checkpoints,omitempty"`
+	Head        string                     `json:"head,omitempty"`
+	NextCkpt    uint64                     `json:"next_checkpoint"`
+	Interrupts  []interruptRec             `json:"interrupts,omitempty"`
+	Status      string                     `json:"status"`
+	Runs        uint64                     `json:"runs"`
+	LastRun     string                     `json:"last_run,omitempty"`
+	Updated     time.Time                  `json:"updated"`
+}
+
+// checkpointRec is one saved step: its place in the tree and the full values.
+type checkpointRec struct {
+	ID     string                     `json:"id"`
+	Parent string                     `json:"parent_id,omitempty"`
+	Step   int64                      `json:"step"`
+	Source string                     `json:"source"`
+	Node   string                     `json:"node,omitempty"`
+	Time   time.Time                  `json:"time"`
+	Values map[string]json.RawMessage `json:"values"`
+}
+
+// interruptRec is a pending input request.
+type interruptRec struct {
+	ID        string          `json:"id"`
+	Namespace []string        `json:"namespace"`
+	Payload   json.RawMessage `json:"payload"`
+	Run       string          `json:"run"`
+}
+
+// runtime is a Thread's state and runs; guarded by Thread.mu except
+// persistMu, which orders saves.
+type runtime struct {
+	known    bool // the thread has state (a run, or a record in the KV bucket)
+	rec      threadRecord
+	active   *activeRun
+	queue    []*pendingRun
+	injected []json.RawMessage // messages injected while a run was active
+
+	persistMu sync.Mutex
+}
+
+// pendingRun is a run to start: the canonical request and what the run
+// adds to the state first.
+type pendingRun struct {
+	id       string
+	req      *canonical.Request
+	input    []json.RawMessage          // messages the run adds
+	update   map[string]json.RawMessage // other state keys the run sets
+	answered []string                   // interrupt ids the run resumes
+	fork     string                     // checkpoint the run forks from
+}
+
+// Run modes: undecided until the first event that is not a lifecycle one.
+const (
+	modeUndecided = iota
+	modeRuntime   // the bridge keeps the state
+	modeAgent     // the backend reports its own state
+)
+
+// activeRun is the thread's running run.
+type activeRun struct {
+	pr      *pendingRun
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stream  canonical.Stream
+	enc     *Encoder
+	mode    int
+	head    string // checkpoint before the run (rollback target)
+	failure *canonical.Error
+	ended   bool
+
+	msg       *msgAcc
+	toolNames map[string]string
+	steps     int
+}
+
+// msgAcc assembles the root message being streamed, for the state.
+type msgAcc struct {
+	id, role  string
+	node      string
+	text      strings.Builder
+	reasoning strings.Builder
+	calls     []toolCallAcc
+	blockType canonical.BlockType
+}
+
+type toolCallAcc struct {
+	id, name string
+	args     strings.Builder
+}
+
+// passthroughExt marks the events of the agent backend: their state is the
+// upstream agent's.
+const passthroughExt = "agent.passthrough"
+
+func (t *Thread) messagesLocked() []json.RawMessage {
+	var msgs []json.RawMessage
+	if raw, ok := t.rt.rec.Values["messages"]; ok {
+		_ = json.Unmarshal(raw, &msgs)
+	}
+	return msgs
+}
+
+func (t *Thread) setMessagesLocked(msgs []json.RawMessage) {
+	if t.rt.rec.Values == nil {
+		t.rt.rec.Values = map[string]json.RawMessage{}
+	}
+	b := []byte{'['}
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	t.rt.rec.Values["messages"] = append(b, ']')
+}
+
+// valuesJSON is the state as a JSON object, keys sorted.
+func valuesJSON(v map[string]json.RawMessage, keys []string) []byte {
+	names := make([]string, 0, len(v))
+	for k := range v {
+		if keys == nil || slices.Contains(keys, k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	b := []byte{'{'}
+	for i, k := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = append(b, v[k]...)
+	}
+	return append(b, '}')
+}
+
+func cloneValues(v map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(v))
+	for k, x := range v {
+		out[k] = x
+	}
+	return out
+}
+
+// emitLocked appends a wire event the runtime synthesizes.
+func (t *Thread) emitLocked(method string, ns []string, data []byte, run string) {
+	w := wireEvent{method: method, namespace: ns, timeMs: t.f.cfg.Now().UnixMilli(), data: data}
+	if ns == nil {
+		w.namespace = []string{}
+	}
+	t.appendLocked(&w, run)
+}
+
+// checkpointLocked saves a step: a checkpoint of the current values, and its
+// values and checkpoints events (same superstep, adjacent seqs).
+func (t *Thread) checkpointLocked(source, node, run string) {
+	rec := &t.rt.rec
+	parent := rec.Head
+	step := int64(-1)
+	if p := t.findCheckpointLocked(parent); p != nil {
+		step = p.Step + 1
+	}
+	rec.NextCkpt++
+	id := "ckpt-" + strconv.FormatUint(rec.NextCkpt, 10)
+	rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: id, Parent: parent, Step: step, Source: source, Node: node, Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
+	if n := len(rec.Checkpoints) - t.f.cfg.MaxCheckpoints; n > 0 {
+		rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
+	}
+	rec.Head = id
+	t.emitLocked(methodValues, nil, valuesJSON(rec.Values, nil), run)
+	b := append([]byte(`{"id":`), appendString(nil, id)...)
+	if parent != "" {
+		b = append(b, `,"parent_id":`...)
+		b = appendString(b, parent)
+	}
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, step, 10)
+	b = append(b, `,"source":"`...)
+	b = append(b, source...)
+	b = append(b, `"}`...)
+	t.emitLocked(methodCheckpoints, nil, b, run)
+}
+
+func (t *Thread) findCheckpointLocked(id string) *checkpointRec {
+	if id == "" {
+		return nil
+	}
+	for i := range t.rt.rec.Checkpoints {
+		if t.rt.rec.Checkpoints[i].ID == id {
+			return &t.rt.rec.Checkpoints[i]
+		}
+	}
+	return nil
+}
+
+// addMessagesLocked appends messages and other state keys as one step.
+func (t *Thread) addMessagesLocked(msgs []json.RawMessage, update map[string]json.RawMessage, node, source, run string) {
+	if len(msgs) == 0 && len(update) == 0 {
+		return
+	}
+	if t.rt.rec.Values == nil {
+		t.rt.rec.Values = map[string]json.RawMessage{}
+	}
+	for k, v := range update {
+		if k != "messages" {
+			t.rt.rec.Values[k] = v
+		}
+	}
+	if len(msgs) > 0 {
+		t.setMessagesLocked(append(t.messagesLocked(), msgs...))
+	}
+	if node != "" {
+		u := map[string]json.RawMessage{}
+		for k, v := range update {
+			if k != "messages" {
+				u[k] = v
+			}
+		}
+		if len(msgs) > 0 {
+			u["messages"] = joinArray(msgs)
+		}
+		b := []byte(`{"node":`)
+		b = appendString(b, node)
+		b = append(b, `,"values":`...)
+		b = append(b, valuesJSON(u, nil)...)
+		t.emitLocked(methodUpdates, nil, append(b, '}'), run)
+	}
+	t.checkpointLocked(source, node, run)
+}
+
+func joinArray(items []json.RawMessage) json.RawMessage {
+	b := []byte{'['}
+	for i, m := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	return append(b, ']')
+}
+
+// inputMessages converts run input to state messages and other keys:
+// {"messages": [...], other keys...}, a string (one human message), or null.
+func inputMessages(raw json.RawMessage, idPrefix string) (msgs []json.RawMessage, update map[string]json.RawMessage, pe *protoError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, nil
+	}
+	switch raw[0] {
+	case '"':
+		m, pe := normalizeMessage(raw, idPrefix+"0")
+		if pe != nil {
+			return nil, nil, pe
+		}
+		return []json.RawMessage{m}, nil, nil
+	case '{':
+	default:
+		return nil, nil, perr(errInvalidArgument, "input must be an object, a string or null.")
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil, nil, perr(errInvalidArgument, "input must be an object, a string or null.")
+	}
+	update = map[string]json.RawMessage{}
+	for k, v := range obj {
+		if k != "messages" {
+			update[k] = v
+		}
+	}
+	if mr, ok := obj["messages"]; ok && string(mr) != "null" {
+		var list []json.RawMessage
+		if json.Unmarshal(mr, &list) != nil {
+			return nil, nil, perr(errInvalidArgument, "input.messages must be an array of messages.")
+		}
+		for i, m := range list {
+			nm, pe := normalizeMessage(m, idPrefix+strconv.Itoa(i))
+			if pe != nil {
+				pe.Message = fmt.Sprintf("input.messages[%d]: %s", i, pe.Message)
+				return nil, nil, pe
+			}
+			msgs = append(msgs, nm)
+		}
+	}
+	return msgs, update, nil
+}
+
+// normalizeMessage turns an input message ({role|type, content, ...} or a
+// string) into a LangChain message dict with a type and an id.
+func normalizeMessage(raw json.RawMessage, id string) (json.RawMessage, *protoError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil, perr(errInvalidArgument, "content is not a string.")
+		}
+		return json.RawMessage(fmt.Sprintf(`{"type":"human","content":%s,"id":%s}`, appendString(nil, s), appendString(nil, id))), nil
+	}
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+		return nil, perr(errInvalidArgument, "a message must be an object or a string.")
+	}
+	typ := ""
+	for _, k := range []string{"type", "role"} {
+		if v, ok := m[k]; ok {
+			_ = json.Unmarshal(v, &typ)
+			if typ != "" {
+				break
+			}
+		}
+	}
+	switch typ {
+	case "user", "human":
+		typ = "human"
+	case "assistant", "ai":
+		typ = "ai"
+	case "system", "tool":
+	case "":
+		return nil, perr(errInvalidArgument, "role is required (user, assistant, system or tool).")
+	default:
+		return nil, perr(errInvalidArgument, fmt.Sprintf("role %q is not one of user, assistant, system, tool.", typ))
+	}
+	if _, ok := m["content"]; !ok {
+		return nil, perr(errInvalidArgument, "content is required.")
+	}
+	delete(m, "role")
+	m["type"], _ = json.Marshal(typ)
+	if v, ok := m["id"]; !ok || string(v) == "null" {
+		m["id"], _ = json.Marshal(id)
+	}
+	return valuesJSON(m, nil), nil
+}
+
+// messageText is the text of a message dict's content (a string, or the
+// text blocks of a content array).
+func messageText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s
+	}
+	var blocks []map[string]any
+	if json.Unmarshal(content, &blocks) != nil {
+		return ""
+	}
+	var sb strings.Builder
+	for _, b := range blocks {
+		if b["type"] == "text" {
+			if t, ok := b["text"].(string); ok {
+				sb.WriteString(t)
+			}
+		}
+	}
+	return sb.String()
+}
+
+// canonicalRole maps a message dict type to a canonical role.
+func canonicalRole(typ string) string {
+	switch typ {
+	case "human":
+		return "user"
+	case "ai":
+		return "assistant"
+	}
+	return typ
+}
+
+// historyNode is the conversation as a canonical input node: one text leaf
+// per message, with its role.
+func historyNode(msgs []json.RawMessage) *canonical.Node {
+	n := &canonical.Node{}
+	for _, m := range msgs {
+		var d struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(m, &d) != nil {
+			continue
+		}
+		n.Children = append(n.Children, canonical.TextNode(canonicalRole(d.Type), messageText(d.Content)))
+	}
+	return n
+}
+
+// rawValue converts JSON to a structpb value (nil for null or invalid).
+func rawValue(raw json.RawMessage) *structpb.Value {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return canonical.Value(v)
+}
+
+// startRunLocked makes pr the active run and starts it: the runner is
+// called without t.mu held (it may cross the network), then the pump
+// goroutine takes the stream. On error the run never started and the
+// thread is as before.
+func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
+	rt := &t.rt
+	ctx, cancel := context.WithCancel(t.f.runCtx)
+	ar := &activeRun{pr: pr, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, toolNames: map[string]string{}}
+	ar.enc = NewEncoder(EncoderConfig{GraphName: rt.rec.Assistant, MaxBlockBytes: t.f.cfg.MaxBlockBytes, Now: t.f.cfg.Now})
+	rt.active = ar
+	if pr.fork != "" {
+		if cp := t.findCheckpointLocked(pr.fork); cp != nil {
+			rt.rec.Values = cloneValues(cp.Values)
+			rt.rec.Head = cp.ID
+			t.checkpointLocked("fork", "", pr.id)
+		}
+	}
+	if len(pr.answered) > 0 {
+		b := append([]byte(`{"interrupt_ids":`), appendNamespace(nil, pr.answered)...)
+		t.emitLocked(methodInputAnswered, nil, append(b, '}'), pr.id)
+		rt.rec.Interrupts = slices.DeleteFunc(rt.rec.Interrupts, func(i interruptRec) bool { return slices.Contains(pr.answered, i.ID) })
+	}
+	req := pr.req
+	req.RunId, req.ThreadId = pr.id, t.id
+	hist := t.messagesLocked()
+	hist = append(slices.Clip(hist), pr.input...)
+	req.Inputs = []*canonical.NamedNode{{Name: "messages", Node: historyNode(hist)}}
+	rt.known = true
+	rt.rec.Runs++
+	rt.rec.LastRun = pr.id
+	rt.rec.Status = "running"
+
+	t.mu.Unlock()
+	stream, err := t.f.cfg.Runner.Run(ctx, req)
+	t.mu.Lock()
+	if err != nil {
+		cancel()
+		rt.active = nil
+		rt.rec.Runs--
+		rt.rec.Status = "idle"
+		if len(pr.answered) > 0 { // the answers were not used: the interrupts stay pending
+			rt.rec.Status = "interrupted"
+		}
+		return asProtoError(err)
+	}
+	t.f.runMu.Lock()
+	if t.f.isClosed() {
+		t.f.runMu.Unlock()
+		_ = stream.Close()
+		cancel()
+		rt.active = nil
+		return perr(errUnknownError, "the server is shutting down")
+	}
+	t.f.wg.Add(1)
+	t.f.runMu.Unlock()
+	ar.stream = stream
+	go t.pump(ar)
+	return nil
+}
+
+// pump is the goroutine that owns a run's stream: it turns each canonical
+// event into wire events in the thread's buffer and keeps the state. It
+// exits when the run has ended (after its terminal event) and starts the
+// next queued run.
+func (t *Thread) pump(ar *activeRun) {
+	defer t.f.wg.Done()
+	defer close(ar.done)
+	defer ar.stream.Close()
+	var out []wireEvent
+	for {
+		ev, err := ar.stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) || !ar.ended {
+				t.mu.Lock()
+				if !ar.ended {
+					ce := canonical.AsError(err)
+					if errors.Is(err, io.EOF) {
+						ce = canonical.Errorf(canonical.CodeUnavailable, "run ended without a terminal event")
+					}
+					out = t.handleLocked(ar, canonical.Terminal(canonical.StatusFailed, ce), out[:0])
+				}
+				t.mu.Unlock()
+			}
+			break
+		}
+		t.mu.Lock()
+		out = t.handleLocked(ar, ev, out[:0])
+		save := ar.steps > 0
+		ar.steps = 0
+		t.mu.Unlock()
+		if save {
+			t.persist()
+		}
+		if ar.ended {
+			break
+		}
+	}
+	if !ar.ended || ar.steps > 0 {
+		t.persist()
+	}
+	t.mu.Lock()
+	if t.rt.active == ar { // the stream failed before a terminal event could be handled
+		t.rt.active = nil
+	}
+	var next *pendingRun
+	for next == nil && t.rt.active == nil && len(t.rt.queue) > 0 && !t.f.isClosed() {
+		next, t.rt.queue = t.rt.queue[0], t.rt.queue[1:]
+		if pe := t.startRunLocked(next); pe != nil {
+			t.f.cfg.Logger.Warn("queued run did not start", "thread", t.id, "run", next.id, "code", pe.Code, "err", pe.Message)
+			next = nil
+		}
+	}
+	t.maybeIdleLocked()
+	t.mu.Unlock()
+	if next != nil {
+		t.persist()
+	}
+}
+
+// handleLocked encodes one canonical event into the buffer and keeps the
+// state.
+func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEvent) []wireEvent {
+	if ar.ended {
+		return out
+	}
+	_, terminal := canonical.TerminalOf(ev)
+	if ar.failure != nil && !terminal {
+		return out // the run is being cancelled after an encoding failure
+	}
+	if terminal && ar.failure != nil {
+		ev = canonical.Terminal(canonical.StatusFailed, ar.failure)
+	}
+	if ar.mode == modeUndecided {
+		if _, ok := ev.GetExtensions()[passthroughExt]; ok {
+			ar.mode = modeAgent
+		} else {
+			switch ev.GetKind().(type) {
+			case *canonical.KindLifecycle:
+				if terminal {
+					ar.mode = modeRuntime
+				}
+			case *canonical.KindStateSnapshot, *canonical.KindStateUpdate, *canonical.KindCheckpoint:
+				ar.mode = modeAgent
+			default:
+				ar.mode = modeRuntime
+			}
+		}
+		switch ar.mode {
+		case modeRuntime:
+			t.rt.rec.Agent = false
+			t.addMessagesLocked(ar.pr.input, ar.pr.update, "", "input", ar.pr.id)
+			ar.steps++
+		case modeAgent:
+			t.rt.rec.Agent = true
+		}
+	}
+	var err error
+	out, err = ar.enc.Encode(ev, out)
+	if err != nil {
+		ar.failure = canonical.AsError(err)
+		t.f.cfg.Logger.Warn("run cancelled: event not encodable", "thread", t.id, "run", ar.pr.id, "err", err)
+		ar.cancel()
+		return out
+	}
+	for i := range out {
+		t.appendLocked(&out[i], ar.pr.id)
+	}
+	t.observeLocked(ar, ev)
+	if terminal {
+		// The run leaves the thread with its terminal event, under the same
+		// lock: a client that has seen the event finds the thread idle (or
+		// interrupted) at once.
+		ar.ended = true
+		if t.rt.active == ar {
+			t.rt.active = nil
+		}
+		t.applyInjectedLocked()
+	}
+	return out
+}
+
+// observeLocked keeps the state: messages and tool results (runtime mode),
+// reported state (agent mode), interrupts and the run's outcome.
+func (t *Thread) observeLocked(ar *activeRun, ev *canonical.Event) {
+	rec := &t.rt.rec
+	root := len(ev.GetNamespace()) == 0
+	switch k := ev.GetKind().(type) {
+	case *canonical.KindInputRequested:
+		payload := []byte("null")
+		if p := k.InputRequested.GetPayload(); p != nil {
+			payload = appendValue(nil, p)
+		}
+		rec.Interrupts = append(rec.Interrupts, interruptRec{ID: k.InputRequested.GetInterruptId(), Namespace: ev.GetNamespace(), Payload: payload, Run: ar.pr.id})
+	case *canonical.KindLifecycle:
+		if st, ok := canonical.TerminalOf(ev); ok {
+			switch st {
+			case canonical.StatusCompleted:
+				rec.Status = "completed"
+			case canonical.StatusInterrupted:
+				rec.Status = "interrupted"
+			default:
+				rec.Status = "failed"
+			}
+			if st != canonical.StatusInterrupted {
+				rec.Interrupts = slices.DeleteFunc(rec.Interrupts, func(i interruptRec) bool { return i.Run == ar.pr.id })
+			}
+			ar.steps++
+		}
+	}
+	if ar.mode == modeAgent {
+		if !root {
+			return
+		}
+		switch k := ev.GetKind().(type) {
+		case *canonical.KindStateSnapshot:
+			var v map[string]json.RawMessage
+			if json.Unmarshal(appendValue(nil, k.StateSnapshot.GetValues()), &v) == nil {
+				rec.Values = v
+			}
+		case *canonical.KindCheckpoint:
+			c := k.Checkpoint
+			rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: c.GetId(), Parent: c.GetParentId(), Step: c.GetStep(), Source: checkpointSource(c.GetSource()), Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
+			if n := len(rec.Checkpoints) - t.f.cfg.MaxCheckpoints; n > 0 {
+				rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
+			}
+			rec.Head = c.GetId()
+			ar.steps++
+		}
+		return
+	}
+	if !root {
+		return
+	}
+	switch k := ev.GetKind().(type) {
+	case *canonical.KindMessageStart:
+		ar.msg = &msgAcc{id: k.MessageStart.GetMessageId(), role: k.MessageStart.GetRole(), node: ev.GetGraphNode()}
+	case *canonical.KindBlockStart:
+		if m := ar.msg; m != nil {
+			m.blockType = k.BlockStart.GetType()
+			if m.blockType == canonical.BlockToolCall {
+				m.calls = append(m.calls, toolCallAcc{id: k.BlockStart.GetId(), name: k.BlockStart.GetName()})
+			}
+		}
+	case *canonical.KindBlockDelta:
+		m := ar.msg
+		if m == nil {
+			return
+		}
+		switch m.blockType {
+		case canonical.BlockText:
+			if m.text.Len() < t.f.cfg.MaxBlockBytes {
+				m.text.WriteString(k.BlockDelta.GetText())
+			}
+		case canonical.BlockReasoning:
+			if m.reasoning.Len() < t.f.cfg.MaxBlockBytes {
+				m.reasoning.WriteString(k.BlockDelta.GetText())
+			}
+		case canonical.BlockToolCall:
+			if c := &m.calls[len(m.calls)-1]; c.args.Len() < t.f.cfg.MaxBlockBytes {
+				c.args.WriteString(k.BlockDelta.GetText())
+			}
+		}
+	case *canonical.KindMessageFinish:
+		m := ar.msg
+		ar.msg = nil
+		if m == nil {
+			return
+		}
+		node := m.node
+		if node == "" {
+			node = "model"
+		}
+		t.addMessagesLocked([]json.RawMessage{m.dict(k.MessageFinish)}, nil, node, "loop", ar.pr.id)
+		ar.steps++
+	case *canonical.KindToolStarted:
+		if len(ar.toolNames) < 1024 {
+			ar.toolNames[k.ToolStarted.GetToolCallId()] = k.ToolStarted.GetName()
+		}
+	case *canonical.KindToolFinished:
+		id := k.ToolFinished.GetToolCallId()
+		content := appendValue(nil, k.ToolFinished.GetOutput())
+		if s, ok := k.ToolFinished.GetOutput().GetKind().(*structpb.Value_StringValue); ok {
+			content = []byte(s.StringValue)
+		}
+		t.addMessagesLocked([]json.RawMessage{toolMessage(ar.pr.id, id, ar.toolNames[id], string(content), "")}, nil, "tools", "loop", ar.pr.id)
+		ar.steps++
+	case *canonical.KindToolFailed:
+		id := k.ToolFailed.GetToolCallId()
+		t.addMessagesLocked([]json.RawMessage{toolMessage(ar.pr.id, id, ar.toolNames[id], k.ToolFailed.GetError().GetMessage(), "error")}, nil, "tools", "loop", ar.pr.id)
+		ar.steps++
+	}
+}
+
+// dict is the finished message as a LangChain message dict.
+func (m *msgAcc) dict(mf *canonical.MessageFinish) json.RawMessage {
+	typ := "ai"
+	switch m.role {
+	case "user", "human":
+		typ = "human"
+	case "system", "tool":
+		typ = m.role
+	}
+	d := map[string]any{"type": typ, "id": m.id, "content": m.text.String()}
+	if m.reasoning.Len() > 0 {
+		d["additional_kwargs"] = map[string]any{"reasoning_content": m.reasoning.String()}
+	}
+	if len(m.calls) > 0 {
+		calls := make([]any, 0, len(m.calls))
+		for _, c := range m.calls {
+			var args map[string]any
+			if s := strings.TrimSpace(c.args.String()); s != "" {
+				if json.Unmarshal([]byte(s), &args) != nil {
+					args = map[string]any{}
+				}
+			}
+			if args == nil {
+				args = map[string]any{}
+			}
+			calls = append(calls, map[string]any{"type": "tool_call", "id": c.id, "name": c.name, "args": args})
+		}
+		d["tool_calls"] = calls
+	}
+	if u := mf.GetUsage(); u != nil && (u.GetInputTokens() != 0 || u.GetOutputTokens() != 0) {
+		total := u.GetTotalTokens()
+		if total == 0 {
+			total = u.GetInputTokens() + u.GetOutputTokens()
+		}
+		d["usage_metadata"] = map[string]any{"input_tokens": u.GetInputTokens(), "output_tokens": u.GetOutputTokens(), "total_tokens": total}
+	}
+	if r := wireReason(mf.GetFinishReason()); r != "" {
+		d["response_metadata"] = map[string]any{"finish_reason": r}
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+func toolMessage(run, callID, name, content, status string) json.RawMessage {
+	d := map[string]any{"type": "tool", "id": run + "-tool-" + callID, "tool_call_id": callID, "content": content}
+	if name != "" {
+		d["name"] = name
+	}
+	if status != "" {
+		d["status"] = status
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// applyInjectedLocked adds the messages injected during the run that ended.
+func (t *Thread) applyInjectedLocked() {
+	if len(t.rt.injected) == 0 {
+		return
+	}
+	msgs := t.rt.injected
+	t.rt.injected = nil
+	t.addMessagesLocked(msgs, nil, "__input__", "update", t.rt.rec.LastRun)
+}
+
+// persist saves the thread record to the KV bucket (if configured). Saves
+// are ordered: each takes its snapshot after the previous one was written.
+func (t *Thread) persist() {
+	kv := t.f.cfg.KV
+	if kv == nil {
+		return
+	}
+	t.rt.persistMu.Lock()
+	defer t.rt.persistMu.Unlock()
+	t.mu.Lock()
+	if !t.rt.known {
+		t.mu.Unlock()
+		return
+	}
+	rec := t.rt.rec
+	rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq, t.f.cfg.Now().UTC()
+	data, err := json.Marshal(&rec)
+	for err == nil && len(data) > t.f.cfg.MaxStateBytes && len(rec.Checkpoints) > 1 {
+		// Too big for one KV value: drop the oldest checkpoints.
+		drop := max(1, len(rec.Checkpoints)/4)
+		rec.Checkpoints = slices.Clone(rec.Checkpoints[drop:])
+		t.rt.rec.Checkpoints = slices.Clone(rec.Checkpoints)
+		data, err = json.Marshal(&rec)
+	}
+	t.mu.Unlock()
+	if err == nil && len(data) > t.f.cfg.MaxStateBytes {
+		err = canonical.Errorf(canonical.CodeResourceExhausted, "thread state of %d bytes exceeds MaxStateBytes (%d)", len(data), t.f.cfg.MaxStateBytes)
+	}
+	if err != nil {
+		t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.f.cfg.KVTimeout)
+	defer cancel()
+	if _, err := kv.Put(ctx, kvKey(t.id), data); err != nil {
+		t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
+	}
+}
+
+// kvKey is the thread's key in the bucket: "agent." and the id if it is
+// made of [A-Za-z0-9_-], else "agent.~" and its base64url.
+func kvKey(thread string) string {
+	for i := 0; i < len(thread); i++ {
+		c := thread[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "agent.~" + base64.RawURLEncoding.EncodeToString([]byte(thread))
+		}
+	}
+	if thread == "" {
+		return "agent.~"
+	}
+	return "agent." + thread
+}
+
+// newRunID returns a fresh run id.
+func newRunID() string { return "run-" + nuid.Next() }
+
+// maybeIdleLocked arms the idle timer when nothing holds the thread: no
+// connection, no run. When it fires the thread leaves memory (its state
+// stays in the KV bucket; a thread that has state and no bucket stays).
+func (t *Thread) maybeIdleLocked() {
+	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 {
+		if t.idle != nil {
+			t.idle.Stop()
+			t.idle = nil
+		}
+		return
+	}
+	if t.idle != nil || (t.rt.known && t.f.cfg.KV == nil) {
+		return
+	}
+	t.idle = time.AfterFunc(t.f.cfg.BufferKeep, func() { t.f.evict(t) })
+}

@@ -1,0 +1,316 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// record is one event in a thread's buffer: its seq, what filters look at,
+// and the complete envelope frame, which never changes once stored.
+type record struct {
+	seq    uint64
+	method string
+	custom string
+	ns     []string
+	frame  []byte
+}
+
+// ring is a bounded buffer of the most recent records; its seqs are
+// contiguous (every event of the thread enters it). It grows as events
+// arrive, up to max, then overwrites the oldest.
+type ring struct {
+	recs []record
+	head int // index of the oldest record
+	n    int
+	max  int
+}
+
+func (r *ring) at(i int) *record { return &r.recs[(r.head+i)%len(r.recs)] }
+
+// push appends rec, returning the record it evicted (ok false when none).
+func (r *ring) push(rec record) (old record, evicted bool) {
+	if r.n < r.max { // not full yet: head is 0 and recs grows
+		r.recs = append(r.recs, rec)
+		r.n++
+		return record{}, false
+	}
+	old = r.recs[r.head]
+	r.recs[r.head] = rec
+	r.head = (r.head + 1) % len(r.recs)
+	return old, true
+}
+
+// reader is one cursor over a thread's events: an SSE stream or a WebSocket
+// connection. cursor is the last seq it has delivered or skipped; wake is
+// signalled (without blocking) when events are appended.
+type reader struct {
+	cursor uint64
+	wake   chan struct{}
+}
+
+// gap reports that a reader asked for events the buffer no longer holds.
+type gap struct {
+	since    uint64 // the reader's position
+	minAvail uint64 // the oldest seq still buffered
+}
+
+// subRec is a WebSocket subscription known to the thread, so
+// subscription.reconnect can restore it on another connection: while its
+// connection is open (owner set), and for SubscriptionKeep after.
+type subRec struct {
+	f       *filter
+	owner   *wsConn
+	expires time.Time
+}
+
+// nsStatus is the latest lifecycle status of a namespace of a run.
+type nsStatus struct {
+	ns     []string
+	status string
+}
+
+// runInfo is what a thread remembers of a run for agent.getTree and
+// subscription.reconnect: its namespaces' latest statuses.
+type runInfo struct {
+	id     string
+	graph  string
+	status map[string]*nsStatus // by namespace key
+	order  []string
+}
+
+// Thread is one thread: its event buffer with the per-thread seq, the
+// readers following it, and (runtime.go) its state and runs. All fields are
+// guarded by mu.
+type Thread struct {
+	id string
+	f  *Frontend
+
+	mu     sync.Mutex
+	seq    uint64
+	buf    ring
+	pinned []record          // latest values event of a namespace, evicted from buf
+	latest map[string]uint64 // namespace key -> seq of its latest values event
+
+	readers map[*reader]struct{}
+	conns   int                // open SSE streams and WebSockets
+	idle    *time.Timer        // evicts the thread from memory when it stays idle
+	subs    map[string]*subRec // WebSocket subscriptions by id
+	runs    []*runInfo         // recent runs, oldest first, at most maxRunInfos
+
+	rt runtime // state and runs (runtime.go)
+}
+
+const (
+	maxRunInfos       = 32
+	maxNamespacesKept = 1024
+	maxSubsKept       = 4096
+)
+
+func nsKey(ns []string) string { return strings.Join(ns, "\x00") }
+
+func newThread(f *Frontend, id string) *Thread {
+	return &Thread{
+		id:      id,
+		f:       f,
+		buf:     ring{max: f.cfg.BufferEvents},
+		latest:  map[string]uint64{},
+		readers: map[*reader]struct{}{},
+		subs:    map[string]*subRec{},
+	}
+}
+
+// oldest is the seq of the oldest buffered record (seq+1 when empty).
+func (t *Thread) oldest() uint64 { return t.seq - uint64(t.buf.n) + 1 }
+
+// appendLocked assigns the next seq to w, stores its frame and wakes the
+// readers. t.mu must be held.
+func (t *Thread) appendLocked(w *wireEvent, run string) uint64 {
+	t.seq++
+	rec := record{seq: t.seq, method: w.method, custom: w.custom, ns: w.namespace, frame: newFrame(t.seq, w)}
+	if w.method == methodValues {
+		k := nsKey(w.namespace)
+		t.latest[k] = t.seq
+		if len(t.pinned) > 0 { // a newer state supersedes the pinned one
+			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
+		}
+	}
+	if old, ok := t.buf.push(rec); ok && old.method == methodValues {
+		k := nsKey(old.ns)
+		if t.latest[k] == old.seq { // still the namespace's current state: pin it
+			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
+			t.pinned = append(t.pinned, old)
+			if len(t.pinned) > maxNamespacesKept {
+				delete(t.latest, nsKey(t.pinned[0].ns))
+				t.pinned = t.pinned[1:]
+			}
+		} else if t.latest[k] < old.seq {
+			delete(t.latest, k)
+		}
+	}
+	if w.method == methodLifecycle && run != "" {
+		t.noteStatus(run, w)
+	}
+	for r := range t.readers {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	return t.seq
+}
+
+// noteStatus records a lifecycle status for agent.getTree and reconnect.
+func (t *Thread) noteStatus(run string, w *wireEvent) {
+	var ri *runInfo
+	for _, r := range t.runs {
+		if r.id == run {
+			ri = r
+		}
+	}
+	if ri == nil {
+		ri = &runInfo{id: run, status: map[string]*nsStatus{}}
+		if len(t.runs) == maxRunInfos {
+			t.runs = t.runs[1:]
+		}
+		t.runs = append(t.runs, ri)
+	}
+	k := nsKey(w.namespace)
+	if s := ri.status[k]; s != nil {
+		s.status = w.status
+		return
+	}
+	if len(ri.order) < maxNamespacesKept {
+		ri.status[k] = &nsStatus{ns: w.namespace, status: w.status}
+		ri.order = append(ri.order, k)
+	}
+}
+
+func (t *Thread) runInfo(id string) *runInfo {
+	for i := len(t.runs) - 1; i >= 0; i-- {
+		if id == "" || t.runs[i].id == id {
+			return t.runs[i]
+		}
+	}
+	return nil
+}
+
+// attach registers a new reader positioned after since (when hasSince;
+// otherwise at the start of the buffer) and returns the records it must
+// deliver first: pinned values events it has not seen. A non-nil gap means
+// events after since are no longer buffered; delivery resumes from the
+// oldest buffered event. Registering and choosing the position under one
+// lock is what makes replay and live delivery meet with no gap and no
+// duplicate.
+func (t *Thread) attach(since uint64, hasSince bool) (*reader, []record, *gap) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &reader{wake: make(chan struct{}, 1)}
+	var g *gap
+	oldest := t.oldest()
+	switch {
+	case !hasSince:
+		r.cursor = oldest - 1
+		since = 0
+	case since+1 < oldest:
+		g = &gap{since: since, minAvail: oldest}
+		r.cursor = oldest - 1
+	default:
+		r.cursor = since
+	}
+	var first []record
+	for _, p := range t.pinned {
+		if p.seq > since && p.seq <= r.cursor {
+			first = append(first, p)
+		}
+	}
+	t.readers[r] = struct{}{}
+	return r, first, g
+}
+
+// detach unregisters a reader.
+func (t *Thread) detach(r *reader) {
+	t.mu.Lock()
+	delete(t.readers, r)
+	t.mu.Unlock()
+}
+
+// read appends to out up to max more records after r's cursor that match, and
+// advances the cursor past every record it looked at. A non-nil gap means
+// the reader fell behind the buffer (it is moved to the oldest event).
+func (t *Thread) read(r *reader, match func(*record) bool, max int, out []record) ([]record, *gap) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var g *gap
+	oldest := t.oldest()
+	if r.cursor+1 < oldest {
+		g = &gap{since: r.cursor, minAvail: oldest}
+		for _, p := range t.pinned { // the current state it missed
+			if p.seq > r.cursor && match(&p) {
+				out = append(out, p)
+			}
+		}
+		r.cursor = oldest - 1
+	}
+	limit := len(out) + max
+	for r.cursor < t.seq && len(out) < limit {
+		rec := t.buf.at(int(r.cursor + 1 - oldest))
+		r.cursor++
+		if match(rec) {
+			out = append(out, *rec)
+		}
+	}
+	return out, g
+}
+
+// replay appends the buffered records (pinned ones first) with seq in
+// (after, upTo] that match.
+func (t *Thread) replayLocked(after, upTo uint64, match func(*record) bool, out []record) []record {
+	for _, p := range t.pinned {
+		if p.seq > after && p.seq <= upTo && match(&p) {
+			out = append(out, p)
+		}
+	}
+	for i := 0; i < t.buf.n; i++ {
+		rec := t.buf.at(i)
+		if rec.seq > upTo {
+			break
+		}
+		if rec.seq > after && match(rec) {
+			out = append(out, *rec)
+		}
+	}
+	return out
+}
+
+// addSubLocked registers a live subscription; false when the thread holds
+// too many (MaxSubscriptions per connection bounds each connection; this
+// bounds connections that come and go).
+func (t *Thread) addSubLocked(id string, f *filter, owner *wsConn, now time.Time) bool {
+	if len(t.subs) >= maxSubsKept {
+		for k, v := range t.subs {
+			if v.owner == nil && now.After(v.expires) {
+				delete(t.subs, k)
+			}
+		}
+		if len(t.subs) >= maxSubsKept {
+			return false
+		}
+	}
+	t.subs[id] = &subRec{f: f, owner: owner}
+	return true
+}
+
+// releaseSubs keeps a closed connection's subscriptions for reconnect.
+func (t *Thread) releaseSubs(owner *wsConn, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, v := range t.subs {
+		if v.owner == owner {
+			v.owner, v.expires = nil, now.Add(t.f.cfg.SubscriptionKeep)
+		} else if v.owner == nil && now.After(v.expires) {
+			delete(t.subs, k)
+		}
+	}
+}

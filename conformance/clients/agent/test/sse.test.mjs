@@ -1,0 +1,3 @@
+import { defineCases } from "../lib/cases.mjs";
+
+defineCases("sse");
