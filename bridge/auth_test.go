@@ -94,3 +94,46 @@ func TestAuthConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// Threads belong to the key that created them: another key gets not-found
+// on every path (agent commands and state, native observe, runs).
+func TestTenantIsolation(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	do := func(key, method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, inst.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	start := `{"id":1,"method":"run.start","params":{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]}}}`
+	if code, body := do("key-a", "POST", "/threads/t-a/commands", start); code != 200 || !strings.Contains(body, `"success"`) {
+		t.Fatalf("owner's run.start: %d %s", code, body)
+	}
+	tests := []struct{ name, method, path, body, want string }{
+		{"agent command", "POST", "/threads/t-a/commands", start, `unknown thread \"t-a\"`},
+		{"agent state", "GET", "/threads/t-a/state", "", `unknown thread`},
+		{"native run on the thread", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`, `unknown thread`},
+		{"native observe", "GET", "/v1/threads/t-a/events", "", `unknown thread`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := do("key-b", tt.method, tt.path, tt.body)
+			if !strings.Contains(body, tt.want) {
+				t.Fatalf("other key got %d %s, want %q", code, body, tt.want)
+			}
+		})
+	}
+	// The owner still can.
+	if code, body := do("key-a", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`); code != 200 {
+		t.Fatalf("owner's native run on its thread: %d %s", code, body)
+	}
+}

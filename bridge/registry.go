@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -33,8 +34,12 @@ type FrontendDeps struct {
 	// Observer serves a thread's events on any instance, from the replay
 	// log then live (agent-protocol subscribers, reconnects).
 	Observer canonical.Observer
-	Tools    canonical.Tools
-	Fabric   *Fabric
+	// CheckThread claims a thread for the caller's API key, or refuses
+	// (not found) another key's thread; frontends that keep thread state
+	// of their own call it before serving a thread.
+	CheckThread func(ctx context.Context, thread string) error
+	Tools       canonical.Tools
+	Fabric      *Fabric
 	// OnShutdown registers a function called when shutdown begins (e.g. to
 	// close idle WebSockets with 1001); see http.Server.RegisterOnShutdown.
 	OnShutdown func(func())

@@ -11,7 +11,7 @@ import (
 
 func init() {
 	registerFrontend("agent", func(mux *http.ServeMux, d FrontendDeps) error {
-		cfg := agent.Config{Runner: d.Runner, Logger: d.Log.With("protocol", "agent")}
+		cfg := agent.Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
 		if d.Fabric != nil {
 			cfg.KV = d.Fabric.Threads()
 		}

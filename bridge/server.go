@@ -117,7 +117,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		s.http.TLSConfig = certs.config()
 	}
 	s.backends = backends
-	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, Tools: s.tools, Fabric: fabric,
+	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools, Fabric: fabric,
 		OnShutdown: s.http.RegisterOnShutdown, OnClose: func(f func()) { s.closers = append(s.closers, f) }}
 	for _, fe := range frontends {
 		d := deps

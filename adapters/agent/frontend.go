@@ -31,6 +31,10 @@ type Config struct {
 	// can serve a thread. Nil keeps state in memory only (and threads with
 	// state are then never evicted from memory).
 	KV jetstream.KeyValue
+	// CheckThread, when set, is asked before any use of a thread: it claims
+	// a new thread for the caller's API key or refuses (not found) a thread
+	// of another key. The daemon wires the bridge's tenant check here.
+	CheckThread func(ctx context.Context, thread string) error
 	// KVTimeout bounds one KV read or write. Default 5s.
 	KVTimeout time.Duration
 	// BufferEvents is the per-thread replay buffer (ring) size. Default
@@ -217,6 +221,11 @@ var errTooManyThreads = canonical.Errorf(canonical.CodeResourceExhausted, "too m
 // thread returns the thread id, loading it from the KV bucket or (with
 // create) creating it when it is not in memory; nil when unknown.
 func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread, error) {
+	if f.cfg.CheckThread != nil {
+		if err := f.cfg.CheckThread(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	if t := f.threads[id]; t != nil {
 		f.mu.Unlock()
