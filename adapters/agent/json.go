@@ -4,9 +4,10 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/internal/jsonw"
 )
 
 // The JSON writers below build frames by appending to a caller's buffer, so
@@ -15,50 +16,9 @@ import (
 // compare byte for byte; encoding/json would do the same work with
 // reflection and protojson deliberately randomises whitespace.
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does; <, > and & are not escaped (the frames are not HTML).
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+func appendString(b []byte, s string) []byte { return jsonw.AppendString(b, s, jsonw.Plain) }
 
 // appendNamespace appends ns as a JSON array of strings.
 func appendNamespace(b []byte, ns []string) []byte {

@@ -3,6 +3,8 @@ package triton
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/interlingua-dev/interlingua/internal/jsonw"
 )
 
 // maxJSONDepth is Triton's HTTP_MAX_JSON_NESTING_DEPTH: the deepest nesting
@@ -544,35 +546,5 @@ func (l *lexer) skip(depth int) *syntaxError {
 // (upper-case hex), everything else, '/' and non-ASCII bytes included,
 // written as is.
 func appendString[S string | []byte](dst []byte, s S) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			const hex = "0123456789ABCDEF"
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return jsonw.AppendString(dst, s, jsonw.RapidJSON)
 }
