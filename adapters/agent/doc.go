@@ -120,8 +120,8 @@
 // checkpoints are dropped to fit), MaxBlockBytes (16 MiB per content block;
 // a larger block fails the run with ResourceExhausted), MaxSubscriptions
 // (64 per WebSocket), WriteTimeout (30 s per SSE write). A WebSocket's send
-// queue defaults to BufferEvents+1,280 frames, so a whole replay fits:
-// internal/wsconn cuts a consumer off instead of blocking (1008).
+// queue holds 256 frames: a replay waits for room (backpressure), and a
+// client that stops reading is cut off by internal/wsconn (1008).
 //
 // The backend's BackendConfig bounds one upstream event (MaxEventBytes,
 // 4 MiB) and the WebSocket events held before the command's answer

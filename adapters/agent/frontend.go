@@ -73,9 +73,9 @@ type Config struct {
 	MaxBlockBytes int
 	// MaxSubscriptions bounds the subscriptions of one WebSocket. Default 64.
 	MaxSubscriptions int
-	// WebSocket configures each WebSocket (limits, pings). Its SendQueue
-	// defaults to BufferEvents+1,280 frames so a whole replay (the ring and
-	// the pinned states) fits.
+	// WebSocket configures each WebSocket (limits, pings). SendQueue
+	// defaults to 256 frames: a replay waits for room (backpressure), and a
+	// client that stops reading is cut off (1008).
 	WebSocket wsconn.Config
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -98,7 +98,7 @@ func (c *Config) defaults() {
 	c.MaxStateBytes = cmp.Or(c.MaxStateBytes, 900<<10)
 	c.MaxBlockBytes = cmp.Or(c.MaxBlockBytes, 16<<20)
 	c.MaxSubscriptions = cmp.Or(c.MaxSubscriptions, 64)
-	c.WebSocket.SendQueue = cmp.Or(c.WebSocket.SendQueue, c.BufferEvents+maxNamespacesKept+256)
+	c.WebSocket.SendQueue = cmp.Or(c.WebSocket.SendQueue, 256)
 	c.WebSocket.MaxMessageBytes = cmp.Or(c.WebSocket.MaxMessageBytes, c.MaxRequestBytes)
 	if c.WebSocket.Logger == nil {
 		c.WebSocket.Logger = c.Logger

@@ -120,8 +120,16 @@ func (cn *wsConn) readLoop(ctx context.Context) {
 
 func (cn *wsConn) send(frame []byte) {
 	cn.mu.Lock()
-	_ = cn.c.SendText(frame)
+	_ = cn.sendFrame(frame)
 	cn.mu.Unlock()
+}
+
+// sendFrame queues a frame, waiting while the send queue is full (a replay
+// is backpressure on this connection, not a reason to buffer it all); a
+// client that stops reading is cut off by internal/wsconn. Called with
+// cn.mu held, so frames keep their order.
+func (cn *wsConn) sendFrame(frame []byte) error {
+	return cn.c.SendWait(context.Background(), websocket.TextMessage, frame)
 }
 
 // pump sends live events after the cursor that match a subscription.
@@ -133,10 +141,10 @@ func (cn *wsConn) pump(ctx context.Context, done chan<- struct{}) {
 		var g *gap
 		batch, g = cn.th.read(cn.rd, cn.matchAny, sseBatch, batch[:0])
 		if g != nil {
-			_ = cn.c.SendText(errorFrame(-1, gapError(g)))
+			_ = cn.sendFrame(errorFrame(-1, gapError(g)))
 		}
 		for i := range batch {
-			if cn.c.SendText(batch[i].frame) != nil {
+			if cn.sendFrame(batch[i].frame) != nil {
 				break
 			}
 		}
@@ -165,7 +173,7 @@ func (cn *wsConn) subscribe(cmd *command) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if len(cn.subs) >= cn.f.cfg.MaxSubscriptions {
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), perr(errInvalidArgument, fmt.Sprintf("subscription.subscribe: the connection has %d subscriptions (MaxSubscriptions).", len(cn.subs)))))
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, fmt.Sprintf("subscription.subscribe: the connection has %d subscriptions (MaxSubscriptions).", len(cn.subs)))))
 		return
 	}
 	id := newSubscriptionID()
@@ -173,7 +181,7 @@ func (cn *wsConn) subscribe(cmd *command) {
 	th.mu.Lock()
 	if !th.addSubLocked(id, flt, cn, cn.f.cfg.Now()) {
 		th.mu.Unlock()
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.subscribe: the thread has too many subscriptions.")))
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.subscribe: the thread has too many subscriptions.")))
 		return
 	}
 	applied := th.seq
@@ -183,9 +191,9 @@ func (cn *wsConn) subscribe(cmd *command) {
 	res := append([]byte(`{"subscription_id":`), appendString(nil, id)...)
 	res = append(res, `,"replayed_events":`...)
 	res = strconv.AppendInt(res, int64(len(replay)), 10)
-	_ = cn.c.SendText(successFrame(cmd.id, append(res, '}'), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, append(res, '}'), applied))
 	for i := range replay {
-		if cn.c.SendText(replay[i].frame) != nil {
+		if cn.sendFrame(replay[i].frame) != nil {
 			return
 		}
 	}
@@ -200,7 +208,7 @@ func (cn *wsConn) unsubscribe(cmd *command) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if _, ok := cn.subs[id]; !ok {
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), perr(errNoSuchSubscription, fmt.Sprintf("subscription.unsubscribe: no subscription %q on this connection.", id))))
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errNoSuchSubscription, fmt.Sprintf("subscription.unsubscribe: no subscription %q on this connection.", id))))
 		return
 	}
 	delete(cn.subs, id)
@@ -208,7 +216,7 @@ func (cn *wsConn) unsubscribe(cmd *command) {
 	delete(cn.th.subs, id)
 	applied := cn.th.seq
 	cn.th.mu.Unlock()
-	_ = cn.c.SendText(successFrame(cmd.id, []byte(`{}`), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, []byte(`{}`), applied))
 }
 
 // reconnect implements subscription.reconnect: the CDDL shape {run_id,
@@ -249,7 +257,7 @@ func (cn *wsConn) reconnect(cmd *command) {
 	ri := th.runInfo(run)
 	if ri == nil {
 		th.mu.Unlock()
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), perr(errNoSuchRun, fmt.Sprintf("subscription.reconnect: no run %q on thread %q.", run, th.id))))
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errNoSuchRun, fmt.Sprintf("subscription.reconnect: no run %q on thread %q.", run, th.id))))
 		return
 	}
 	applied := th.seq
@@ -300,9 +308,9 @@ func (cn *wsConn) reconnect(cmd *command) {
 		res = append(res, `"}`...)
 	}
 	th.mu.Unlock()
-	_ = cn.c.SendText(successFrame(cmd.id, append(res, "]}"...), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, append(res, "]}"...), applied))
 	for i := range replay {
-		if cn.c.SendText(replay[i].frame) != nil {
+		if cn.sendFrame(replay[i].frame) != nil {
 			return
 		}
 	}
@@ -337,19 +345,19 @@ func (cn *wsConn) reconnectPython(cmd *command) {
 	th.mu.Lock()
 	if oldest := th.oldest(); since+1 < oldest {
 		th.mu.Unlock()
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), &protoError{Code: errResumeGap,
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), &protoError{Code: errResumeGap,
 			Message: fmt.Sprintf("events after seq %d are no longer buffered", since),
 			Extra:   []extraField{{"since", int64(since)}, {"min_available_seq", int64(oldest)}}}))
 		return
 	}
 	if _, exists := cn.subs[id]; !exists && len(cn.subs) >= cn.f.cfg.MaxSubscriptions {
 		th.mu.Unlock()
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: too many subscriptions (MaxSubscriptions).")))
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: too many subscriptions (MaxSubscriptions).")))
 		return
 	}
 	if !th.addSubLocked(id, flt, cn, cn.f.cfg.Now()) {
 		th.mu.Unlock()
-		_ = cn.c.SendText(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: the thread has too many subscriptions.")))
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: the thread has too many subscriptions.")))
 		return
 	}
 	applied := th.seq
@@ -359,9 +367,9 @@ func (cn *wsConn) reconnectPython(cmd *command) {
 	res := append([]byte(`{"subscription_id":`), appendString(nil, id)...)
 	res = append(res, `,"replayed_events":`...)
 	res = strconv.AppendInt(res, int64(len(replay)), 10)
-	_ = cn.c.SendText(successFrame(cmd.id, append(res, '}'), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, append(res, '}'), applied))
 	for i := range replay {
-		if cn.c.SendText(replay[i].frame) != nil {
+		if cn.sendFrame(replay[i].frame) != nil {
 			return
 		}
 	}
