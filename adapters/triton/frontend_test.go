@@ -249,7 +249,7 @@ func TestClientDisconnectBeforeFirstResponse(t *testing.T) {
 	inst := bridgetest.Start(t, nil)
 	sub := watchRuns(t, inst)
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, inst.URL+"/v2/models/echo/generate_stream", strings.NewReader(`{"text_input":"x","stream":true,"hang":true}`))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, inst.URL+"/v2/models/echo/generate_stream", strings.NewReader(`{"text_input":"","stream":true,"hang":true}`)) // no content: it hangs before any response
 	done := make(chan error, 1)
 	go func() {
 		resp, err := client.Do(req)
