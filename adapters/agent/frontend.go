@@ -233,12 +233,14 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 	}
 	f.mu.Unlock()
 	var rec *threadRecord
+	var rev uint64
 	if kv := f.cfg.KV; kv != nil {
 		kctx, cancel := context.WithTimeout(ctx, f.cfg.KVTimeout)
 		e, err := kv.Get(kctx, kvKey(id))
 		cancel()
 		switch {
 		case err == nil:
+			rev = e.Revision()
 			rec = &threadRecord{}
 			if err := json.Unmarshal(e.Value(), rec); err != nil || rec.Version != stateVersion {
 				f.cfg.Logger.Warn("thread record unreadable; starting afresh", "thread", id, "err", err)
@@ -261,6 +263,7 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 		return nil, errTooManyThreads
 	}
 	t := newThread(f, id)
+	t.rt.rev = rev
 	if rec != nil {
 		t.rt.known, t.rt.rec = true, *rec
 		t.seq = rec.Seq

@@ -682,6 +682,35 @@ func TestStateSharedThroughKV(t *testing.T) {
 	}
 }
 
+// TestConcurrentSavesMerge: two instances that both hold a thread each run
+// a turn; the second save meets the first's newer revision, merges, and
+// neither turn is lost (optimistic concurrency on the KV record).
+func TestConcurrentSavesMerge(t *testing.T) {
+	kv := startKV(t)
+	a := newServer(t, agent.Config{KV: kv})
+	b := newServer(t, agent.Config{KV: kv})
+	a.runToEnd(t, "both", "echo", user("one"), nil)
+	// b loads the thread (revision r), then a saves a turn (r+1) that b
+	// has not seen, then b saves its own turn over r: a conflict.
+	if res := b.command(t, "both", 1, "state.get", map[string]any{"namespace": []string{}}); res["type"] != "success" {
+		t.Fatalf("state.get on b: %v", res)
+	}
+	a.runToEnd(t, "both", "echo", user("two"), nil)
+	b.runToEnd(t, "both", "echo", user("three"), nil)
+	c := newServer(t, agent.Config{KV: kv}) // a fresh instance reads the record
+	res := c.command(t, "both", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
+	var said []string
+	for _, m := range msgs {
+		if m.(map[string]any)["type"] == "human" || m.(map[string]any)["role"] == "user" {
+			said = append(said, fmt.Sprint(m.(map[string]any)["content"]))
+		}
+	}
+	if strings.Join(said, ",") != "one,two,three" {
+		t.Fatalf("human turns in the saved thread: %v (all messages: %v)", said, msgs)
+	}
+}
+
 // startKV starts an embedded NATS server with JetStream in a temporary
 // folder and returns a thread bucket on it.
 func startKV(t testing.TB) jetstream.KeyValue {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -79,6 +80,7 @@ type runtime struct {
 	injected []json.RawMessage // messages injected while a run was active
 
 	persistMu sync.Mutex
+	rev       uint64 // KV revision of the record last read or written; 0: none
 }
 
 // pendingRun is a run to start: the canonical request and what the run
@@ -828,9 +830,132 @@ func (t *Thread) persist() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.f.cfg.KVTimeout)
 	defer cancel()
-	if _, err := kv.Put(ctx, kvKey(t.id), data); err != nil {
-		t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
+	// Optimistic concurrency: write only over the revision this instance
+	// last saw. If another instance saved the thread since, merge its
+	// record into ours and try again, so neither update is lost.
+	key := kvKey(t.id)
+	for attempt := 0; ; attempt++ {
+		t.mu.Lock()
+		rev := t.rt.rev
+		t.mu.Unlock()
+		var newRev uint64
+		if rev == 0 {
+			newRev, err = kv.Create(ctx, key, data)
+		} else {
+			newRev, err = kv.Update(ctx, key, data, rev)
+		}
+		if err == nil {
+			t.mu.Lock()
+			t.rt.rev = newRev
+			t.mu.Unlock()
+			return
+		}
+		if !isRevisionConflict(err) || attempt == 4 {
+			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err, "attempts", attempt+1)
+			return
+		}
+		e, gerr := kv.Get(ctx, key)
+		if gerr != nil {
+			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", gerr)
+			return
+		}
+		var theirs threadRecord
+		if json.Unmarshal(e.Value(), &theirs) != nil || theirs.Version != stateVersion {
+			theirs = threadRecord{} // unreadable: ours replaces it
+		}
+		t.mu.Lock()
+		t.rt.rec = mergeRecords(t.rt.rec, theirs)
+		if theirs.Seq > t.seq {
+			t.seq = theirs.Seq // new events must not reuse the other instance's numbers
+		}
+		t.rt.rev = e.Revision()
+		rec = t.rt.rec
+		rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq, t.f.cfg.Now().UTC()
+		data, err = json.Marshal(&rec)
+		t.mu.Unlock()
+		if err != nil {
+			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
+			return
+		}
 	}
+}
+
+// isRevisionConflict reports a KV write refused because the key changed
+// (or appeared) since the revision it was based on.
+func isRevisionConflict(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// mergeRecords joins a thread record another instance saved (theirs) with
+// ours: messages, checkpoints and interrupts are unioned by id (theirs
+// first, in their order, then ours that they lack); counters take the
+// larger; for the other values and the head, the later save wins.
+func mergeRecords(ours, theirs threadRecord) threadRecord {
+	if theirs.Thread == "" {
+		return ours
+	}
+	out := ours
+	newer := theirs.Updated.After(ours.Updated)
+	out.Seq, out.Runs, out.NextCkpt = max(ours.Seq, theirs.Seq), max(ours.Runs, theirs.Runs), max(ours.NextCkpt, theirs.NextCkpt)
+	if newer {
+		out.Head, out.Status, out.LastRun, out.Assistant = theirs.Head, theirs.Status, theirs.LastRun, theirs.Assistant
+	}
+	out.Values = map[string]json.RawMessage{}
+	for k, v := range theirs.Values {
+		out.Values[k] = v
+	}
+	for k, v := range ours.Values {
+		if _, theirsHas := theirs.Values[k]; k != "messages" && (!theirsHas || !newer) {
+			out.Values[k] = v
+		}
+	}
+	if msgs := unionMessages(theirs.Values["messages"], ours.Values["messages"]); msgs != nil {
+		out.Values["messages"] = msgs
+	}
+	out.Checkpoints = unionBy(theirs.Checkpoints, ours.Checkpoints, func(c checkpointRec) string { return c.ID })
+	slices.SortStableFunc(out.Checkpoints, func(a, b checkpointRec) int { return a.Time.Compare(b.Time) })
+	out.Interrupts = unionBy(theirs.Interrupts, ours.Interrupts, func(i interruptRec) string { return i.ID })
+	return out
+}
+
+// unionBy returns a then the items of b whose key a lacks.
+func unionBy[T any](a, b []T, key func(T) string) []T {
+	seen := make(map[string]bool, len(a))
+	out := slices.Clone(a)
+	for _, x := range a {
+		seen[key(x)] = true
+	}
+	for _, x := range b {
+		if !seen[key(x)] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// unionMessages unions two JSON message arrays by message id (a message
+// without an id by its bytes); nil when both are absent.
+func unionMessages(theirs, ours json.RawMessage) json.RawMessage {
+	var a, b []json.RawMessage
+	_ = json.Unmarshal(theirs, &a)
+	_ = json.Unmarshal(ours, &b)
+	if a == nil && b == nil {
+		return nil
+	}
+	id := func(m json.RawMessage) string {
+		var v struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(m, &v) == nil && v.ID != "" {
+			return "id:" + v.ID
+		}
+		return "raw:" + string(m)
+	}
+	return joinArray(unionBy(a, b, id))
 }
 
 // kvKey is the thread's key in the bucket: "agent." and the id if it is
