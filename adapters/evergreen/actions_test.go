@@ -125,15 +125,22 @@ func TestActionRules(t *testing.T) {
 // TestRefPolicy: http(s) refs pass, file refs and other schemes are
 // refused, and only allowlisted origins are fetched.
 func TestRefPolicy(t *testing.T) {
-	p := newRefPolicy([]string{"https://media.example.com"})
+	p := newRefPolicy([]string{"https://media.example.com", "http://127.0.0.1:9000"})
 	for ref, want := range map[string]string{
-		"https://x.example.com/a.mp4": "",
-		"http://x.example.com/a.mp4":  "",
-		"file://path/to/file/part1":   "the bridge never reads local files",
-		"FILE:///etc/passwd":          "the bridge never reads local files",
-		"gs://bucket/a":               `scheme "gs" is not supported`,
-		"relative/path":               "has no scheme",
-		"https:///nohost":             "has no host",
+		"http://127.0.0.1/secret":         "loopback or private address",
+		"http://localhost:8080/x":         "loopback or private address",
+		"http://10.1.2.3/x":               "loopback or private address",
+		"http://169.254.169.254/metadata": "loopback or private address",
+		"http://[::1]/x":                  "loopback or private address",
+		"http://0.0.0.0/x":                "loopback or private address",
+		"http://127.0.0.1:9000/allowed":   "",
+		"https://x.example.com/a.mp4":     "",
+		"http://x.example.com/a.mp4":      "",
+		"file://path/to/file/part1":       "the bridge never reads local files",
+		"FILE:///etc/passwd":              "the bridge never reads local files",
+		"gs://bucket/a":                   `scheme "gs" is not supported`,
+		"relative/path":                   "has no scheme",
+		"https:///nohost":                 "has no host",
 	} {
 		err := p.check("n", ref)
 		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {

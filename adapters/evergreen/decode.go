@@ -3,6 +3,7 @@ package evergreen
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net"
 	"net/url"
 	"strings"
 
@@ -374,6 +375,9 @@ func (p *refPolicy) check(id, ref string) error {
 		if u.Host == "" {
 			return invalid("node %q: ref %q has no host", id, ref)
 		}
+		if privateHost(u.Hostname()) && !p.fetches(ref) {
+			return invalid("node %q: ref %q points at a loopback or private address; allowlist its origin in fetch_refs to use it", id, ref)
+		}
 		return nil
 	case "file":
 		return invalid("node %q: ref %q is refused: the bridge never reads local files", id, ref)
@@ -381,6 +385,19 @@ func (p *refPolicy) check(id, ref string) error {
 		return invalid("node %q: ref %q has no scheme (http and https refs are passed on)", id, ref)
 	}
 	return invalid("node %q: ref %q: scheme %q is not supported (http and https refs are passed on)", id, ref, u.Scheme)
+}
+
+// privateHost reports whether host is localhost or a loopback, private,
+// link-local or unspecified address: refs there reach the bridge's own
+// network, so they are refused unless allowlisted.
+func privateHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() ||
+		ip.IsLinkLocalMulticast() || ip.IsUnspecified())
 }
 
 // fetches reports whether ref's origin is allowlisted for fetching.

@@ -90,7 +90,9 @@
 // Refs: http and https refs are passed to backends as refs; the bridge
 // fetches one (and passes its bytes inline) only when its scheme and host
 // are in FrontendConfig.FetchRefs. file refs are refused, as are other
-// schemes.
+// schemes, and refs to localhost or a loopback, private, link-local or
+// unspecified address unless their origin is in FetchRefs. Fetches follow
+// no redirects.
 //
 // # Backend: we call an Evergreen server
 //
