@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
@@ -220,6 +221,7 @@ func (s *upStream) header(h http.Header) {
 	for k, v := range s.b.cfg.Headers {
 		h.Set(k, v)
 	}
+	tracing.ToHTTP(s.ctx, h) // the run's trace continues upstream
 }
 
 // response is a CommandResponse or ErrorResponse.
