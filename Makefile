@@ -17,6 +17,7 @@ NATS_SERVER  := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
 
 FUZZTIME ?= 10s
 
+.PHONY: conformance conformance-doc conformance-cluster readme-matrix
 .PHONY: all build test generate check-generated lint vet fmt-check unit node-deps node-test fuzz-short fuzz bench tools clean
 
 all: build
@@ -70,7 +71,7 @@ unit: $(BUF) $(NATS_SERVER) node-deps
 	$(GO) test -race -timeout 20m ./...
 
 ## test: what CI runs.
-test: check-generated lint unit node-test fuzz-short
+test: check-generated lint unit node-test fuzz-short conformance
 	@echo "make test: all checks passed"
 
 ## node-deps: the real npm clients the Go tests drive (pinned by package-lock.json).
@@ -101,3 +102,21 @@ bench:
 
 clean:
 	rm -rf $(BIN)
+
+## conformance: the full bridge matrix through the CLI; fails when docs/conformance.md is stale.
+conformance:
+	@tmp=$$(mktemp) && $(GO) run ./cmd/interlingua conformance --mode bridge --report markdown > $$tmp && \
+	if ! diff -q docs/conformance.md $$tmp >/dev/null; then diff docs/conformance.md $$tmp | head -20; rm -f $$tmp; \
+		echo "docs/conformance.md is stale: run 'make conformance-doc'"; exit 1; fi; rm -f $$tmp; \
+	echo "conformance: bridge matrix passed, docs/conformance.md up to date"
+
+conformance-doc:
+	$(GO) run ./cmd/interlingua conformance --mode bridge --report markdown > docs/conformance.md
+
+conformance-cluster:
+	$(GO) run ./cmd/interlingua conformance --mode cluster
+
+## readme-matrix: splice the generated matrix between the README markers.
+readme-matrix:
+	@tmp=$$(mktemp) && $(GO) run ./cmd/interlingua conformance --report matrix > $$tmp && \
+	awk -v f=$$tmp '/<!-- conformance-matrix:start -->/{print; while ((getline l < f) > 0) print l; skip=1; next} /<!-- conformance-matrix:end -->/{skip=0} !skip' README.md > README.md.new && mv README.md.new README.md; rm -f $$tmp

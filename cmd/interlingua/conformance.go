@@ -1,12 +1,171 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/conformance/runner"
 )
 
-// conformanceMain runs `interlingua conformance`.
+// listFlag collects a repeatable (or comma-separated) flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+const conformanceUsage = `Usage: interlingua conformance [flags]
+
+Runs the conformance suite (conformance/cases, embedded in this binary).
+
+Modes:
+  --mode bridge    every frontend x every backend pair through an in-process
+                   instance; upstreams are the reference peers, driven by each
+                   case's response definition (the default)
+  --mode cluster   the same across two instances and a NATS server: clients
+                   talk to an instance that hosts no backend
+  --mode server    one protocol's cases against any server, as its client:
+                   --protocol P --target URL. The server must serve the cases'
+                   targets (echo, stream, demo-agent, as 'interlingua serve'
+                   does by default) with their fault parameters.
+
+Case names are hierarchical: bridge/frontend:triton/backend:evergreen/unicode-split,
+server/frontend:triton/text-stream. Patterns: * within a segment, ** across
+segments; a pattern matches the names below it too.
+
+Exit status: 0 when every case passed (known-failing ones may fail), 1 when
+one failed or a known-failing one passed, 2 on bad usage.
+
+Flags:
+`
+
 func conformanceMain(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "interlingua conformance: not built yet")
-	return 2
+	fs := flag.NewFlagSet("conformance", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		mode      = fs.String("mode", "bridge", "`mode`: bridge, cluster or server")
+		protocol  = fs.String("protocol", "", "server mode: the frontend `protocol` to test (native, triton, evergreen, glide, xml)")
+		target    = fs.String("target", "", "server mode: the server's base `URL`, e.g. http://127.0.0.1:8080")
+		known     = fs.String("known-failing", "", "`file` of case patterns expected to fail (one per line, # comments); they still run, and a pass is reported")
+		trace     = fs.Bool("trace", false, "record wire bytes on both sides and the canonical events of each case, with relative timestamps (runs one case at a time); shown for failures, for every case with -v")
+		report    = fs.String("report", "", "write a report to stdout: `format` junit, markdown (matrix, coverage, degradations), matrix (the table alone) or json (default: a line per failure and a summary)")
+		verbose   = fs.Bool("v", false, "print every case's outcome as it finishes")
+		parallel  = fs.Int("parallel", 0, "cases run at once (default 2 x GOMAXPROCS)")
+		timeout   = fs.Duration("case-timeout", 60*time.Second, "bound on one case")
+		natsURL   = fs.String("nats-url", "", "cluster mode: an external NATS `url` (JetStream on); empty starts one in-process")
+		logLevel  = fs.String("log-level", "", "instances' log `level` to stderr (debug, info, warn, error); default discards")
+		runs      listFlag
+		skips     listFlag
+		frontends listFlag
+		backends  listFlag
+	)
+	fs.Var(&runs, "run", "run only cases matching `pattern` (repeatable, comma-separated)")
+	fs.Var(&skips, "skip", "skip cases matching `pattern` (repeatable, comma-separated)")
+	fs.Var(&frontends, "frontend", "bridge/cluster: only these frontend `protocols` (repeatable, comma-separated)")
+	fs.Var(&backends, "backend", "bridge/cluster: only these backend `protocols` (repeatable, comma-separated)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, conformanceUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "interlingua conformance: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	switch *report {
+	case "", "junit", "markdown", "matrix", "json":
+	default:
+		fmt.Fprintf(stderr, "interlingua conformance: --report %q: not junit, markdown, matrix or json\n", *report)
+		return 2
+	}
+	opts := runner.Options{
+		Mode: *mode, Protocol: *protocol, Target: *target, Run: runs, Skip: skips,
+		Frontends: split(frontends), Backends: split(backends),
+		Trace: *trace, Parallel: *parallel, CaseTimeout: *timeout, NATSURL: *natsURL,
+	}
+	if *mode == runner.ModeServer && (*protocol == "" || *target == "") {
+		fmt.Fprintln(stderr, "interlingua conformance: --mode server needs --protocol and --target")
+		return 2
+	}
+	if *known != "" {
+		f, err := os.Open(*known)
+		if err != nil {
+			fmt.Fprintln(stderr, "interlingua conformance:", err)
+			return 2
+		}
+		opts.KnownFailing, err = runner.ReadPatterns(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintln(stderr, "interlingua conformance:", err)
+			return 2
+		}
+	}
+	if *logLevel != "" {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+			fmt.Fprintf(stderr, "interlingua conformance: --log-level %q: %v\n", *logLevel, err)
+			return 2
+		}
+		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	}
+	if *verbose {
+		opts.Progress = stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	rep, err := runner.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "interlingua conformance:", err)
+		return 2
+	}
+	out := stdout
+	switch *report {
+	case "junit":
+		err = runner.WriteJUnit(out, rep)
+	case "markdown":
+		err = runner.WriteMarkdown(out, rep)
+	case "matrix":
+		err = runner.WriteMatrix(out, rep)
+	case "json":
+		err = runner.WriteJSON(out, rep)
+	default:
+		err = runner.WriteText(out, rep, *trace && *verbose)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "interlingua conformance:", err)
+		return 2
+	}
+	if *report != "" {
+		// The report is on stdout; the summary goes to stderr.
+		_ = runner.WriteSummary(stderr, rep)
+	}
+	if rep.Failed() > 0 {
+		return 1
+	}
+	return 0
+}
+
+func split(l []string) []string {
+	var out []string
+	for _, v := range l {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

@@ -1,0 +1,34 @@
+package driver
+
+import (
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/conformance/transcript"
+	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+)
+
+// Ideal is the transcript a lossless path delivers for r and a prompt: the
+// canonical upstream's own output. A hanging run ends cancelled, since the
+// client cancels it.
+func Ideal(r *cv1.Response, prompt string) *cv1.Transcript {
+	b := transcript.NewBuilder()
+	if RefusesBeforeFirstEvent(r) {
+		b.Refuse(FailureError(r.GetFailure()))
+		return transcript.Normalize(b.Transcript())
+	}
+	for _, st := range Events(r, prompt) {
+		b.Add(st.Event)
+	}
+	switch {
+	case r.GetInterrupt() != nil && r.GetFailure() == nil:
+		in := r.GetInterrupt()
+		b.Add(&canonical.Event{Kind: &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{InterruptId: in.GetId(), Payload: in.GetPayload()}}})
+		b.Add(canonical.Terminal(canonical.StatusInterrupted, nil))
+	case r.GetHang():
+		b.Add(canonical.Terminal(canonical.StatusCancelled, canonical.Errorf(canonical.CodeCanceled, "cancelled by the client")))
+	case r.GetFailure() != nil:
+		b.Add(canonical.Terminal(canonical.StatusFailed, FailureError(r.GetFailure())))
+	default:
+		b.Add(canonical.Terminal(canonical.StatusCompleted, nil))
+	}
+	return transcript.Normalize(b.Transcript())
+}
