@@ -419,6 +419,7 @@ func (s *upStream) fill() {
 		}
 		if err != nil {
 			if s.ctx.Err() != nil {
+				s.cancelUpstream() // our client left: the upstream run must stop too
 				s.out = s.sdec.fail(s.out, canonical.AsError(s.ctx.Err()))
 				return
 			}
@@ -441,6 +442,7 @@ func (s *upStream) fill() {
 	_, data, err := s.conn.Read(s.ctx)
 	if err != nil {
 		if s.ctx.Err() != nil {
+			s.cancelUpstream() // our client left: the upstream run must stop too
 			s.out = s.wdec.fail(s.out, canonical.AsError(s.ctx.Err()))
 			return
 		}
