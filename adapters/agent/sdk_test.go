@@ -11,46 +11,14 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/conformance/clients/agent/sdksuite"
 )
 
-// clientDir is the Node SDK suite (conformance/clients/agent).
-var clientDir = filepath.Join("..", "..", "conformance", "clients", "agent")
-
-// nodeSuite returns the suite's folder with its dependencies installed:
-// node_modules comes from `make test` (npm ci --prefix conformance/clients/agent)
-// or, when missing, from npm ci run here (it needs the npm registry).
-func nodeSuite(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not on PATH: the @langchain/langgraph-sdk suite needs Node >= 18 (CI has it)")
-	}
-	dir, err := filepath.Abs(clientDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph-sdk", "package.json")); err != nil {
-		if _, err := exec.LookPath("npm"); err != nil {
-			t.Skip("node_modules is missing and npm is not on PATH: run npm ci --prefix conformance/clients/agent")
-		}
-		run(t, dir, 5*time.Minute, nil, "npm", "ci", "--no-audit", "--no-fund")
-	}
-	return dir
-}
-
-// run runs a command in dir and fails the test with its output if it fails.
-func run(t *testing.T, dir string, timeout time.Duration, env []string, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+// nodeSuite and run drive the Node SDK suite (conformance/clients/agent).
+var (
+	nodeSuite = func(t *testing.T) string { return sdksuite.Dir(t) }
+	run       = sdksuite.Run
+)
 
 // TestSDK runs @langchain/langgraph-sdk 1.15.0's ThreadStream over SSE and
 // WebSocket against a whole instance (the embedded default: scripted
