@@ -110,6 +110,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		Handler:           handler,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute, // keep-alive connections with no request
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
