@@ -97,8 +97,12 @@ fuzz-short:
 fuzz:
 	$(MAKE) fuzz-short FUZZTIME=10m
 
+## bench: converter benchmarks (-benchmem) and the standard load matrix -> docs/benchmarks.md
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@mkdir -p $(BIN)
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./adapters/... ./canonical/... ./internal/... > $(BIN)/bench-converters.txt || { cat $(BIN)/bench-converters.txt; exit 1; }
+	$(GO) build -o $(BIN)/interlingua ./cmd/interlingua
+	$(BIN)/interlingua bench --report docs/benchmarks.md --converters $(BIN)/bench-converters.txt --profile-dir bin/bench-profiles
 
 clean:
 	rm -rf $(BIN)

@@ -1,12 +1,147 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/internal/loadgen"
 )
+
+const benchUsage = `Usage:
+  interlingua bench --pair FRONTEND:BACKEND --streams N --deltas M [--rate R] [--json]
+  interlingua bench --idle N [--json]
+  interlingua bench --cluster --streams N --deltas M [--json]
+  interlingua bench --report FILE [--converters FILE]
+
+--pair drives N concurrent streaming runs of M text deltas through an
+in-process instance (frontend protocol FRONTEND, backend protocol BACKEND)
+and, alternating round by round, the same load straight at BACKEND's
+reference peer (when FRONTEND = BACKEND), and reports both side by side.
+FRONTEND: triton, evergreen, glide, xml, native, agent. BACKEND:
+triton, evergreen, glide, agent (upstream peers), scripted, xml (no
+direct path). Output: a markdown table, or with --json one object with pair,
+streams, deltas, direct (null without a direct path), bridged (each
+deltas_per_sec, ttfd_p50_us, ttfd_p99_us, delta_p50_us, delta_p99_us,
+rss_bytes, ...), throughput_ratio, added_delta_p50_us, added_delta_p99_us.
+
+--idle opens N idle streaming connections (half SSE, half WebSocket) to a
+child "interlingua serve" and reports its RSS. --cluster measures two
+instances joined by NATS. --report runs the standard matrix and writes
+the benchmark report (make bench).
+
+Flags:
+`
 
 // benchMain runs `interlingua bench`.
 func benchMain(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "interlingua bench: not built yet")
-	return 2
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		pair       = fs.String("pair", "", "`FRONTEND:BACKEND` protocol pair")
+		streams    = fs.Int("streams", 1, "concurrent `streams`")
+		deltas     = fs.Int("deltas", 1000, "text `deltas` per stream")
+		rate       = fs.Float64("rate", 0, "pace the load at `R` deltas/s across all streams (0: unpaced)")
+		rounds     = fs.Int("rounds", 3, "measured `rounds` per path, alternating direct and bridged")
+		warmup     = fs.Int("warmup", 1, "unmeasured warm-up `rounds` per path (-1: none)")
+		text       = fs.String("delta-text", "tok ", "`text` of each delta")
+		procs      = fs.Int("procs", 0, "GOMAXPROCS for the run (0: unchanged)")
+		timeout    = fs.Duration("timeout", 10*time.Minute, "bound on one round")
+		asJSON     = fs.Bool("json", false, "print one JSON object instead of a markdown table")
+		cpuProf    = fs.String("cpuprofile", "", "write a CPU profile of the last bridged round to `file`")
+		memProf    = fs.String("memprofile", "", "write an allocation profile of the run to `file`")
+		idle       = fs.Int("idle", 0, "open `N` idle streaming connections to a child interlingua serve")
+		cluster    = fs.Bool("cluster", false, "measure two instances over NATS")
+		report     = fs.String("report", "", "run the standard matrix and write the report to `file`")
+		converters = fs.String("converters", "", "with --report: `file` holding go test -bench -benchmem output of the converters")
+		quick      = fs.Bool("quick", false, "with --report: a reduced matrix (smoke test)")
+		external   = fs.Bool("external", false, "run the server as a child \"interlingua serve\" (scripted backend only) so CPU and RSS are its own")
+		serverPros = fs.Int("server-procs", 0, "with --external: the server's `GOMAXPROCS`")
+		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: async-persist or no-replay (not the default configuration)")
+		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
+	)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "interlingua bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var (
+		out any
+		md  func(io.Writer)
+		err error
+	)
+	switch {
+	case *report != "":
+		err = loadgen.WriteReport(ctx, loadgen.ReportOptions{Path: *report, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr})
+		if err == nil {
+			fmt.Fprintln(stdout, "wrote", *report)
+			return 0
+		}
+	case *idle > 0:
+		var r *loadgen.IdleResult
+		r, err = loadgen.Idle(ctx, loadgen.IdleOptions{Conns: *idle})
+		out, md = r, func(w io.Writer) { loadgen.WriteIdleMarkdown(w, r) }
+	case *cluster:
+		co := loadgen.ClusterOptions{Rounds: *rounds, CPUProfile: *cpuProf}
+		fs.Visit(func(f *flag.Flag) { // sizes only when given: the defaults are the cluster's own
+			switch f.Name {
+			case "streams":
+				co.Streams = *streams
+			case "deltas":
+				co.Deltas = *deltas
+			}
+		})
+		var r *loadgen.ClusterResult
+		r, err = loadgen.Cluster(ctx, co)
+		out, md = r, func(w io.Writer) { loadgen.WriteClusterMarkdown(w, r) }
+	case *pair != "":
+		fe, be, ok := strings.Cut(*pair, ":")
+		if !ok {
+			fmt.Fprintf(stderr, "interlingua bench: --pair %q: want FRONTEND:BACKEND\n", *pair)
+			return 2
+		}
+		var r *loadgen.Result
+		r, err = loadgen.Run(ctx, loadgen.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
+			Rate: *rate, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
+			CPUProfile: *cpuProf, MemProfile: *memProf, Fabric: *fabricExp,
+			External: *external, ServerProcs: *serverPros})
+		out, md = r, func(w io.Writer) { loadgen.WriteMarkdown(w, r) }
+	default:
+		fs.Usage()
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "interlingua bench:", err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintln(stderr, "interlingua bench:", err)
+			return 1
+		}
+		return 0
+	}
+	md(stdout)
+	return 0
 }

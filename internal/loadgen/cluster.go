@@ -1,0 +1,275 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// ClusterOptions configure the two-instance measurement.
+type ClusterOptions struct {
+	// Streams and Deltas size the saturated load (events/s). Defaults 4
+	// and 50,000.
+	Streams, Deltas int
+	// PacedStreams streams of PacedDeltas deltas, one per millisecond each
+	// (the scripted backend's delay_ms), measure latency. Defaults 10 and
+	// 1,000 (10,000 deltas/s in total).
+	PacedStreams, PacedDeltas int
+	// Rounds per path, alternating. Default 3.
+	Rounds int
+	// CPUProfile, when set, receives a CPU profile of the last saturated
+	// round across NATS.
+	CPUProfile string
+	Log        *slog.Logger
+}
+
+// ClusterSide is one path's figures.
+type ClusterSide struct {
+	EventsPerSec float64 `json:"events_per_sec"`
+	// P50us and P99us are from the owner's stamp (the bridge stamps each
+	// event's time as it leaves the backend) to the client's Recv, paced.
+	P50us  float64 `json:"p50_us"`
+	P99us  float64 `json:"p99_us"`
+	Errors int     `json:"errors"`
+	// FirstError is the first failure seen.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// ClusterResult compares runs on the instance hosting the backend with
+// runs placed from another instance over NATS.
+type ClusterResult struct {
+	Streams      int          `json:"streams"`
+	Deltas       int          `json:"deltas"`
+	PacedStreams int          `json:"paced_streams"`
+	PacedDeltas  int          `json:"paced_deltas"`
+	SameInstance *ClusterSide `json:"same_instance"`
+	AcrossNATS   *ClusterSide `json:"across_nats"`
+	// Ratio is across/same events per second.
+	Ratio      *float64   `json:"throughput_ratio"`
+	AddedP50us *float64   `json:"added_p50_us"`
+	AddedP99us *float64   `json:"added_p99_us"`
+	LoadBefore [3]float64 `json:"loadavg_before"`
+	LoadAfter  [3]float64 `json:"loadavg_after"`
+}
+
+// Cluster starts a NATS server and two instances: A hosts the scripted
+// backend, B hosts none, so B's runs are placed on A and their events
+// come back over NATS. Runs are started through each instance's
+// canonical.Runner (no frontend), as bridge/cluster_bench_test.go does.
+func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
+	o.Streams, o.Deltas = cmpOr(o.Streams, 4), cmpOr(o.Deltas, 50_000)
+	o.PacedStreams, o.PacedDeltas = cmpOr(o.PacedStreams, 10), cmpOr(o.PacedDeltas, 1000)
+	o.Rounds = cmpOr(o.Rounds, 3)
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	dir, err := os.MkdirTemp("", "interlingua-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
+		StoreDir: filepath.Join(dir, "js"), NoLog: true, NoSigs: true})
+	if err != nil {
+		return nil, err
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return nil, errors.New("nats-server not ready")
+	}
+	conf := func(host ...string) bridge.Config {
+		c := bridge.DefaultConfig()
+		c.NATS.URL = ns.ClientURL()
+		c.HostBackends = host
+		return c
+	}
+	owner, err := StartInstance(ctx, conf(), o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer owner.Close()
+	client, err := StartInstance(ctx, conf("none"), o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+
+	res := &ClusterResult{Streams: o.Streams, Deltas: o.Deltas, PacedStreams: o.PacedStreams, PacedDeltas: o.PacedDeltas,
+		LoadBefore: loadAvg()}
+	paths := []struct {
+		r   canonical.Runner
+		acc *clusterAcc
+	}{{owner.Bridge(), &clusterAcc{}}, {client.Bridge(), &clusterAcc{}}}
+	// Warm-up: placement subscriptions, JetStream subjects.
+	for _, p := range paths {
+		if _, err := clusterRound(ctx, p.r, o.Streams, 100, 0); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for r := 0; r < o.Rounds; r++ {
+		for pi, p := range paths {
+			var stopProfile func()
+			if o.CPUProfile != "" && pi == 1 && r == o.Rounds-1 {
+				if stopProfile, err = startCPUProfile(o.CPUProfile); err != nil {
+					return nil, err
+				}
+			}
+			sat, err := clusterRound(ctx, p.r, o.Streams, o.Deltas, 0)
+			if stopProfile != nil {
+				stopProfile()
+			}
+			if err != nil {
+				return nil, err
+			}
+			p.acc.add(sat, false)
+			paced, err := clusterRound(ctx, p.r, o.PacedStreams, o.PacedDeltas, 1)
+			if err != nil {
+				return nil, err
+			}
+			p.acc.add(paced, true)
+		}
+	}
+	res.LoadAfter = loadAvg()
+	res.SameInstance, res.AcrossNATS = paths[0].acc.side(), paths[1].acc.side()
+	s, a := res.SameInstance, res.AcrossNATS
+	res.Ratio = ptr(a.EventsPerSec / s.EventsPerSec)
+	res.AddedP50us = ptr(a.P50us - s.P50us)
+	res.AddedP99us = ptr(a.P99us - s.P99us)
+	return res, nil
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+type clusterRoundResult struct {
+	events int64
+	wall   time.Duration
+	lat    []int64
+	errs   []error
+}
+
+type clusterAcc struct {
+	events   int64
+	wall     time.Duration
+	lat      []int64
+	errors   int
+	firstErr string
+}
+
+func (a *clusterAcc) add(r *clusterRoundResult, paced bool) {
+	if paced {
+		a.lat = append(a.lat, r.lat...)
+	} else {
+		a.events += r.events
+		a.wall += r.wall
+	}
+	for _, err := range r.errs {
+		if err != nil {
+			a.errors++
+			if a.firstErr == "" {
+				a.firstErr = err.Error()
+			}
+		}
+	}
+}
+
+func (a *clusterAcc) side() *ClusterSide {
+	lat := sortedCopy(a.lat)
+	us := func(ns int64) float64 { return float64(ns/10) / 100 }
+	s := &ClusterSide{P50us: us(percentile(lat, 50)), P99us: us(percentile(lat, 99)), Errors: a.errors, FirstError: a.firstErr}
+	if a.wall > 0 {
+		s.EventsPerSec = float64(int64(float64(a.events) / a.wall.Seconds()))
+	}
+	return s
+}
+
+// clusterRound runs streams runs of the scripted stream target at once;
+// with delayMS it records each event's latency from its owner stamp.
+func clusterRound(ctx context.Context, r canonical.Runner, streams, deltas, delayMS int) (*clusterRoundResult, error) {
+	res := &clusterRoundResult{errs: make([]error, streams)}
+	counts := make([]int64, streams)
+	lats := make([][]int64, streams)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < streams; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &canonical.Request{Target: "stream", Parameters: map[string]*structpb.Value{
+				"deltas": structpb.NewNumberValue(float64(deltas)), "delay_ms": structpb.NewNumberValue(float64(delayMS))}}
+			if delayMS > 0 {
+				lats[i] = make([]int64, 0, deltas+8)
+			}
+			<-start
+			s, err := r.Run(ctx, req)
+			if err != nil {
+				res.errs[i] = err
+				return
+			}
+			defer s.Close()
+			for {
+				ev, err := s.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					res.errs[i] = err
+					return
+				}
+				counts[i]++
+				if delayMS > 0 {
+					lats[i] = append(lats[i], time.Now().UnixNano()-ev.GetTimeUnixNano())
+				}
+				if st, ok := canonical.TerminalOf(ev); ok && st != canonical.StatusCompleted {
+					res.errs[i] = fmt.Errorf("run ended %v: %s", st, ev.GetLifecycle().GetError().GetMessage())
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	res.wall = time.Since(t0)
+	for i := range counts {
+		res.events += counts[i]
+		res.lat = append(res.lat, lats[i]...)
+	}
+	return res, ctx.Err()
+}
+
+// WriteClusterMarkdown writes the cluster result as a table.
+func WriteClusterMarkdown(w io.Writer, r *ClusterResult) {
+	fmt.Fprintf(w, "### Two instances over NATS\n\nSaturated: %d streams × %d deltas; latency paced: %d streams × %d deltas at 1 ms each (the owner's event stamp to the client's Recv).\n\n",
+		r.Streams, r.Deltas, r.PacedStreams, r.PacedDeltas)
+	fmt.Fprintln(w, "| figure | same instance | A→B over NATS | difference |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	s, a := r.SameInstance, r.AcrossNATS
+	fmt.Fprintf(w, "| events/s | %s | %s | ×%.2f |\n", num(s.EventsPerSec), num(a.EventsPerSec), a.EventsPerSec/max(s.EventsPerSec, 1))
+	fmt.Fprintf(w, "| latency p50 (µs) | %s | %s | %s µs |\n", trim(s.P50us), trim(a.P50us), signed(a.P50us-s.P50us))
+	fmt.Fprintf(w, "| latency p99 (µs) | %s | %s | %s µs |\n", trim(s.P99us), trim(a.P99us), signed(a.P99us-s.P99us))
+	fmt.Fprintf(w, "| errors | %d | %d | |\n", s.Errors, a.Errors)
+	fmt.Fprintf(w, "\nLoad average %.2f before, %.2f after.\n", r.LoadBefore[0], r.LoadAfter[0])
+	for _, e := range []string{s.FirstError, a.FirstError} {
+		if e != "" {
+			fmt.Fprintf(w, "First error: %s\n", e)
+		}
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,66 @@
+// Package loadgen is Interlingua's load harness: it drives concurrent
+// streaming runs through one frontend:backend pair of an in-process
+// bridge.Server and, in the same run and alternating round by round, the
+// same load straight at the upstream peer, so every figure is a ratio
+// measured side by side on the same machine at the same moment.
+//
+// # What is measured
+//
+//   - Throughput: text deltas received by the clients per wall-clock second
+//     of a round (all streams started together, the round ends with the
+//     last stream).
+//   - Time to first delta (TTFD): from the client's request to its first
+//     text delta.
+//   - Latency per delta: from the moment the upstream wrote the delta (a
+//     stamp taken by the peer wrapper as the bytes go to the socket:
+//     tritonpeer's SSE frames, glidepeer's WebSocket frames, or the
+//     producer behind the Evergreen upstream handing the event to its
+//     frontend) to the moment the client parsed it. With the scripted
+//     backend there is no upstream and no direct path: the figure is then
+//     the interval between consecutive deltas at the client.
+//   - CPU seconds per million deltas (getrusage of the whole process:
+//     clients, bridge and peers, so the bridged-minus-direct difference is
+//     what the hop costs), heap allocations and bytes per delta (runtime
+//     MemStats), peak RSS (VmRSS sampled every 10 ms during a mode's
+//     rounds) and RSS per concurrent stream above the round's baseline.
+//   - Errors: streams that failed or ended short.
+//
+// Clients are thin and protocol-honest: Triton and the XML frontend are
+// read as SSE, Glide over one WebSocket per stream, the native frontend as
+// NDJSON, the agent protocol as an SSE thread stream (thread bench-<slot>)
+// plus a run.start command, all scanned without decoding JSON trees;
+// Evergreen uses the adapter's own gRPC backend (adapters/evergreen) as its
+// client, since gRPC framing is not worth re-implementing.
+//
+// Upstreams: Triton is conformance/peers/triton, Glide conformance/peers/
+// glide; Evergreen and the agent protocol are their adapters' frontends in
+// front of a paced producer in this package (a canonical.Runner). Pacing (Options.Rate) is done by the peers
+// (per-response delays) or the producer (an absolute schedule), never by
+// the bridge; with the scripted backend it is its delay_ms parameter, so
+// per-stream intervals there are whole milliseconds.
+//
+// Options.External runs the server as a child `interlingua serve` (the
+// embedded default configuration, scripted backend) so that CPU and RSS
+// are the server's alone, optionally on one core (ServerProcs).
+// Options.Fabric recreates or deletes the instance's JetStream replay
+// stream to show what the replay log costs (an experiment; the bridge's
+// configuration is not changed).
+//
+// Other modes: Idle opens thousands of idle streaming connections (agent
+// protocol SSE thread streams, Glide and Evergreen WebSockets) to a child
+// `interlingua serve` process, reads its RSS, and runs 1,000 active
+// streams alongside; Cluster measures two bridge instances joined by a
+// NATS server (runs placed over the fabric versus local ones);
+// WriteReport runs the standard matrix, re-profiles the converter
+// benchmarks that miss their target, and writes docs/benchmarks.md.
+//
+// Limits: Glide clients hold one connection per stream, so a Glide
+// frontend takes at most 1,000 streams (its MaxConnections is 1,024); the
+// scripted backend paces in whole milliseconds (delay_ms) and cannot be
+// paced through Glide (no request parameters); the Triton reference peer
+// builds each script in time quadratic in its delta count, so very long
+// Triton-peer streams charge that to both paths' TTFD.
+//
+// Every goroutine the harness starts is owned by the round or instance
+// that started it and ends before it returns or is closed.
+package loadgen

@@ -1,0 +1,576 @@
+package loadgen
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+)
+
+// Frontends are the frontend protocols the harness has a client for.
+var Frontends = []string{"triton", "evergreen", "glide", "xml", "native", "agent"}
+
+// Backends are the backend protocols it can drive: those with a reference
+// upstream, and scripted and xml (the XML decoder around scripted).
+var Backends = []string{"triton", "evergreen", "glide", "agent", "scripted", "xml"}
+
+// Options configure one pair's measurement. Zero values take the defaults
+// noted.
+type Options struct {
+	// Frontend and Backend are protocol names (see Frontends, Backends).
+	Frontend, Backend string
+	// Streams is the number of concurrent streams. Default 1.
+	Streams int
+	// Deltas is the number of text deltas per stream. Default 1000.
+	Deltas int
+	// Rate paces the load at this many deltas per second across all
+	// streams (each stream one delta every Streams/Rate seconds); 0 sends
+	// as fast as the path allows.
+	Rate float64
+	// Rounds is the number of measured rounds per mode, alternating direct
+	// and bridged. Default 3.
+	Rounds int
+	// Warmup is the number of unmeasured rounds per mode first
+	// (connections, caches). Default 1; negative for none.
+	Warmup int
+	// DeltaText is each delta's text. Default "tok ".
+	DeltaText string
+	// Timeout bounds one round. Default 10m.
+	Timeout time.Duration
+	// Procs sets GOMAXPROCS for the run (0 leaves it).
+	Procs int
+	// CPUProfile, when set, receives a CPU profile of the last bridged
+	// round; MemProfile an allocation profile of the whole run.
+	CPUProfile, MemProfile string
+	// Log receives the in-process bridge's records. Default discards.
+	Log *slog.Logger
+	// External runs the bridge as a child `interlingua serve` process
+	// (the default embedded configuration) instead of in this process, so
+	// its CPU and RSS are the server's alone; scripted backend only, and
+	// Fabric experiments do not apply. ServerProcs sets its GOMAXPROCS
+	// (0 leaves the default); Binary is the executable (default this
+	// process's).
+	External    bool
+	ServerProcs int
+	Binary      string
+	// Fabric is an experiment on the instance's replay log
+	// (FabricAsyncPersist, FabricNoReplay); empty measures it as
+	// configured.
+	Fabric string
+}
+
+func (o *Options) defaults() {
+	o.Streams = max(o.Streams, 1)
+	if o.Deltas <= 0 {
+		o.Deltas = 1000
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 3
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 1
+	}
+	if o.DeltaText == "" {
+		o.DeltaText = "tok "
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Side is one path's figures, over all its measured rounds.
+type Side struct {
+	DeltasPerSec float64 `json:"deltas_per_sec"`
+	TTFDP50us    float64 `json:"ttfd_p50_us"`
+	TTFDP99us    float64 `json:"ttfd_p99_us"`
+	DeltaP50us   float64 `json:"delta_p50_us"`
+	DeltaP99us   float64 `json:"delta_p99_us"`
+	// RSSBytes is the peak VmRSS sampled during the rounds.
+	RSSBytes int64 `json:"rss_bytes"`
+	// RSSPerStreamBytes is the peak above the round's starting RSS, per
+	// concurrent stream.
+	RSSPerStreamBytes int64   `json:"rss_per_stream_bytes"`
+	CPUSecPerMDelta   float64 `json:"cpu_sec_per_mdelta"`
+	AllocsPerDelta    float64 `json:"allocs_per_delta"`
+	BytesPerDelta     float64 `json:"bytes_per_delta"`
+	Deltas            int64   `json:"deltas_received"`
+	Seconds           float64 `json:"seconds"`
+	Errors            int     `json:"errors"`
+	FirstError        string  `json:"first_error,omitempty"`
+}
+
+// Result is one pair's measurement.
+type Result struct {
+	Pair    string  `json:"pair"`
+	Streams int     `json:"streams"`
+	Deltas  int     `json:"deltas"`
+	Rate    float64 `json:"rate"`
+	Rounds  int     `json:"rounds"`
+	Procs   int     `json:"procs"`
+	// LatencyFrom says what delta latency is measured from: "upstream"
+	// (the peer's send stamp) or "previous-delta" (scripted: the interval
+	// between deltas at the client).
+	LatencyFrom string `json:"latency_from"`
+	Direct      *Side  `json:"direct"`
+	Bridged     *Side  `json:"bridged"`
+	// ThroughputRatio is bridged/direct deltas per second.
+	ThroughputRatio   *float64 `json:"throughput_ratio"`
+	AddedDeltaP50us   *float64 `json:"added_delta_p50_us"`
+	AddedDeltaP99us   *float64 `json:"added_delta_p99_us"`
+	AddedTTFDP50us    *float64 `json:"added_ttfd_p50_us"`
+	AddedTTFDP99us    *float64 `json:"added_ttfd_p99_us"`
+	AddedCPUPerMDelta *float64 `json:"added_cpu_sec_per_mdelta"`
+	// FabricPublished and FabricDropped are the in-process instance's
+	// events handed to NATS and events it could not publish (its bounded
+	// queue was full), over the whole run.
+	FabricPublished uint64     `json:"fabric_published"`
+	FabricDropped   uint64     `json:"fabric_dropped"`
+	LoadBefore      [3]float64 `json:"loadavg_before"`
+	LoadAfter       [3]float64 `json:"loadavg_after"`
+	Notes           []string   `json:"notes,omitempty"`
+}
+
+// mode is one path: a client and what it asks.
+type mode struct {
+	name   string
+	cl     client
+	book   *stampBook
+	prompt func(key string) string
+	acc    *sideAcc
+}
+
+// sideAcc accumulates a mode's measured rounds.
+type sideAcc struct {
+	deltas    int64
+	wall      time.Duration
+	cpu       time.Duration
+	mem       memCounters
+	peakRSS   int64
+	perStream int64
+	ttfd, lat []int64
+	errors    int
+	firstErr  string
+}
+
+// Run measures one pair.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o.defaults()
+	if !slices.Contains(Frontends, o.Frontend) {
+		return nil, fmt.Errorf("frontend %q: known frontends are %s", o.Frontend, strings.Join(Frontends, ", "))
+	}
+	if !slices.Contains(Backends, o.Backend) {
+		return nil, fmt.Errorf("backend %q: known backends are %s", o.Backend, strings.Join(Backends, ", "))
+	}
+	if o.Frontend == "glide" && o.Streams > 1000 {
+		return nil, fmt.Errorf("glide frontend: at most 1000 streams (its MaxConnections is 1024 and a client holds one connection per stream)")
+	}
+	if o.External && o.Backend != "scripted" {
+		return nil, errors.New("an external server serves the scripted backend only (its embedded default configuration)")
+	}
+	if o.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.Procs))
+	}
+	res := &Result{Pair: o.Frontend + ":" + o.Backend, Streams: o.Streams, Deltas: o.Deltas, Rate: o.Rate,
+		Rounds: o.Rounds, Procs: runtime.GOMAXPROCS(0), LatencyFrom: "upstream"}
+	var interval time.Duration
+	if o.Rate > 0 {
+		interval = time.Duration(float64(o.Streams) / o.Rate * float64(time.Second))
+	}
+	scripted := o.Backend == "scripted" || o.Backend == "xml"
+
+	// The backend side: an upstream peer, or the scripted backend.
+	cfg := bridge.DefaultConfig()
+	bench := func(string) string { return benchTarget } // prompt: unused key
+	target := benchTarget
+	var params map[string]any
+	var up upstream
+	if scripted {
+		res.LatencyFrom = "previous-delta"
+		xml := o.Backend == "xml"
+		cfg.Routes = append(cfg.Routes,
+			bridge.Route{Target: benchTarget, Backend: "scripted", Model: "stream", XML: xml},
+			bridge.Route{Target: benchTarget + "-echo", Backend: "scripted", Model: "echo", XML: xml})
+		if o.Frontend == "glide" {
+			// Glide carries no parameters: the echo target streams the
+			// prompt back a word per delta.
+			if interval > 0 {
+				return nil, errors.New("glide frontend with the scripted backend cannot be paced: Glide requests carry no parameters (delay_ms)")
+			}
+			target = benchTarget + "-echo"
+			words := strings.TrimSuffix(strings.Repeat(strings.TrimSpace(o.DeltaText)+" ", o.Deltas), " ")
+			bench = func(string) string { return words }
+		} else {
+			params = map[string]any{"deltas": o.Deltas, "delta_text": o.DeltaText}
+			if interval > 0 {
+				ms := interval.Round(time.Millisecond)
+				if ms <= 0 {
+					ms = time.Millisecond
+				}
+				if ms != interval {
+					res.Notes = append(res.Notes, fmt.Sprintf("the scripted backend paces in whole milliseconds (delay_ms): interval %v rounded to %v", interval, ms))
+				}
+				params["delay_ms"] = int(ms / time.Millisecond)
+			}
+		}
+	} else {
+		var err error
+		up, err = newUpstream(o.Backend, script{deltas: o.Deltas, text: o.DeltaText, interval: interval, streams: o.Streams})
+		if err != nil {
+			return nil, err
+		}
+		defer up.close()
+		bc, err := up.backend()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Backends["up"] = bc
+		if o.Backend == "glide" && o.Deltas+64 > 1024 {
+			res.Notes = append(res.Notes, fmt.Sprintf("the bridge's Glide backend runs with max_buffered_frames %d: at its default, 1,024, an unpaced peer that gets more than 1,024 frames ahead of the client fails the run (resource_exhausted), since runs sharing one upstream connection cannot be pushed back one by one", o.Deltas+64))
+		}
+		cfg.Routes = append(cfg.Routes, bridge.Route{Target: benchTarget, Backend: "up"})
+		bench = func(key string) string { return key }
+	}
+
+	var (
+		base string
+		pid  int
+		err  error
+	)
+	if o.External {
+		// The embedded default routes the scripted targets by name.
+		target = strings.Replace(target, benchTarget, "stream", 1)
+		target = strings.Replace(target, "stream-echo", "echo", 1)
+		bin := o.Binary
+		if bin == "" {
+			if bin, err = os.Executable(); err != nil {
+				return nil, err
+			}
+		}
+		var env []string
+		if o.ServerProcs > 0 {
+			env = append(env, fmt.Sprintf("GOMAXPROCS=%d", o.ServerProcs))
+		}
+		ch, err := startChild(ctx, bin, env...)
+		if err != nil {
+			return nil, err
+		}
+		defer ch.stop()
+		defer func() {
+			m := ch.scrape()
+			res.FabricPublished, res.FabricDropped = uint64(m["interlingua_nats_published_messages"]), uint64(m["interlingua_nats_dropped_events"])
+		}()
+		base, pid = "http://"+ch.addr, ch.pid
+		res.Notes = append(res.Notes, fmt.Sprintf("server in a child process (GOMAXPROCS %s): CPU, RSS and allocation figures are the server's, allocations not measured",
+			cmpText(o.ServerProcs, "default")))
+	} else {
+		inst, err := StartInstance(ctx, cfg, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		defer inst.Close()
+		if err := inst.applyFabric(ctx, o.Fabric); err != nil {
+			return nil, fmt.Errorf("fabric experiment: %w", err)
+		}
+		if o.Fabric != "" {
+			res.Notes = append(res.Notes, "fabric experiment "+o.Fabric+" (not the default configuration)")
+		}
+		base = inst.URL
+		defer func() {
+			res.FabricPublished, res.FabricDropped = inst.Fabric().Published(), inst.Fabric().Dropped()
+		}()
+	}
+
+	bcl, err := newClient(o.Frontend, clientSpec{base: base, target: target, params: params, streams: o.Streams, mode: "bridged"})
+	if err != nil {
+		return nil, err
+	}
+	defer bcl.close()
+	var book *stampBook
+	if up != nil {
+		book = up.book()
+	}
+	bridged := &mode{name: "bridged", cl: bcl, book: book, prompt: bench, acc: &sideAcc{}}
+	modes := []*mode{bridged}
+	var direct *mode
+	if up != nil && o.Frontend == o.Backend {
+		dcl, err := newClient(o.Backend, clientSpec{base: up.base(), target: benchTarget, streams: o.Streams, mode: "direct"})
+		if err != nil {
+			return nil, err
+		}
+		defer dcl.close()
+		direct = &mode{name: "direct", cl: dcl, book: book, prompt: bench, acc: &sideAcc{}}
+		modes = []*mode{direct, bridged}
+	}
+
+	res.LoadBefore = loadAvg()
+	h := &harness{o: o, pid: pid}
+	for w := 0; w < o.Warmup; w++ {
+		for _, m := range modes {
+			if err := h.round(ctx, m, false, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for r := 0; r < o.Rounds; r++ {
+		for _, m := range modes {
+			profile := o.CPUProfile != "" && !o.External && m == bridged && r == o.Rounds-1
+			if err := h.round(ctx, m, true, profile); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res.LoadAfter = loadAvg()
+	if o.MemProfile != "" {
+		if err := writeHeapProfile(o.MemProfile); err != nil {
+			return nil, err
+		}
+	}
+
+	res.Bridged = bridged.acc.side(o.Streams)
+	if o.External { // the counters are this process's, not the server's
+		res.Bridged.AllocsPerDelta, res.Bridged.BytesPerDelta = 0, 0
+	}
+	if direct != nil {
+		res.Direct = direct.acc.side(o.Streams)
+		d, b := res.Direct, res.Bridged
+		res.ThroughputRatio = ptr(b.DeltasPerSec / d.DeltasPerSec)
+		res.AddedDeltaP50us = ptr(b.DeltaP50us - d.DeltaP50us)
+		res.AddedDeltaP99us = ptr(b.DeltaP99us - d.DeltaP99us)
+		res.AddedTTFDP50us = ptr(b.TTFDP50us - d.TTFDP50us)
+		res.AddedTTFDP99us = ptr(b.TTFDP99us - d.TTFDP99us)
+		res.AddedCPUPerMDelta = ptr(b.CPUSecPerMDelta - d.CPUSecPerMDelta)
+	}
+	return res, nil
+}
+
+func cmpText(n int, def string) string {
+	if n <= 0 {
+		return def
+	}
+	return fmt.Sprint(n)
+}
+
+func ptr(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	f = math.Round(f*100) / 100
+	return &f
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+type harness struct {
+	o   Options
+	seq int // rounds run, for unique stream keys
+	pid int // the process measured (RSS, CPU); 0 is this one
+}
+
+// round runs Streams concurrent streams once through m.
+func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) error {
+	o := h.o
+	h.seq++
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	n := o.Streams
+	recs := make([]recorder, n)
+	sts := make([]*stamps, n)
+	keys := make([]string, n)
+	prompts := make([]string, n)
+	errs := make([]error, n)
+	ends := make([]int64, n)
+	for i := range recs {
+		recs[i].recv = make([]int64, 0, o.Deltas)
+		keys[i] = fmt.Sprintf("k%d-%s-%d", h.seq, m.name, i)
+		prompts[i] = m.prompt(keys[i])
+		if m.book != nil {
+			sts[i] = m.book.open(keys[i])
+		}
+	}
+	if measured {
+		// A collection, not debug.FreeOSMemory: memory handed back to the
+		// OS faults in again on first use and would inflate TTFD.
+		runtime.GC()
+	}
+	var sampler *rssSampler
+	if measured {
+		sampler = sampleRSS(h.pid)
+	}
+	if profile {
+		stop, err := startCPUProfile(o.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	baseRSS, _ := procStatus(h.pid)
+	var stagger time.Duration
+	if o.Rate > 0 {
+		stagger = time.Duration(float64(time.Second) / o.Rate)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if stagger > 0 { // paced: arrivals spread over one interval
+				t := time.NewTimer(time.Duration(i) * stagger)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+				}
+			}
+			errs[i] = m.cl.stream(ctx, i, prompts[i], &recs[i])
+			ends[i] = now()
+		}()
+	}
+	mem0, cpu0 := readMem(), cpuTime(h.pid)
+	t0 := now()
+	close(start)
+	wg.Wait()
+	cpu1, mem1 := cpuTime(h.pid), readMem()
+	var peak int64
+	if sampler != nil {
+		peak = sampler.finish()
+	}
+	t1 := slices.Max(ends)
+	// Upstream stamps are complete once each stream's last frame is out.
+	for i, st := range sts {
+		if st == nil {
+			continue
+		}
+		select {
+		case <-st.done:
+		case <-time.After(5 * time.Second):
+			if errs[i] == nil {
+				errs[i] = errors.New("upstream did not finish the stream")
+			}
+		}
+		m.book.forget(keys[i])
+	}
+	if !measured {
+		// A warm-up in which no stream worked is a setup error; single
+		// failures (a slow consumer cut off) show in the measured rounds.
+		var first error
+		failed := 0
+		for _, err := range errs {
+			if err != nil {
+				failed++
+				first = cmp.Or(first, err)
+			}
+		}
+		if failed == n {
+			return fmt.Errorf("%s warm-up: %w", m.name, first)
+		}
+		return nil
+	}
+	a := m.acc
+	a.wall += time.Duration(t1 - t0)
+	a.cpu += cpu1 - cpu0
+	a.mem.mallocs += mem1.mallocs - mem0.mallocs
+	a.mem.bytes += mem1.bytes - mem0.bytes
+	a.peakRSS = max(a.peakRSS, peak)
+	a.perStream = max(a.perStream, (peak-baseRSS)/int64(n))
+	for i := range recs {
+		r := &recs[i]
+		err := errs[i]
+		if err == nil && len(r.recv) != o.Deltas {
+			err = fmt.Errorf("stream ended after %d of %d deltas", len(r.recv), o.Deltas)
+		}
+		if st := sts[i]; err == nil && st != nil {
+			// The upstream's stamps must pair up with the client's deltas,
+			// or latency would be measured against the wrong frames.
+			if len(st.t) != len(r.recv) {
+				err = fmt.Errorf("upstream stamped %d deltas, client received %d", len(st.t), len(r.recv))
+			}
+			for j := range r.recv {
+				if err == nil && r.recv[j] < st.t[j] {
+					err = fmt.Errorf("delta %d arrived before the upstream sent it: the client read another stream's events", j)
+				}
+			}
+		}
+		if err != nil {
+			a.errors++
+			if a.firstErr == "" {
+				a.firstErr = err.Error()
+			}
+		}
+		a.deltas += int64(len(r.recv))
+		if len(r.recv) == 0 {
+			continue
+		}
+		a.ttfd = append(a.ttfd, r.recv[0]-r.start)
+		if st := sts[i]; st != nil && len(st.t) > 0 {
+			k := min(len(st.t), len(r.recv))
+			for j := 0; j < k; j++ {
+				a.lat = append(a.lat, r.recv[j]-st.t[j])
+			}
+		} else {
+			for j := 1; j < len(r.recv); j++ {
+				a.lat = append(a.lat, r.recv[j]-r.recv[j-1])
+			}
+		}
+	}
+	return nil
+}
+
+func (a *sideAcc) side(streams int) *Side {
+	us := func(ns int64) float64 { return math.Round(float64(ns)/10) / 100 }
+	ttfd, lat := sortedCopy(a.ttfd), sortedCopy(a.lat)
+	s := &Side{
+		TTFDP50us: us(percentile(ttfd, 50)), TTFDP99us: us(percentile(ttfd, 99)),
+		DeltaP50us: us(percentile(lat, 50)), DeltaP99us: us(percentile(lat, 99)),
+		RSSBytes: a.peakRSS, RSSPerStreamBytes: a.perStream,
+		Deltas: a.deltas, Seconds: math.Round(a.wall.Seconds()*1000) / 1000,
+		Errors: a.errors, FirstError: a.firstErr,
+	}
+	if a.wall > 0 {
+		s.DeltasPerSec = math.Round(float64(a.deltas) / a.wall.Seconds())
+	}
+	if a.deltas > 0 {
+		s.CPUSecPerMDelta = math.Round(a.cpu.Seconds()/float64(a.deltas)*1e6*1000) / 1000
+		s.AllocsPerDelta = math.Round(float64(a.mem.mallocs)/float64(a.deltas)*100) / 100
+		s.BytesPerDelta = math.Round(float64(a.mem.bytes) / float64(a.deltas))
+	}
+	return s
+}
