@@ -317,13 +317,17 @@ type run struct {
 	forOther bool
 
 	guard canonical.Guard
-	owed  []*canonical.Event
+	owed  []*canonical.Event // events to deliver; owed[next:] are pending
+	next  int
 	ended bool
 	once  sync.Once
 }
 
 // Recv implements canonical.Stream.
 func (r *run) Recv() (*canonical.Event, error) {
+	if r.next == len(r.owed) { // reuse the queue's backing array
+		r.owed, r.next = r.owed[:0], 0
+	}
 	for len(r.owed) == 0 {
 		if r.ended {
 			return nil, io.EOF
@@ -341,8 +345,8 @@ func (r *run) Recv() (*canonical.Event, error) {
 		}
 		r.owed = append(r.owed, ev)
 	}
-	ev := r.owed[0]
-	r.owed = r.owed[1:]
+	ev := r.owed[r.next]
+	r.next++
 	ev.ThreadId, ev.RunId = r.threadID, r.id
 	canonical.Stamp(ev, r.b.now())
 	t := r.thread

@@ -131,6 +131,9 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), client: cfg.HTTPClient, log: cfg.Logger, meta: map[string]modelInputs{}}
 	if b.client == nil {
 		b.own = http.DefaultTransport.(*http.Transport).Clone()
+		// Concurrent runs to one Triton each hold a connection; keep them
+		// for reuse rather than the default two per host.
+		b.own.MaxIdleConnsPerHost = 256
 		b.client = &http.Client{Transport: b.own}
 	}
 	if b.log == nil {
