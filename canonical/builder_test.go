@@ -133,3 +133,13 @@ func TestPromptText(t *testing.T) {
 		t.Fatalf("plain prompt = %q", got)
 	}
 }
+
+func TestSetKind(t *testing.T) {
+	e := &Event{}
+	if !SetKind(e, &KindCustom{Custom: &Custom{Name: "x"}}) || e.GetCustom().GetName() != "x" {
+		t.Fatalf("SetKind custom: %v", e)
+	}
+	if SetKind(e, "not a kind") || e.GetCustom() == nil {
+		t.Fatal("SetKind accepted a non-kind or changed the event")
+	}
+}

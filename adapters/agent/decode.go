@@ -205,44 +205,7 @@ func (d *Decoder) End(out []*canonical.Event) []*canonical.Event {
 
 func (d *Decoder) emit(out []*canonical.Event, base *canonical.Event, kind any) []*canonical.Event {
 	e := &canonical.Event{Namespace: base.Namespace, GraphNode: base.GraphNode, TimeUnixNano: base.TimeUnixNano}
-	switch k := kind.(type) {
-	case *canonical.KindLifecycle:
-		e.Kind = k
-	case *canonical.KindMessageStart:
-		e.Kind = k
-	case *canonical.KindMessageFinish:
-		e.Kind = k
-	case *canonical.KindBlockStart:
-		e.Kind = k
-	case *canonical.KindBlockDelta:
-		e.Kind = k
-	case *canonical.KindBlockFinish:
-		e.Kind = k
-	case *canonical.KindToolStarted:
-		e.Kind = k
-	case *canonical.KindToolOutput:
-		e.Kind = k
-	case *canonical.KindToolFinished:
-		e.Kind = k
-	case *canonical.KindToolFailed:
-		e.Kind = k
-	case *canonical.KindInputRequested:
-		e.Kind = k
-	case *canonical.KindInputAnswered:
-		e.Kind = k
-	case *canonical.KindStateSnapshot:
-		e.Kind = k
-	case *canonical.KindStateUpdate:
-		e.Kind = k
-	case *canonical.KindCheckpoint:
-		e.Kind = k
-	case *canonical.KindTask:
-		e.Kind = k
-	case *canonical.KindCustom:
-		e.Kind = k
-	case *canonical.KindError:
-		e.Kind = k
-	}
+	canonical.SetKind(e, kind)
 	return append(out, e)
 }
 

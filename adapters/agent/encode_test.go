@@ -24,34 +24,7 @@ var fixedNow = time.UnixMilli(1710000000000)
 
 func ev(k any) *canonical.Event {
 	e := &canonical.Event{}
-	switch k := k.(type) {
-	case *canonical.KindToolStarted:
-		e.Kind = k
-	case *canonical.KindToolOutput:
-		e.Kind = k
-	case *canonical.KindToolFinished:
-		e.Kind = k
-	case *canonical.KindToolFailed:
-		e.Kind = k
-	case *canonical.KindInputRequested:
-		e.Kind = k
-	case *canonical.KindInputAnswered:
-		e.Kind = k
-	case *canonical.KindStateSnapshot:
-		e.Kind = k
-	case *canonical.KindStateUpdate:
-		e.Kind = k
-	case *canonical.KindCheckpoint:
-		e.Kind = k
-	case *canonical.KindTask:
-		e.Kind = k
-	case *canonical.KindCustom:
-		e.Kind = k
-	case *canonical.KindError:
-		e.Kind = k
-	case *canonical.KindLifecycle:
-		e.Kind = k
-	}
+	canonical.SetKind(e, k)
 	return e
 }
 
