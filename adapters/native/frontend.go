@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -93,7 +94,10 @@ func (f *Frontend) serveRun(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &canonical.Request{}
 	if err := protojson.Unmarshal(body, req); err != nil {
-		writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err))
+		// protobuf-go puts a space or, at random per build, a no-break space
+		// after "proto:"; send the plain space so the message is stable.
+		msg := strings.ReplaceAll(err.Error(), "\u00a0", " ")
+		writeError(w, canonical.Errorf(canonical.CodeInvalidArgument, "request: %s", msg))
 		return
 	}
 	if req.GetTarget() == "" {
