@@ -8,6 +8,9 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // Action types and modes.
@@ -99,9 +102,20 @@ func parseAttrs(p []byte) []attr {
 			continue
 		}
 		if _, seen := attrValue(out, name); !seen {
-			out = append(out, attr{name, value})
+			out = append(out, attr{validText(name), validText(value)})
 		}
 	}
+}
+
+// validText makes s valid UTF-8, a U+FFFD per invalid byte as canonical's
+// accumulator does, so an attribute that reaches an event (an action id, a
+// tool error quoting a bad type) renders and parses back the same.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var acc canonical.TextAccumulator
+	return acc.AppendString(s) + acc.Flush()
 }
 
 func attrValue(attrs []attr, name string) (string, bool) {
