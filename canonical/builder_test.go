@@ -143,3 +143,33 @@ func TestSetKind(t *testing.T) {
 		t.Fatal("SetKind accepted a non-kind or changed the event")
 	}
 }
+
+var sinkEvent *Event
+
+// A text delta is one heap object (the event, its oneof wrapper and the
+// payload together); the Builder adds nothing per delta.
+func TestBuilderTextDeltaIsOneAllocation(t *testing.T) {
+	b := NewBuilder()
+	out := b.Text(nil, "tok ")
+	n := testing.AllocsPerRun(1000, func() {
+		out = b.Text(out[:0], "tok ")
+		sinkEvent = out[0]
+	})
+	if n != 1 {
+		t.Fatalf("Builder.Text: %v allocations per delta, want 1", n)
+	}
+	ev := NewTextDelta(2, "x")
+	if ev.GetBlockDelta().GetText() != "x" || ev.GetBlockDelta().GetIndex() != 2 {
+		t.Fatalf("NewTextDelta: got %v", ev)
+	}
+}
+
+func BenchmarkBuilderTextDelta(b *testing.B) {
+	bd := NewBuilder()
+	out := bd.Text(nil, "tok ")
+	b.ReportAllocs()
+	for b.Loop() {
+		out = bd.Text(out[:0], "tok ")
+		sinkEvent = out[0]
+	}
+}
