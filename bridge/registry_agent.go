@@ -14,6 +14,7 @@ func init() {
 		cfg := agent.Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
 		if d.Fabric != nil {
 			cfg.KV = d.Fabric.Threads()
+			cfg.Cluster = &agent.Cluster{Conn: d.Fabric.Conn(), Prefix: d.Fabric.Prefix(), Publish: d.Fabric.Publish}
 		}
 		f, err := agent.NewFrontend(cfg)
 		if err != nil {

@@ -19,6 +19,7 @@ type command struct {
 	id     uint64
 	method string
 	params params
+	raw    []byte // the command as received, to forward it
 }
 
 // Messages the JS reference server sends for malformed commands.
@@ -50,7 +51,7 @@ func parseCommand(data []byte) (*command, int64, *protoError) {
 	if !ok {
 		return nil, int64(id), perr(errInvalidArgument, method+": params must be an object.")
 	}
-	return &command{id: id, method: method, params: p}, int64(id), nil
+	return &command{id: id, method: method, params: p, raw: data}, int64(id), nil
 }
 
 // successFrame is a CommandResponse with meta.applied_through_seq.
@@ -111,10 +112,25 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 		return nil, 0, perr(errNoSuchRun, "thread not found: no run has started on it")
 	}
 	switch cmd.method {
-	case "run.start":
-		return f.runStart(th, cmd.params)
 	case "subscription.subscribe", "subscription.unsubscribe", "subscription.reconnect":
 		return nil, 0, perr(errNotSupported, cmd.method+" is a WebSocket command; over HTTP each POST /threads/{thread_id}/stream/events request is one subscription.")
+	}
+	// The instance running the thread's runs executes it, so runs queue
+	// in one place and state is read where it is kept.
+	if result, applied, pe, ok := f.forward(th, cmd.raw); ok {
+		return result, applied, pe
+	}
+	f.refresh(th)
+	return f.executeLocal(th, cmd)
+}
+
+// executeLocal executes a command on this instance's copy of the thread.
+func (f *Frontend) executeLocal(th *Thread, cmd *command) ([]byte, uint64, *protoError) {
+	switch cmd.method {
+	case "run.start":
+		return f.runStart(th, cmd.params)
+	case "subscription.subscribe", "subscription.unsubscribe", "subscription.reconnect", cancelMethod:
+		return nil, 0, perr(errNotSupported, cmd.method+" cannot be forwarded")
 	}
 	th.mu.Lock()
 	known := th.rt.known

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -77,6 +78,10 @@ type Config struct {
 	// defaults to 256 frames: a replay waits for room (backpressure), and a
 	// client that stops reading is cut off (1008).
 	WebSocket wsconn.Config
+	// Cluster, when set, lets any instance serve any thread: events are
+	// mirrored between the instances holding a thread and commands reach
+	// the instance running its runs (cluster.go). Nil: one instance.
+	Cluster *Cluster
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -106,6 +111,11 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Cluster != nil {
+		cl := *c.Cluster
+		cl.defaults()
+		c.Cluster = &cl
+	}
 }
 
 // Validate reports a missing Runner and negative limits.
@@ -125,6 +135,9 @@ func (c Config) Validate() error {
 			errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.%s is negative (%d); zero means the default", name, v))
 		}
 	}
+	if c.Cluster != nil && c.Cluster.Conn == nil {
+		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Cluster.Conn is required with a Cluster"))
+	}
 	if err := c.WebSocket.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -134,7 +147,8 @@ func (c Config) Validate() error {
 // Frontend serves the LangChain agent streaming protocol: thread event
 // streams over SSE and WebSocket and commands over HTTP and WebSocket.
 type Frontend struct {
-	cfg Config
+	cfg    Config
+	origin string // this frontend on the fabric (mirrored events carry it)
 
 	runCtx    context.Context // parent of every run; cancelled by Close
 	cancelRun context.CancelFunc
@@ -161,7 +175,7 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
-	return &Frontend{cfg: cfg, runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
+	return &Frontend{cfg: cfg, origin: newOrigin(), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
 		closingCtx: cctx, closingCancel: ccancel}, nil
 }
 
@@ -212,6 +226,11 @@ func (f *Frontend) Close() {
 	f.mu.Unlock()
 	f.cancelRun()
 	f.wg.Wait()
+	f.mu.Lock()
+	for _, t := range f.threads {
+		t.unfollow()
+	}
+	f.mu.Unlock()
 }
 
 func (f *Frontend) isClosed() bool { return f.closed.Load() }
@@ -267,15 +286,37 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 	if rec != nil {
 		t.rt.known, t.rt.rec = true, *rec
 		t.seq = rec.Seq
-		if len(rec.Values) > 0 { // the current state opens the new buffer
-			t.emitLocked(methodValues, nil, valuesJSON(rec.Values, nil), "")
+		if len(rec.Values) > 0 && rec.Seq > 0 {
+			// The current state opens the new buffer, as the state at the
+			// record's seq: it takes no new seq, so the next event here is
+			// the one every instance numbers rec.Seq+1.
+			t.seq = rec.Seq - 1
+			w := wireEvent{method: methodValues, namespace: []string{}, timeMs: f.cfg.Now().UnixMilli(), data: valuesJSON(rec.Values, nil)}
+			t.storeLocked(record{seq: rec.Seq, method: w.method, ns: w.namespace, frame: newFrame(rec.Seq, &w)}, "", "")
 		}
 	}
 	f.threads[id] = t
+	t.follow()
 	t.mu.Lock()
 	t.maybeIdleLocked()
 	t.mu.Unlock()
 	return t, nil
+}
+
+// unfollow ends the thread's subscriptions (it leaves memory).
+func (t *Thread) unfollow() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unfollowLocked()
+}
+
+func (t *Thread) unfollowLocked() {
+	for _, s := range []*nats.Subscription{t.evSub, t.cmdSub} {
+		if s != nil {
+			_ = s.Unsubscribe()
+		}
+	}
+	t.evSub, t.cmdSub = nil, nil
 }
 
 // evict removes an idle thread from memory.
@@ -289,6 +330,7 @@ func (f *Frontend) evict(t *Thread) {
 		return
 	}
 	delete(f.threads, t.id)
+	t.unfollowLocked()
 }
 
 // connOpen and connClose count the streams holding a thread in memory.
@@ -385,6 +427,7 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, errNoSuchRun, "thread not found")
 		return
 	}
+	f.refresh(th)
 	th.mu.Lock()
 	if !th.rt.known {
 		th.mu.Unlock()
@@ -434,24 +477,41 @@ func (f *Frontend) serveCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	run := r.PathValue("run_id")
 	if th != nil {
-		th.mu.Lock()
-		if a := th.rt.active; a != nil && a.pr.id == run {
-			a.cancel()
-			th.mu.Unlock()
+		if th.cancelRun(run) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		for i, q := range th.rt.queue {
-			if q.id == run {
-				th.rt.queue = append(th.rt.queue[:i], th.rt.queue[i+1:]...)
-				th.mu.Unlock()
+		// The run may be on another instance.
+		cmd := append([]byte(`{"id":0,"method":"`+cancelMethod+`","params":{"run_id":`), appendString(nil, run)...)
+		if _, _, pe, ok := f.forward(th, append(cmd, "}}"...)); ok {
+			if pe == nil {
 				w.WriteHeader(http.StatusNoContent)
-				return
+			} else {
+				httpError(w, http.StatusNotFound, pe.Code, pe.Message)
 			}
+			return
 		}
-		th.mu.Unlock()
 	}
 	httpError(w, http.StatusNotFound, errNoSuchRun, "no active or queued run "+strconv.Quote(run))
+}
+
+// cancelRun cancels run if it is the thread's active run, or removes it
+// from the queue; false when it is neither.
+func (t *Thread) cancelRun(run string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a := t.rt.active; a != nil && a.pr.id == run {
+		a.cancel()
+		return true
+	}
+	for i, q := range t.rt.queue {
+		if q.id == run {
+			t.rt.queue = append(t.rt.queue[:i], t.rt.queue[i+1:]...)
+			t.ownLocked()
+			return true
+		}
+	}
+	return false
 }
 
 // sseBatch is how many events an SSE stream takes from the buffer at once.

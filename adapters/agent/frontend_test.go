@@ -714,6 +714,14 @@ func TestConcurrentSavesMerge(t *testing.T) {
 // startKV starts an embedded NATS server with JetStream in a temporary
 // folder and returns a thread bucket on it.
 func startKV(t testing.TB) jetstream.KeyValue {
+	kv, _ := startFabric(t)
+	return kv
+}
+
+// startFabric starts an embedded NATS server with JetStream in a temporary
+// folder and returns a thread bucket on it and a function that opens
+// another connection to it (one per instance).
+func startFabric(t testing.TB) (jetstream.KeyValue, func() *nats.Conn) {
 	t.Helper()
 	ns, err := natsserver.NewServer(&natsserver.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true, NoLog: true})
 	if err != nil {
@@ -723,12 +731,20 @@ func startKV(t testing.TB) jetstream.KeyValue {
 	if !ns.ReadyForConnections(wait) {
 		t.Fatal("nats not ready")
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
+	var conns []*nats.Conn
+	connect := func() *nats.Conn {
+		nc, err := nats.Connect("", nats.InProcessServer(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, nc)
+		return nc
 	}
+	nc := connect()
 	t.Cleanup(func() {
-		nc.Close()
+		for _, c := range conns {
+			c.Close()
+		}
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
@@ -740,5 +756,5 @@ func startKV(t testing.TB) jetstream.KeyValue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kv
+	return kv, connect
 }

@@ -448,6 +448,7 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	ar := &activeRun{pr: pr, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, toolNames: map[string]string{}}
 	ar.enc = NewEncoder(EncoderConfig{GraphName: rt.rec.Assistant, MaxBlockBytes: t.f.cfg.MaxBlockBytes, Now: t.f.cfg.Now})
 	rt.active = ar
+	t.ownLocked()
 	if pr.fork != "" {
 		if cp := t.findCheckpointLocked(pr.fork); cp != nil {
 			rt.rec.Values = cloneValues(cp.Values)
@@ -481,6 +482,7 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 		if len(pr.answered) > 0 { // the answers were not used: the interrupts stay pending
 			rt.rec.Status = "interrupted"
 		}
+		t.ownLocked()
 		return asProtoError(err)
 	}
 	t.f.runMu.Lock()
@@ -489,6 +491,7 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 		_ = stream.Close()
 		cancel()
 		rt.active = nil
+		t.ownLocked()
 		return perr(errUnknownError, "the server is shutting down")
 	}
 	t.f.wg.Add(1)
@@ -980,6 +983,7 @@ func newRunID() string { return "run-" + nuid.Next() }
 // connection, no run. When it fires the thread leaves memory (its state
 // stays in the KV bucket; a thread that has state and no bucket stays).
 func (t *Thread) maybeIdleLocked() {
+	t.ownLocked()
 	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 {
 		if t.idle != nil {
 			t.idle.Stop()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // record is one event in a thread's buffer: its seq, what filters look at,
@@ -99,6 +101,11 @@ type Thread struct {
 	subs    map[string]*subRec // WebSocket subscriptions by id
 	runs    []*runInfo         // recent runs, oldest first, at most maxRunInfos
 
+	// With a Cluster: evSub mirrors other instances' events while the
+	// thread is in memory; cmdSub takes commands for the thread while this
+	// instance runs or queues its runs (cluster.go).
+	evSub, cmdSub *nats.Subscription
+
 	rt runtime // state and runs (runtime.go)
 }
 
@@ -129,8 +136,18 @@ func (t *Thread) oldest() uint64 { return t.seq - uint64(t.buf.n) + 1 }
 func (t *Thread) appendLocked(w *wireEvent, run string) uint64 {
 	t.seq++
 	rec := record{seq: t.seq, method: w.method, custom: w.custom, ns: w.namespace, frame: newFrame(t.seq, w)}
-	if w.method == methodValues {
-		k := nsKey(w.namespace)
+	t.storeLocked(rec, run, w.status)
+	t.publishLocked(&rec, run, w.status)
+	return t.seq
+}
+
+// storeLocked puts a record with the next seq into the buffer, keeps the
+// namespaces' latest state and the runs' statuses, and wakes the readers:
+// for events appended here and those mirrored from other instances.
+func (t *Thread) storeLocked(rec record, run, status string) {
+	t.seq = rec.seq
+	if rec.method == methodValues {
+		k := nsKey(rec.ns)
 		t.latest[k] = t.seq
 		if len(t.pinned) > 0 { // a newer state supersedes the pinned one
 			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
@@ -149,8 +166,8 @@ func (t *Thread) appendLocked(w *wireEvent, run string) uint64 {
 			delete(t.latest, k)
 		}
 	}
-	if w.method == methodLifecycle && run != "" {
-		t.noteStatus(run, w)
+	if rec.method == methodLifecycle && run != "" {
+		t.noteStatus(run, rec.ns, status)
 	}
 	for r := range t.readers {
 		select {
@@ -158,11 +175,35 @@ func (t *Thread) appendLocked(w *wireEvent, run string) uint64 {
 		default:
 		}
 	}
-	return t.seq
+}
+
+// restartLocked empties the buffer so that the next record stored is
+// seq+1: events before it were missed (mirroring). The namespaces' latest
+// states in the buffer are pinned first, so readers still get the state.
+func (t *Thread) restartLocked(seq uint64) {
+	for i := 0; i < t.buf.n; i++ {
+		rec := t.buf.at(i)
+		if rec.method != methodValues {
+			continue
+		}
+		k := nsKey(rec.ns)
+		if t.latest[k] == rec.seq {
+			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
+			t.pinned = append(t.pinned, *rec)
+		}
+	}
+	if n := len(t.pinned) - maxNamespacesKept; n > 0 {
+		for _, p := range t.pinned[:n] {
+			delete(t.latest, nsKey(p.ns))
+		}
+		t.pinned = slices.Delete(t.pinned, 0, n)
+	}
+	t.buf = ring{max: t.buf.max}
+	t.seq = seq
 }
 
 // noteStatus records a lifecycle status for agent.getTree and reconnect.
-func (t *Thread) noteStatus(run string, w *wireEvent) {
+func (t *Thread) noteStatus(run string, ns []string, status string) {
 	var ri *runInfo
 	for _, r := range t.runs {
 		if r.id == run {
@@ -176,13 +217,13 @@ func (t *Thread) noteStatus(run string, w *wireEvent) {
 		}
 		t.runs = append(t.runs, ri)
 	}
-	k := nsKey(w.namespace)
+	k := nsKey(ns)
 	if s := ri.status[k]; s != nil {
-		s.status = w.status
+		s.status = status
 		return
 	}
 	if len(ri.order) < maxNamespacesKept {
-		ri.status[k] = &nsStatus{ns: w.namespace, status: w.status}
+		ri.status[k] = &nsStatus{ns: ns, status: status}
 		ri.order = append(ri.order, k)
 	}
 }

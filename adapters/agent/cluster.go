@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// Cluster lets any instance serve any thread. A thread's wire seq is
+// assigned once, by the instance that appends the event (the one running
+// the thread's runs); the others mirror it. Subjects under Prefix p, with
+// T the thread as one subject token:
+//
+//	p.agent.events.<T>  every event an instance appends to thread T's buffer,
+//	                    with its seq (JSON, mirrorMsg). Every instance that
+//	                    holds T in memory subscribes and appends it to its
+//	                    own buffer, so its SSE streams and WebSocket
+//	                    subscriptions see the run live, with the same seqs.
+//	p.agent.cmd.<T>     request/reply: a command for T (the command JSON),
+//	                    answered by the instance running or queueing T's
+//	                    runs, which alone subscribes while it does.
+//
+// These are separate from the bridge's canonical subjects: the agent
+// frontend's events are its own encoding (lifecycle, values and checkpoint
+// events the runtime synthesizes), numbered per thread.
+type Cluster struct {
+	// Conn is the NATS connection; required.
+	Conn *nats.Conn
+	// Prefix is the subject prefix. Default "interlingua".
+	Prefix string
+	// Publish queues a message without blocking (bounded: a run never
+	// waits on NATS). The daemon passes its fabric's publisher. Default:
+	// Conn.Publish.
+	Publish func(subject string, data []byte)
+	// ForwardTimeout bounds a forwarded command (run.start on the owner
+	// starts the run, which may cross the network). Default 10s.
+	ForwardTimeout time.Duration
+}
+
+func (c *Cluster) defaults() {
+	c.Prefix = cmp.Or(c.Prefix, "interlingua")
+	if c.Publish == nil {
+		nc := c.Conn
+		c.Publish = func(subject string, data []byte) { _ = nc.Publish(subject, data) }
+	}
+	c.ForwardTimeout = cmp.Or(c.ForwardTimeout, 10*time.Second)
+}
+
+// subjectToken makes a thread id one subject token: [A-Za-z0-9_-] ids
+// unchanged, anything else "~" + base64url.
+func subjectToken(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
+		}
+	}
+	if s == "" {
+		return "~"
+	}
+	return s
+}
+
+func (c *Cluster) eventsSubject(thread string) string {
+	return c.Prefix + ".agent.events." + subjectToken(thread)
+}
+
+func (c *Cluster) cmdSubject(thread string) string {
+	return c.Prefix + ".agent.cmd." + subjectToken(thread)
+}
+
+// mirrorMsg is one event on p.agent.events.<T>.
+type mirrorMsg struct {
+	Origin string          `json:"o"`           // the publishing instance (its own are skipped)
+	Seq    uint64          `json:"q"`           // the thread seq its owner gave it
+	Method string          `json:"m"`           // filter fields of the record
+	Custom string          `json:"c,omitempty"` //
+	NS     []string        `json:"n"`           //
+	Run    string          `json:"r,omitempty"` // lifecycle events: the run, for agent.getTree
+	Status string          `json:"s,omitempty"` // lifecycle events: the status
+	Frame  json.RawMessage `json:"f"`           // the complete envelope
+}
+
+// appendMirrorMsg encodes a record for p.agent.events.<T> by hand: it runs
+// once per event on the instance that owns the run.
+func appendMirrorMsg(b []byte, origin string, rec *record, run, status string) []byte {
+	b = append(b, `{"o":`...)
+	b = appendString(b, origin)
+	b = append(b, `,"q":`...)
+	b = strconv.AppendUint(b, rec.seq, 10)
+	b = append(b, `,"m":`...)
+	b = appendString(b, rec.method)
+	if rec.custom != "" {
+		b = append(b, `,"c":`...)
+		b = appendString(b, rec.custom)
+	}
+	b = append(b, `,"n":`...)
+	b = appendNamespace(b, rec.ns)
+	if run != "" && status != "" {
+		b = append(b, `,"r":`...)
+		b = appendString(b, run)
+		b = append(b, `,"s":`...)
+		b = appendString(b, status)
+	}
+	b = append(b, `,"f":`...)
+	b = append(b, rec.frame...)
+	return append(b, '}')
+}
+
+// publishLocked sends a record this instance appended to the other
+// instances. t.mu is held; the publisher never blocks.
+func (t *Thread) publishLocked(rec *record, run, status string) {
+	c := t.f.cfg.Cluster
+	if c == nil {
+		return
+	}
+	c.Publish(c.eventsSubject(t.id), appendMirrorMsg(make([]byte, 0, len(rec.frame)+96), t.f.origin, rec, run, status))
+}
+
+// follow subscribes the thread to the events other instances append; the
+// subscription lives as long as the thread is in memory.
+func (t *Thread) follow() {
+	c := t.f.cfg.Cluster
+	if c == nil {
+		return
+	}
+	sub, err := c.Conn.Subscribe(c.eventsSubject(t.id), t.mirror)
+	if err != nil {
+		t.f.cfg.Logger.Warn("thread not mirrored from other instances", "thread", t.id, "err", err)
+		return
+	}
+	t.mu.Lock()
+	t.evSub = sub
+	t.mu.Unlock()
+}
+
+// mirror appends an event another instance appended. Events arrive in
+// their owner's order; one this instance already has (its seq is not
+// past ours: a run appended here at the same time) is dropped, and a jump
+// (events missed while this instance was not subscribed, or dropped by a
+// full publish queue) restarts the buffer at the new event, so readers
+// behind it get the protocol's gap error rather than a silent hole.
+func (t *Thread) mirror(msg *nats.Msg) {
+	var m mirrorMsg
+	if err := json.Unmarshal(msg.Data, &m); err != nil || m.Origin == t.f.origin || m.Seq == 0 || len(m.Frame) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case m.Seq <= t.seq:
+		t.f.cfg.Logger.Debug("mirrored event not newer than the buffer; dropped", "thread", t.id, "seq", m.Seq, "have", t.seq)
+		return
+	case m.Seq > t.seq+1:
+		t.restartLocked(m.Seq - 1)
+	}
+	if m.NS == nil {
+		m.NS = []string{}
+	}
+	t.storeLocked(record{seq: m.Seq, method: m.Method, custom: m.Custom, ns: m.NS, frame: m.Frame}, m.Run, m.Status)
+}
+
+// ownLocked keeps the thread's command subscription in step with its
+// runs: subscribed while this instance runs or queues one, so commands
+// reaching other instances are forwarded here.
+func (t *Thread) ownLocked() {
+	c := t.f.cfg.Cluster
+	if c == nil {
+		return
+	}
+	owning := t.rt.active != nil || len(t.rt.queue) > 0
+	switch {
+	case owning && t.cmdSub == nil:
+		sub, err := c.Conn.Subscribe(c.cmdSubject(t.id), t.serveForwarded)
+		if err != nil {
+			t.f.cfg.Logger.Warn("commands for the thread's run cannot reach this instance", "thread", t.id, "err", err)
+			return
+		}
+		t.cmdSub = sub
+	case !owning && t.cmdSub != nil:
+		_ = t.cmdSub.Unsubscribe()
+		t.cmdSub = nil
+	}
+}
+
+// Headers of a forwarded command's reply.
+const (
+	hdrApplied   = "Agent-Applied-Through-Seq"
+	hdrErrorCode = "Agent-Error-Code"
+)
+
+// cancelMethod is the forwarded form of POST /threads/{t}/runs/{r}/cancel;
+// it is accepted only on p.agent.cmd.<T>.
+const cancelMethod = "interlingua.cancel"
+
+// serveForwarded executes a command another instance received for this
+// thread and replies with its result.
+func (t *Thread) serveForwarded(msg *nats.Msg) {
+	reply := nats.NewMsg(msg.Reply)
+	cmd, _, pe := parseCommand(msg.Data)
+	var result []byte
+	var applied uint64
+	if pe == nil {
+		if cmd.method == cancelMethod {
+			run, _, _ := cmd.params.str("run_id")
+			if !t.cancelRun(run) {
+				pe = perr(errNoSuchRun, "no active or queued run "+strconv.Quote(run))
+			}
+		} else if !knownMethods[cmd.method] {
+			pe = perr(errUnknownCommand, "Unknown protocol command: "+cmd.method)
+		} else {
+			result, applied, pe = t.f.executeLocal(t, cmd)
+		}
+	}
+	if pe != nil {
+		reply.Header.Set(hdrErrorCode, pe.Code)
+		reply.Data = []byte(pe.Message)
+	} else {
+		reply.Header.Set(hdrApplied, strconv.FormatUint(applied, 10))
+		reply.Data = result
+	}
+	if err := msg.RespondMsg(reply); err != nil {
+		t.f.cfg.Logger.Warn("forwarded command not answered", "thread", t.id, "err", err)
+	}
+}
+
+// owned reports whether this instance runs or queues the thread's runs.
+func (t *Thread) owned() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rt.active != nil || len(t.rt.queue) > 0
+}
+
+// forward sends a command to the instance running the thread's runs. ok is
+// false when there is none (no instance answers): the caller executes the
+// command here.
+func (f *Frontend) forward(th *Thread, data []byte) (result []byte, applied uint64, pe *protoError, ok bool) {
+	c := f.cfg.Cluster
+	if c == nil || th.owned() {
+		return nil, 0, nil, false
+	}
+	ctx, cancel := context.WithTimeout(f.closingCtx, c.ForwardTimeout)
+	defer cancel()
+	msg, err := c.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: c.cmdSubject(th.id), Data: data})
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, 0, nil, false
+	case err != nil:
+		return nil, 0, asProtoError(canonical.Errorf(canonical.CodeUnavailable,
+			"thread %q: the instance running its run did not answer: %v", th.id, err)), true
+	}
+	if code := msg.Header.Get(hdrErrorCode); code != "" {
+		return nil, 0, perr(code, string(msg.Data)), true
+	}
+	applied, _ = strconv.ParseUint(msg.Header.Get(hdrApplied), 10, 64)
+	return msg.Data, applied, nil, true
+}
+
+// newOrigin names this frontend on the fabric.
+func newOrigin() string { return nuid.Next() }
+
+// refresh reloads a thread's state from the KV bucket when another
+// instance saved it since this one last read or wrote it, so a command or
+// a state read here sees the runs that ran elsewhere. A thread whose runs
+// are here is current already.
+func (f *Frontend) refresh(th *Thread) {
+	kv := f.cfg.KV
+	if kv == nil || f.cfg.Cluster == nil || th.owned() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.closingCtx, f.cfg.KVTimeout)
+	e, err := kv.Get(ctx, kvKey(th.id))
+	cancel()
+	if err != nil {
+		return // unknown or unreachable: the copy in memory stands
+	}
+	var rec threadRecord
+	if json.Unmarshal(e.Value(), &rec) != nil || rec.Version != stateVersion {
+		return
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	if e.Revision() == th.rt.rev || th.rt.active != nil || len(th.rt.queue) > 0 {
+		return
+	}
+	th.rt.known, th.rt.rec, th.rt.rev = true, rec, e.Revision()
+	if rec.Seq > th.seq { // events this instance did not mirror
+		th.restartLocked(rec.Seq)
+	}
+}

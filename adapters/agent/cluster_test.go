@@ -1,0 +1,137 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/interlingua-dev/interlingua/adapters/agent"
+)
+
+// instance is one agent frontend of a cluster and its NATS connection.
+type instance struct {
+	*server
+	nc *nats.Conn
+}
+
+// newCluster starts n agent frontends that share one NATS server: the
+// thread bucket and the agent subjects, each with its own runner.
+func newCluster(t *testing.T, n int) []instance {
+	kv, connect := startFabric(t)
+	var out []instance
+	for range n {
+		nc := connect()
+		out = append(out, instance{newServer(t, agent.Config{KV: kv, Cluster: &agent.Cluster{Conn: nc}}), nc})
+	}
+	return out
+}
+
+// frames reads n runs' worth of frames: every frame, byte for byte, up to
+// the n-th root terminal event.
+func frames(t *testing.T, st *stream, runs int) []string {
+	t.Helper()
+	var out []string
+	for runs > 0 {
+		e := st.next(false)
+		out = append(out, e.ID+" "+e.Event+" "+string(e.Data))
+		var env envelope
+		if err := json.Unmarshal(e.Data, &env); err != nil {
+			t.Fatal(err)
+		}
+		if env.rootTerminal() {
+			runs--
+		}
+	}
+	return out
+}
+
+// TestClusterSubscriberOnOtherInstance: a subscriber on instance B of a
+// thread whose run is on instance A receives the run live, fed from NATS:
+// the same frames, byte for byte, with the seqs A gave them, as a
+// subscriber on A.
+func TestClusterSubscriberOnOtherInstance(t *testing.T) {
+	c := newCluster(t, 2)
+	a, b := c[0], c[1]
+	filter := `{"channels":["lifecycle","messages","values","tools","checkpoints"]}`
+	onB := b.openSSE(t, "shared-live", filter, nil)
+	if err := b.nc.Flush(); err != nil { // B's mirror subscription is in place
+		t.Fatal(err)
+	}
+	onA := a.openSSE(t, "shared-live", filter, nil)
+	a.runStart(t, "shared-live", "demo-agent", user("What is 6 * 7?"), nil)
+	want := frames(t, onA, 1)
+	got := frames(t, onB, 1)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("subscriber on B:\n%s\nsubscriber on A:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(want) < 10 || !strings.Contains(want[len(want)-1], `"completed"`) {
+		t.Fatalf("the run on A: %d frames, last %s", len(want), want[len(want)-1])
+	}
+	// A run started on B (the thread is idle everywhere, so B runs it)
+	// reaches A's subscriber the same way, numbered after A's events.
+	b.runStart(t, "shared-live", "demo-agent", user("and again"), nil)
+	want = frames(t, onB, 1)
+	got = frames(t, onA, 1)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("subscriber on A:\n%s\nsubscriber on B:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestClusterCommandsReachTheRunOwner: commands sent to B for a run live on
+// A (agent.getTree, run.start queueing behind it, the REST cancel) are
+// executed by A; B's subscriber sees their effect with A's seqs.
+func TestClusterCommandsReachTheRunOwner(t *testing.T) {
+	c := newCluster(t, 2)
+	a, b := c[0], c[1]
+	onB := b.openSSE(t, "owned", `{"channels":["lifecycle"]}`, nil)
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := a.runStart(t, "owned", "stream", user("go"), map[string]any{"hang": true, "deltas": 1})
+	if e := onB.envelope(); e.status() != "running" {
+		t.Fatalf("B sees %+v", e)
+	}
+	tree := b.command(t, "owned", 7, "agent.getTree", map[string]any{})
+	if tree["type"] != "success" || !strings.Contains(mustJSON(tree["result"]), `"running"`) {
+		t.Fatalf("agent.getTree on B: %v", tree)
+	}
+	res := b.command(t, "owned", 8, "run.start", map[string]any{"assistant_id": "stream", "input": user("x"), "multitask_strategy": "reject"})
+	if res["error"] != "invalid_argument" || !strings.Contains(res["message"].(string), "active run") {
+		t.Fatalf("reject on B while A runs: %v", res)
+	}
+	queued, _ := b.runStart(t, "owned", "stream", user("queued"), map[string]any{"deltas": 1})
+	resp, err := http.Post(b.URL+"/threads/owned/runs/"+first+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("cancel on B: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	end := onB.untilTerminal()
+	if st := end[len(end)-1]; st.status() != "failed" || !bytes.Contains(st.Params.Data, []byte("cancelled: ")) {
+		t.Fatalf("the cancelled run ends on B with %s", st.Params.Data)
+	}
+	if e := onB.envelope(); e.status() != "running" {
+		t.Fatalf("queued run %s did not start: %+v", queued, e)
+	}
+	if e := onB.untilTerminal(); e[len(e)-1].status() != "completed" {
+		t.Fatalf("queued run: %v", e[len(e)-1].status())
+	}
+	resp, err = http.Post(b.URL+"/threads/owned/runs/run-nope/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != 404 {
+		t.Fatalf("cancel of an unknown run: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// Once A is idle, B reads the state A saved.
+	st := b.command(t, "owned", 9, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	if !strings.Contains(mustJSON(st["result"]), "queued") {
+		t.Fatalf("state.get on B: %v", st)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
