@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -92,7 +93,7 @@ type mirrorMsg struct {
 
 // appendMirrorMsg encodes a record for p.agent.events.<T> by hand: it runs
 // once per event on the instance that owns the run.
-func appendMirrorMsg(b []byte, origin string, rec *record, run, status string) []byte {
+func appendMirrorMsg(b []byte, origin string, rec *record) []byte {
 	b = append(b, `{"o":`...)
 	b = appendString(b, origin)
 	b = append(b, `,"q":`...)
@@ -105,11 +106,11 @@ func appendMirrorMsg(b []byte, origin string, rec *record, run, status string) [
 	}
 	b = append(b, `,"n":`...)
 	b = appendNamespace(b, rec.ns)
-	if run != "" && status != "" {
+	if rec.run != "" {
 		b = append(b, `,"r":`...)
-		b = appendString(b, run)
+		b = appendString(b, rec.run)
 		b = append(b, `,"s":`...)
-		b = appendString(b, status)
+		b = appendString(b, rec.status)
 	}
 	b = append(b, `,"f":`...)
 	b = append(b, rec.frame...)
@@ -118,17 +119,18 @@ func appendMirrorMsg(b []byte, origin string, rec *record, run, status string) [
 
 // publishLocked sends a record this instance appended to the other
 // instances. t.mu is held; the publisher never blocks.
-func (t *Thread) publishLocked(rec *record, run, status string) {
+func (t *Thread) publishLocked(rec *record) {
 	c := t.f.cfg.Cluster
 	if c == nil {
 		return
 	}
-	c.Publish(c.eventsSubject(t.id), appendMirrorMsg(make([]byte, 0, len(rec.frame)+96), t.f.origin, rec, run, status))
+	c.Publish(c.eventsSubject(t.id), appendMirrorMsg(make([]byte, 0, len(rec.frame)+96), t.f.origin, rec))
 }
 
-// follow subscribes the thread to the events other instances append; the
-// subscription lives as long as the thread is in memory.
-func (t *Thread) follow() {
+// followLocked subscribes the thread to the events other instances append
+// (the subscription lives as long as the thread is in memory), then
+// catches up with the instance running the thread's runs, if any.
+func (t *Thread) followLocked() {
 	c := t.f.cfg.Cluster
 	if c == nil {
 		return
@@ -138,25 +140,35 @@ func (t *Thread) follow() {
 		t.f.cfg.Logger.Warn("thread not mirrored from other instances", "thread", t.id, "err", err)
 		return
 	}
-	t.mu.Lock()
 	t.evSub = sub
-	t.mu.Unlock()
+	t.backfillLocked()
 }
 
 // mirror appends an event another instance appended. Events arrive in
 // their owner's order; one this instance already has (its seq is not
-// past ours: a run appended here at the same time) is dropped, and a jump
-// (events missed while this instance was not subscribed, or dropped by a
-// full publish queue) restarts the buffer at the new event, so readers
-// behind it get the protocol's gap error rather than a silent hole.
+// past ours: a run appended here at the same time) is dropped. Before a
+// jump (events missed: dropped by a full publish queue, or a run that
+// started elsewhere while this instance had no copy of the thread), the
+// missing events are asked of their owner; what it no longer buffers
+// restarts the buffer, so readers behind get the protocol's gap error
+// rather than a silent hole.
 func (t *Thread) mirror(msg *nats.Msg) {
 	var m mirrorMsg
-	if err := json.Unmarshal(msg.Data, &m); err != nil || m.Origin == t.f.origin || m.Seq == 0 || len(m.Frame) == 0 {
+	if err := json.Unmarshal(msg.Data, &m); err != nil || m.Origin == t.f.origin {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if m.Seq > t.seq+1 {
+		t.backfillLocked()
+	}
+	t.mirrorLocked(&m)
+}
+
+func (t *Thread) mirrorLocked(m *mirrorMsg) {
 	switch {
+	case m.Seq == 0 || len(m.Frame) == 0:
+		return
 	case m.Seq <= t.seq:
 		t.f.cfg.Logger.Debug("mirrored event not newer than the buffer; dropped", "thread", t.id, "seq", m.Seq, "have", t.seq)
 		return
@@ -166,7 +178,63 @@ func (t *Thread) mirror(msg *nats.Msg) {
 	if m.NS == nil {
 		m.NS = []string{}
 	}
-	t.storeLocked(record{seq: m.Seq, method: m.Method, custom: m.Custom, ns: m.NS, frame: m.Frame}, m.Run, m.Status)
+	t.storeLocked(record{seq: m.Seq, method: m.Method, custom: m.Custom, ns: m.NS, frame: m.Frame, run: m.Run, status: m.Status})
+}
+
+// replayMethod asks the instance running a thread's runs for its buffered
+// events after a seq; it is accepted only on p.agent.cmd.<T>.
+const replayMethod = "interlingua.replay"
+
+// maxReplayBytes bounds a replay reply (NATS's default max payload is
+// 1 MiB): the newest events that fit are sent.
+const maxReplayBytes = 900 << 10
+
+// backfillLocked asks the instance running the thread's runs for the
+// events after t.seq and mirrors them. t.mu is held for the round trip
+// (bounded by the reply timeout), so readers attach after the catch-up
+// and live events wait behind it, in order.
+func (t *Thread) backfillLocked() {
+	c := t.f.cfg.Cluster
+	if t.rt.active != nil || len(t.rt.queue) > 0 {
+		return // the thread's runs are here
+	}
+	req := append([]byte(`{"id":0,"method":"`+replayMethod+`","params":{"since":`), strconv.FormatUint(t.seq, 10)...)
+	ctx, cancel := context.WithTimeout(t.f.closingCtx, min(c.ForwardTimeout, 2*time.Second))
+	defer cancel()
+	msg, err := c.Conn.RequestWithContext(ctx, c.cmdSubject(t.id), append(req, "}}"...))
+	if err != nil || msg.Header.Get(hdrErrorCode) != "" {
+		return // no instance runs the thread (or it did not answer): nothing to catch up
+	}
+	for line := range bytes.SplitSeq(msg.Data, []byte{'\n'}) {
+		var m mirrorMsg
+		if json.Unmarshal(line, &m) == nil {
+			t.mirrorLocked(&m)
+		}
+	}
+}
+
+// replayLinesLocked is the owner's answer to replayMethod: its buffered
+// events after since, one mirror message per line, the newest that fit in
+// maxReplayBytes.
+func (t *Thread) replayLinesLocked(since uint64) []byte {
+	oldest := t.oldest()
+	first := max(since+1, oldest)
+	size := 0
+	for s := t.seq; s >= first; s-- { // walk back to the oldest that fits
+		rec := t.buf.at(int(s - oldest))
+		if size+len(rec.frame)+160 > maxReplayBytes {
+			first = s + 1
+			break
+		}
+		size += len(rec.frame) + 160
+	}
+	b := make([]byte, 0, size)
+	for s := first; s <= t.seq; s++ {
+		rec := t.buf.at(int(s - oldest))
+		b = appendMirrorMsg(b, t.f.origin, rec)
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // ownLocked keeps the thread's command subscription in step with its
@@ -210,7 +278,12 @@ func (t *Thread) serveForwarded(msg *nats.Msg) {
 	var result []byte
 	var applied uint64
 	if pe == nil {
-		if cmd.method == cancelMethod {
+		if cmd.method == replayMethod {
+			since, _ := uintParam(cmd.params["since"])
+			t.mu.Lock()
+			result = t.replayLinesLocked(since)
+			t.mu.Unlock()
+		} else if cmd.method == cancelMethod {
 			run, _, _ := cmd.params.str("run_id")
 			if !t.cancelRun(run) {
 				pe = perr(errNoSuchRun, "no active or queued run "+strconv.Quote(run))
@@ -233,11 +306,12 @@ func (t *Thread) serveForwarded(msg *nats.Msg) {
 	}
 }
 
-// owned reports whether this instance runs or queues the thread's runs.
+// owned reports whether this instance runs or queues the thread's runs,
+// or still takes its commands (a run that just ended, not yet saved).
 func (t *Thread) owned() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.rt.active != nil || len(t.rt.queue) > 0
+	return t.rt.active != nil || len(t.rt.queue) > 0 || t.cmdSub != nil
 }
 
 // forward sends a command to the instance running the thread's runs. ok is
@@ -268,32 +342,36 @@ func (f *Frontend) forward(th *Thread, data []byte) (result []byte, applied uint
 // newOrigin names this frontend on the fabric.
 func newOrigin() string { return nuid.Next() }
 
-// refresh reloads a thread's state from the KV bucket when another
-// instance saved it since this one last read or wrote it, so a command or
-// a state read here sees the runs that ran elsewhere. A thread whose runs
-// are here is current already.
+// refresh merges into a thread the record another instance saved since
+// this one last read or wrote it, so a command or a state read here sees
+// the runs that ran elsewhere. It is ordered with the thread's own saves
+// (persistMu), and merges rather than replaces, as a conflicting save
+// does: nothing this instance holds is lost.
 func (f *Frontend) refresh(th *Thread) {
 	kv := f.cfg.KV
 	if kv == nil || f.cfg.Cluster == nil || th.owned() {
 		return
 	}
+	th.rt.persistMu.Lock()
+	defer th.rt.persistMu.Unlock()
 	ctx, cancel := context.WithTimeout(f.closingCtx, f.cfg.KVTimeout)
 	e, err := kv.Get(ctx, kvKey(th.id))
 	cancel()
 	if err != nil {
 		return // unknown or unreachable: the copy in memory stands
 	}
-	var rec threadRecord
-	if json.Unmarshal(e.Value(), &rec) != nil || rec.Version != stateVersion {
+	var theirs threadRecord
+	if json.Unmarshal(e.Value(), &theirs) != nil || theirs.Version != stateVersion {
 		return
 	}
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	if e.Revision() == th.rt.rev || th.rt.active != nil || len(th.rt.queue) > 0 {
+	if e.Revision() == th.rt.rev {
 		return
 	}
-	th.rt.known, th.rt.rec, th.rt.rev = true, rec, e.Revision()
-	if rec.Seq > th.seq { // events this instance did not mirror
-		th.restartLocked(rec.Seq)
+	th.rt.rec = mergeRecords(th.rt.rec, theirs)
+	th.rt.known, th.rt.rev = true, e.Revision()
+	if theirs.Seq > th.seq { // events this instance did not mirror
+		th.restartLocked(theirs.Seq)
 	}
 }

@@ -135,3 +135,37 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestClusterResumeOnOtherInstance: a client that read part of a live run
+// on A resumes on B (which did not hold the thread) with its last seq: B
+// catches up from A's buffer, and the client receives every later event
+// exactly once, the same frames as A's subscriber.
+func TestClusterResumeOnOtherInstance(t *testing.T) {
+	c := newCluster(t, 2)
+	a, b := c[0], c[1]
+	onA := a.openSSE(t, "resume", `{"channels":["lifecycle","messages","values"]}`, nil)
+	run, _ := a.runStart(t, "resume", "stream", user("go"), map[string]any{"hang": true, "deltas": 3})
+	var seen []string
+	for {
+		e := onA.next(false)
+		seen = append(seen, e.ID+" "+e.Event+" "+string(e.Data))
+		if strings.Contains(string(e.Data), `"content-block-delta"`) {
+			break // the run now hangs until cancelled
+		}
+	}
+	if len(seen) < 4 {
+		t.Fatalf("before the hang: %v", seen)
+	}
+	last := strings.Fields(seen[len(seen)-3])[0] // the client saw up to here
+	onB := b.openSSE(t, "resume", `{"channels":["lifecycle","messages","values"],"since":`+last+`}`, nil)
+	resp, err := http.Post(b.URL+"/threads/resume/runs/"+run+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("cancel on B: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	restA := append(seen[len(seen)-2:], frames(t, onA, 1)...)
+	restB := frames(t, onB, 1)
+	if strings.Join(restB, "\n") != strings.Join(restA, "\n") {
+		t.Fatalf("resumed on B after seq %s:\n%s\nA:\n%s", last, strings.Join(restB, "\n"), strings.Join(restA, "\n"))
+	}
+}

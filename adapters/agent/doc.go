@@ -62,7 +62,23 @@
 // input) answers with a new run whose canonical Request.resume maps each
 // interrupt id to its response, after an input.answered event. Thread
 // records live in the JetStream KV bucket (Config.KV, key
-// "agent.<thread>"), so any instance can serve a thread. A backend that
+// "agent.<thread>"), so any instance can serve a thread.
+//
+// With Config.Cluster (cluster.go), any instance serves a thread live: the
+// instance running the thread's runs numbers its events and publishes them
+// on <prefix>.agent.events.<thread>; every other instance holding the
+// thread mirrors them into its buffer, so SSE streams and WebSocket
+// subscriptions anywhere see the same frames with the same seqs, and a
+// client resuming on another instance with its last seq gets the rest
+// exactly once (an instance that loads the thread, or sees a jump, first
+// asks the owner for the buffered events it lacks). Commands sent to any
+// instance — run.start, input.respond, input.inject, state.*,
+// agent.getTree and the REST cancel — are executed by the instance running
+// the thread's runs (request/reply on <prefix>.agent.cmd.<thread>), so runs
+// queue in one place; when no instance runs it, the receiving one does,
+// after reloading the thread's record if another instance saved it.
+//
+// A backend that
 // reports state itself (the agent backend marks its events; others are
 // recognised by a state event before any message) is an agent: its values,
 // updates and checkpoints pass through and are only recorded.
@@ -107,9 +123,10 @@
 //     agent backends and ignored by plain models.
 //   - CheckpointSummary.step is a uint: the input checkpoint (step -1) is
 //     listed with step 0 (its metadata keeps the -1).
-//   - Seq continuity across instances is as good as the last save: an
-//     instance loading a thread continues from the seq saved at the last
-//     step of the last run, and opens its buffer with the current state.
+//   - Two runs started on the same idle thread at the same moment on two
+//     instances both run (neither finds the other's command subscription
+//     yet); their seqs collide and each instance keeps its own events
+//     under those seqs. The state survives (the KV merge keeps both turns).
 //
 // # Limits (Config; each zero is its default)
 //

@@ -274,11 +274,12 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 		return nil, nil
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if t := f.threads[id]; t != nil {
+		f.mu.Unlock()
 		return t, nil
 	}
 	if len(f.threads) >= f.cfg.MaxThreads {
+		f.mu.Unlock()
 		return nil, errTooManyThreads
 	}
 	t := newThread(f, id)
@@ -292,12 +293,15 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 			// the one every instance numbers rec.Seq+1.
 			t.seq = rec.Seq - 1
 			w := wireEvent{method: methodValues, namespace: []string{}, timeMs: f.cfg.Now().UnixMilli(), data: valuesJSON(rec.Values, nil)}
-			t.storeLocked(record{seq: rec.Seq, method: w.method, ns: w.namespace, frame: newFrame(rec.Seq, &w)}, "", "")
+			t.storeLocked(record{seq: rec.Seq, method: w.method, ns: w.namespace, frame: newFrame(rec.Seq, &w)})
 		}
 	}
-	f.threads[id] = t
-	t.follow()
+	// Whoever finds the thread in the map waits on t.mu until it has
+	// caught up with the instance running its runs, if any.
 	t.mu.Lock()
+	f.threads[id] = t
+	f.mu.Unlock()
+	t.followLocked()
 	t.maybeIdleLocked()
 	t.mu.Unlock()
 	return t, nil

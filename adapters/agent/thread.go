@@ -17,6 +17,8 @@ type record struct {
 	custom string
 	ns     []string
 	frame  []byte
+	// run and status of a lifecycle event (agent.getTree, reconnect).
+	run, status string
 }
 
 // ring is a bounded buffer of the most recent records; its seqs are
@@ -136,15 +138,18 @@ func (t *Thread) oldest() uint64 { return t.seq - uint64(t.buf.n) + 1 }
 func (t *Thread) appendLocked(w *wireEvent, run string) uint64 {
 	t.seq++
 	rec := record{seq: t.seq, method: w.method, custom: w.custom, ns: w.namespace, frame: newFrame(t.seq, w)}
-	t.storeLocked(rec, run, w.status)
-	t.publishLocked(&rec, run, w.status)
+	if w.method == methodLifecycle {
+		rec.run, rec.status = run, w.status
+	}
+	t.storeLocked(rec)
+	t.publishLocked(&rec)
 	return t.seq
 }
 
 // storeLocked puts a record with the next seq into the buffer, keeps the
 // namespaces' latest state and the runs' statuses, and wakes the readers:
 // for events appended here and those mirrored from other instances.
-func (t *Thread) storeLocked(rec record, run, status string) {
+func (t *Thread) storeLocked(rec record) {
 	t.seq = rec.seq
 	if rec.method == methodValues {
 		k := nsKey(rec.ns)
@@ -166,8 +171,8 @@ func (t *Thread) storeLocked(rec record, run, status string) {
 			delete(t.latest, k)
 		}
 	}
-	if rec.method == methodLifecycle && run != "" {
-		t.noteStatus(run, rec.ns, status)
+	if rec.method == methodLifecycle && rec.run != "" {
+		t.noteStatus(rec.run, rec.ns, rec.status)
 	}
 	for r := range t.readers {
 		select {
