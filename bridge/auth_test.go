@@ -33,6 +33,8 @@ func TestAuth(t *testing.T) {
 		{"query key only for upgrades", "/v1/runs?key=key-a", run, nil, 401, "unauthenticated"},
 		{"target not allowed for key", "/v1/runs", run, map[string]string{"Authorization": "Bearer key-b"}, 403, `may not use target \"echo\"`},
 		{"target allowed by glob", "/v1/runs", strings.Replace(run, "echo", "demo-agent", 1), map[string]string{"Authorization": "Bearer key-b"}, 200, "RUN_STATUS_COMPLETED"},
+		{"agent run.start: target not allowed for key", "/threads/t-b/commands", `{"id":1,"method":"run.start","params":{"assistant_id":"echo","input":null}}`,
+			map[string]string{"Authorization": "Bearer key-b"}, 200, `"error":"permission_denied","message":"API key \"b\" may not use target \"echo\""`},
 		{"grpc form", "/evergreen.v2.EvergreenService/StartSession", "", map[string]string{"Content-Type": "application/grpc"}, 200, ""},
 		{"triton form", "/v2/models/echo/generate", `{"text_input":"x"}`, nil, 401, `{"error":`},
 		{"glide form", "/v1/language/echo/chatStream", "", map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, 401, `"name":"unauthenticated"`},

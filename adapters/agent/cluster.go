@@ -264,6 +264,10 @@ func (t *Thread) ownLocked() {
 const (
 	hdrApplied   = "Agent-Applied-Through-Seq"
 	hdrErrorCode = "Agent-Error-Code"
+	// hdrPrincipal carries the caller (JSON canonical.Principal) with a
+	// forwarded command. Instances trust each other: the fabric is the
+	// cluster's own NATS (nats.creds and TLS secure it).
+	hdrPrincipal = "Agent-Principal"
 )
 
 // cancelMethod is the forwarded form of POST /threads/{t}/runs/{r}/cancel;
@@ -277,6 +281,12 @@ func (t *Thread) serveForwarded(msg *nats.Msg) {
 	cmd, _, pe := parseCommand(msg.Data)
 	var result []byte
 	var applied uint64
+	if h := msg.Header.Get(hdrPrincipal); pe == nil && h != "" {
+		cmd.principal = &canonical.Principal{}
+		if json.Unmarshal([]byte(h), cmd.principal) != nil {
+			pe = perr(errPermissionDenied, "forwarded command: unreadable "+hdrPrincipal+" header")
+		}
+	}
 	if pe == nil {
 		if cmd.method == replayMethod {
 			since, _ := uintParam(cmd.params["since"])
@@ -317,14 +327,20 @@ func (t *Thread) owned() bool {
 // forward sends a command to the instance running the thread's runs. ok is
 // false when there is none (no instance answers): the caller executes the
 // command here.
-func (f *Frontend) forward(th *Thread, data []byte) (result []byte, applied uint64, pe *protoError, ok bool) {
+func (f *Frontend) forward(th *Thread, data []byte, who *canonical.Principal) (result []byte, applied uint64, pe *protoError, ok bool) {
 	c := f.cfg.Cluster
 	if c == nil || th.owned() {
 		return nil, 0, nil, false
 	}
 	ctx, cancel := context.WithTimeout(f.closingCtx, c.ForwardTimeout)
 	defer cancel()
-	msg, err := c.Conn.RequestMsgWithContext(ctx, &nats.Msg{Subject: c.cmdSubject(th.id), Data: data})
+	req := nats.NewMsg(c.cmdSubject(th.id))
+	req.Data = data
+	if who != nil { // the owner starts runs as the caller
+		b, _ := json.Marshal(who)
+		req.Header.Set(hdrPrincipal, string(b))
+	}
+	msg, err := c.Conn.RequestMsgWithContext(ctx, req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, 0, nil, false

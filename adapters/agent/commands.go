@@ -20,6 +20,9 @@ type command struct {
 	method string
 	params params
 	raw    []byte // the command as received, to forward it
+	// who sent it (nil when auth is off): runs it starts are the caller's,
+	// held to its API key's targets and max_runs by the bridge.
+	principal *canonical.Principal
 }
 
 // Messages the JS reference server sends for malformed commands.
@@ -117,7 +120,7 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 	}
 	// The instance running the thread's runs executes it, so runs queue
 	// in one place and state is read where it is kept.
-	if result, applied, pe, ok := f.forward(th, cmd.raw); ok {
+	if result, applied, pe, ok := f.forward(th, cmd.raw, cmd.principal); ok {
 		return result, applied, pe
 	}
 	f.refresh(th)
@@ -128,7 +131,7 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 func (f *Frontend) executeLocal(th *Thread, cmd *command) ([]byte, uint64, *protoError) {
 	switch cmd.method {
 	case "run.start":
-		return f.runStart(th, cmd.params)
+		return f.runStart(th, cmd.params, cmd.principal)
 	case "subscription.subscribe", "subscription.unsubscribe", "subscription.reconnect", cancelMethod:
 		return nil, 0, perr(errNotSupported, cmd.method+" cannot be forwarded")
 	}
@@ -140,7 +143,7 @@ func (f *Frontend) executeLocal(th *Thread, cmd *command) ([]byte, uint64, *prot
 	}
 	switch cmd.method {
 	case "input.respond":
-		return f.inputRespond(th, cmd.params)
+		return f.inputRespond(th, cmd.params, cmd.principal)
 	case "input.inject":
 		return f.inputInject(th, cmd.params)
 	case "state.get":
@@ -148,7 +151,7 @@ func (f *Frontend) executeLocal(th *Thread, cmd *command) ([]byte, uint64, *prot
 	case "state.listCheckpoints":
 		return f.listCheckpoints(th, cmd.params)
 	case "state.fork":
-		return f.stateFork(th, cmd.params)
+		return f.stateFork(th, cmd.params, cmd.principal)
 	case "agent.getTree":
 		return f.getTree(th, cmd.params)
 	}
@@ -204,7 +207,7 @@ func newRequest(target string) *canonical.Request {
 	return &canonical.Request{Target: target, Parameters: map[string]*structpb.Value{}, Metadata: map[string]string{}, Extensions: map[string]*structpb.Value{}}
 }
 
-func (f *Frontend) runStart(th *Thread, p params) ([]byte, uint64, *protoError) {
+func (f *Frontend) runStart(th *Thread, p params, who *canonical.Principal) ([]byte, uint64, *protoError) {
 	assistant, present, ok := p.str("assistant_id")
 	if !ok {
 		return nil, 0, perr(errInvalidArgument, "run.start: assistant_id must be a string.")
@@ -227,7 +230,7 @@ func (f *Frontend) runStart(th *Thread, p params) ([]byte, uint64, *protoError) 
 		return nil, 0, perr(errInvalidArgument, fmt.Sprintf("run.start: multitask_strategy %q is not one of reject, rollback, interrupt, enqueue.", strategy))
 	}
 	input := p["input"]
-	pr := &pendingRun{id: newRunID(), req: newRequest(assistant)}
+	pr := &pendingRun{id: newRunID(), req: newRequest(assistant), principal: who}
 	fork, pe := runOptions("run.start", p, pr.req)
 	if pe != nil {
 		return nil, 0, pe
@@ -309,7 +312,7 @@ type respondEntry struct {
 	response json.RawMessage
 }
 
-func (f *Frontend) inputRespond(th *Thread, p params) ([]byte, uint64, *protoError) {
+func (f *Frontend) inputRespond(th *Thread, p params, who *canonical.Principal) ([]byte, uint64, *protoError) {
 	var entries []respondEntry
 	if p.has("responses") {
 		var list []json.RawMessage
@@ -351,7 +354,7 @@ func (f *Frontend) inputRespond(th *Thread, p params) ([]byte, uint64, *protoErr
 	th.mu.Lock()
 	applied := th.seq
 	rt := &th.rt
-	pr := &pendingRun{id: newRunID(), req: newRequest(rt.rec.Assistant)}
+	pr := &pendingRun{id: newRunID(), req: newRequest(rt.rec.Assistant), principal: who}
 	if _, pe := runOptions("input.respond", p, pr.req); pe != nil {
 		th.mu.Unlock()
 		return nil, 0, pe
@@ -532,7 +535,7 @@ func (f *Frontend) listCheckpoints(th *Thread, p params) ([]byte, uint64, *proto
 	return append(b, "]}"...), th.seq, nil
 }
 
-func (f *Frontend) stateFork(th *Thread, p params) ([]byte, uint64, *protoError) {
+func (f *Frontend) stateFork(th *Thread, p params, who *canonical.Principal) ([]byte, uint64, *protoError) {
 	id, present, ok := p.str("checkpoint_id")
 	if !ok || !present || id == "" {
 		return nil, 0, perr(errInvalidArgument, "state.fork requires a checkpoint_id string.")
@@ -540,7 +543,7 @@ func (f *Frontend) stateFork(th *Thread, p params) ([]byte, uint64, *protoError)
 	th.mu.Lock()
 	applied := th.seq
 	assistant := th.rt.rec.Assistant
-	pr := &pendingRun{id: newRunID(), req: newRequest(assistant), fork: id}
+	pr := &pendingRun{id: newRunID(), req: newRequest(assistant), fork: id, principal: who}
 	if _, pe := runOptions("state.fork", p, pr.req); pe != nil {
 		th.mu.Unlock()
 		return nil, 0, pe

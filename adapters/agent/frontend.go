@@ -400,6 +400,7 @@ func (f *Frontend) serveCommands(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, errorFrame(id, pe))
 		return
 	}
+	cmd.principal = canonical.PrincipalFrom(r.Context())
 	th, err := f.thread(r.Context(), r.PathValue("thread_id"), cmd.method == "run.start")
 	if err != nil {
 		writeJSON(w, errorFrame(int64(cmd.id), asProtoError(err)))
@@ -487,7 +488,7 @@ func (f *Frontend) serveCancel(w http.ResponseWriter, r *http.Request) {
 		}
 		// The run may be on another instance.
 		cmd := append([]byte(`{"id":0,"method":"`+cancelMethod+`","params":{"run_id":`), appendString(nil, run)...)
-		if _, _, pe, ok := f.forward(th, append(cmd, "}}"...)); ok {
+		if _, _, pe, ok := f.forward(th, append(cmd, "}}"...), canonical.PrincipalFrom(r.Context())); ok {
 			if pe == nil {
 				w.WriteHeader(http.StatusNoContent)
 			} else {

@@ -92,6 +92,8 @@ type pendingRun struct {
 	update   map[string]json.RawMessage // other state keys the run sets
 	answered []string                   // interrupt ids the run resumes
 	fork     string                     // checkpoint the run forks from
+	// principal is the caller who started it (nil: auth off).
+	principal *canonical.Principal
 }
 
 // Run modes: undecided until the first event that is not a lifecycle one.
@@ -445,6 +447,9 @@ func rawValue(raw json.RawMessage) *structpb.Value {
 func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	rt := &t.rt
 	ctx, cancel := context.WithCancel(t.f.runCtx)
+	if pr.principal != nil {
+		ctx = canonical.WithPrincipal(ctx, pr.principal)
+	}
 	ar := &activeRun{pr: pr, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, toolNames: map[string]string{}}
 	ar.enc = NewEncoder(EncoderConfig{GraphName: rt.rec.Assistant, MaxBlockBytes: t.f.cfg.MaxBlockBytes, Now: t.f.cfg.Now})
 	rt.active = ar

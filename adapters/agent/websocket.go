@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/nats-io/nuid"
 
+	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
@@ -100,6 +101,7 @@ func (cn *wsConn) readLoop(ctx context.Context) {
 			cn.send(errorFrame(id, pe)) // the connection keeps working
 			continue
 		}
+		cmd.principal = canonical.PrincipalFrom(ctx)
 		switch cmd.method {
 		case "subscription.subscribe":
 			cn.subscribe(cmd)
