@@ -77,12 +77,7 @@ type nativeClient struct {
 func (c nativeClient) close() { c.tr.CloseIdleConnections() }
 
 // frontendProtocols are the frontend protocols of the default matrix.
-var frontendProtocols = []string{"native", "triton", "evergreen", "glide", "xml"}
-
-// extraFrontends have clients but are not in the default matrix yet: the
-// agent protocol's adapter is being finished (run it with --frontend
-// agent).
-var extraFrontends = []string{"agent"}
+var frontendProtocols = []string{"native", "triton", "evergreen", "glide", "xml", "agent"}
 
 // newClient returns the client of frontend protocol p.
 func newClient(p string, o clientOptions) (client, error) {
@@ -130,7 +125,7 @@ func newClient(p string, o clientOptions) (client, error) {
 		}
 		return backendClient{be, func() { _ = be.Close() }}, nil
 	}
-	return nil, fmt.Errorf("no client for frontend protocol %q (known: %s)", p, strings.Join(append(frontendProtocols, extraFrontends...), ", "))
+	return nil, fmt.Errorf("no client for frontend protocol %q (known: %s)", p, strings.Join(frontendProtocols, ", "))
 }
 
 // addKeys adds top-level keys to the JSON body of generate requests.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/interlingua-dev/interlingua/adapters/agent"
 	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/adapters/glide"
 	"github.com/interlingua-dev/interlingua/adapters/native"
@@ -88,6 +89,13 @@ func mountFrontend(t *testing.T, p string, r canonical.Runner) *httptest.Server 
 		}
 		fe.Mount(mux)
 		closers = append(closers, fe.Shutdown)
+	case "agent":
+		fe, err := agent.NewFrontend(agent.Config{Runner: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe.Mount(mux)
+		closers = append(closers, fe.Close)
 	default:
 		t.Fatalf("no frontend %q", p)
 	}

@@ -132,14 +132,16 @@ var profiles = map[string]*profile{
 			{"cancel", "chatStream has no cancel: the upstream is not told (the bridge's run still ends at once)"},
 		},
 	},
-	// The agent protocol's adapter is being finished: its profile is the
-	// identity until its degradations settle (doc.go states them: a
-	// cancelled run is a failed lifecycle "cancelled: …" read back as
-	// cancelled, a failed run's code is lost unless a model call failed,
-	// non-terminal errors travel as custom "interlingua.error" events).
 	"agent": {
-		name: "agent", front: identity,
-		frontNotes: []degradation{{"all", "not yet characterised: the adapter is being finished (--frontend agent runs it)"}},
+		name: "agent", front: agentFront, replay: true,
+		frontNotes: []degradation{
+			{"error-before", "run.start's error response: the agent protocol's error codes are few, so the client reads back invalid_argument (for every code a client can fix: invalid_argument, not_found, already_exists, failed_precondition, out_of_range, resource_exhausted), permission_denied (also unauthenticated), unimplemented, or unknown (the rest)"},
+			{"error-mid", "a lifecycle error is a string: the code survives only while a message is open (the messages channel's error event carries it); a run that fails between messages, or after a non-terminal error, reads back as unknown"},
+			{"error-nonterminal", "a custom event named interlingua.error with {code, message}, read back as the same error"},
+			{"cancel", "AgentStatus has no cancelled: a failed lifecycle event whose error starts \"cancelled: \", read back as cancelled"},
+			{"tool-call", "a tool call whose arguments are not a JSON object finishes as an invalid_tool_call block carrying the raw string"},
+			{"multimodal", "data blocks are base64 data-delta slices; block types the canonical model lacks are not produced by the bridge"},
+		},
 	},
 	"xml": {
 		name: "xml", front: xmlFront,
@@ -450,4 +452,35 @@ func jsonString(s string) string {
 	}
 	sb.WriteByte('"')
 	return sb.String()
+}
+
+// agentRoundTrip is the code an agent-protocol client reads back for a
+// refused run.start (adapters/agent errors.go: wireCode, then
+// canonicalCode).
+func agentRoundTrip(code string) string {
+	c, _ := canonical.ParseCode(code)
+	switch c {
+	case canonical.CodeInvalidArgument, canonical.CodeNotFound, canonical.CodeAlreadyExists,
+		canonical.CodeFailedPrecondition, canonical.CodeOutOfRange, canonical.CodeResourceExhausted:
+		return canonical.CodeInvalidArgument.String()
+	case canonical.CodePermissionDenied, canonical.CodeUnauthenticated:
+		return canonical.CodePermissionDenied.String()
+	case canonical.CodeUnimplemented:
+		return canonical.CodeUnimplemented.String()
+	}
+	return canonical.CodeUnknown.String()
+}
+
+// agentFront: what the agent-protocol client (our agent backend) reads
+// back from the agent frontend.
+func agentFront(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
+	out := clone(t)
+	blocks := out.GetBlocks()
+	switch {
+	case out.GetStatus() == transcript.Refused:
+		out.Code = agentRoundTrip(out.GetCode())
+	case out.GetStatus() == transcript.Failed && (len(blocks) == 0 || blocks[len(blocks)-1].GetType() == transcript.Error):
+		out.Code = canonical.CodeUnknown.String() // no message open: the lifecycle's string error only
+	}
+	return out
 }

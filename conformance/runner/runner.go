@@ -266,7 +266,7 @@ func plan(opts Options) ([]job, error) {
 		}
 		p := profiles[opts.Protocol]
 		if p == nil || p.front == nil {
-			return nil, fmt.Errorf("--protocol %q: not a frontend protocol (known: %s)", opts.Protocol, strings.Join(append(frontendProtocols, extraFrontends...), ", "))
+			return nil, fmt.Errorf("--protocol %q: not a frontend protocol (known: %s)", opts.Protocol, strings.Join(frontendProtocols, ", "))
 		}
 		for _, c := range opts.Cases {
 			if applies(c, opts.Protocol, "") {
@@ -288,7 +288,7 @@ func plan(opts Options) ([]job, error) {
 	}
 	for _, f := range fes {
 		if p := profiles[f]; p == nil || p.front == nil {
-			return nil, fmt.Errorf("frontend %q: unknown (known: %s)", f, strings.Join(append(frontendProtocols, extraFrontends...), ", "))
+			return nil, fmt.Errorf("frontend %q: unknown (known: %s)", f, strings.Join(frontendProtocols, ", "))
 		}
 	}
 	for _, b := range bes {
