@@ -153,6 +153,9 @@ func (t *Thread) followLocked() {
 // restarts the buffer, so readers behind get the protocol's gap error
 // rather than a silent hole.
 func (t *Thread) mirror(msg *nats.Msg) {
+	if bytes.HasPrefix(msg.Data, t.f.echo) {
+		return // this instance's own event, back from the subscription
+	}
 	var m mirrorMsg
 	if err := json.Unmarshal(msg.Data, &m); err != nil || m.Origin == t.f.origin {
 		return

@@ -149,6 +149,7 @@ func (c Config) Validate() error {
 type Frontend struct {
 	cfg    Config
 	origin string // this frontend on the fabric (mirrored events carry it)
+	echo   []byte // how this frontend's own mirror messages start
 
 	runCtx    context.Context // parent of every run; cancelled by Close
 	cancelRun context.CancelFunc
@@ -175,7 +176,8 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
-	return &Frontend{cfg: cfg, origin: newOrigin(), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
+	origin := newOrigin()
+	return &Frontend{cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
 		closingCtx: cctx, closingCancel: ccancel}, nil
 }
 
