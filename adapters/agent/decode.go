@@ -11,6 +11,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/textarena"
 )
 
 // Decoder turns one upstream run's agent-protocol events (whole envelope
@@ -27,6 +28,11 @@ import (
 // Frames that are not events (command responses) are ignored. A frame that
 // is not JSON is an InvalidArgument error naming it. Not safe for
 // concurrent use.
+//
+// Text, reasoning and tool-argument deltas on the open block, most of a
+// run's frames, are read by a hand-written scanner (decode_fast.go) that
+// gives exactly the events encoding/json gives and declines any frame it
+// cannot prove that for; the others take encoding/json.
 type Decoder struct {
 	// AfterSeq skips events with a seq at or below it: the replay of earlier
 	// runs of the thread (set it to the run.start response's
@@ -42,6 +48,14 @@ type Decoder struct {
 	ended  bool
 	msgErr *canonical.Error
 	msgs   int
+
+	// The fast path's state (decode_fast.go), reused across frames.
+	slow    bool            // decode every frame with encoding/json (tests compare the paths)
+	fast    fastFrame       // the frame being scanned
+	last    *nsDec          // the namespace of the last fast frame
+	node    string          // the last graph node, reused while it repeats
+	scratch []byte          // unescaped text
+	arena   textarena.Arena // the strings of text deltas
 }
 
 // nsDec is the open message and block of one upstream namespace.
@@ -115,10 +129,21 @@ func (d *Decoder) maxBlock() int {
 // Feed decodes one frame and appends the canonical events it completes.
 func (d *Decoder) Feed(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	frame = bytes.TrimSpace(frame)
-	var env wireEnvelope
 	if len(frame) == 0 || frame[0] != '{' {
 		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
 	}
+	if !d.slow {
+		if o, ok := d.feedFast(frame, out); ok {
+			return o, nil
+		}
+	}
+	return d.feedJSON(frame, out)
+}
+
+// feedJSON decodes a frame with encoding/json: every frame the fast path
+// declines.
+func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
+	var env wireEnvelope
 	if err := json.Unmarshal(frame, &env); err != nil {
 		var probe map[string]json.RawMessage
 		if json.Unmarshal(frame, &probe) != nil {
@@ -282,7 +307,9 @@ func (d *Decoder) appendText(out []*canonical.Event, base *canonical.Event, s *n
 			s.acc = append(s.acc, text...)
 		}
 	}
-	return d.emit(out, base, &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: s.index, Text: text}})
+	e := canonical.NewTextDelta(s.index, text)
+	e.Namespace, e.GraphNode, e.TimeUnixNano = base.Namespace, base.GraphNode, base.TimeUnixNano
+	return append(out, e)
 }
 
 // appendB64 emits the decodable part of base64 data on the open data block.
@@ -751,9 +778,11 @@ func (d *SSEDecoder) Feed(chunk []byte, out []*canonical.Event) ([]*canonical.Ev
 		}
 		var ferr error
 		if out, ferr = d.Decoder.Feed(e.Data, out); ferr != nil {
+			clear(d.evs)
 			return out, ferr
 		}
 	}
+	clear(d.evs) // keep no frame
 	if err != nil {
 		return out, canonical.AsError(err)
 	}

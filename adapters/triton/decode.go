@@ -12,6 +12,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/textarena"
 )
 
 // Extension keys this adapter sets on canonical requests.
@@ -551,6 +552,8 @@ type streamDecoder struct {
 	status     int // the response's HTTP status; an in-band error's code derives from it
 	b          *canonical.Builder
 	acc        canonical.TextAccumulator
+	arena      textarena.Arena // the strings of text deltas
+	slowText   bool            // every text through acc.Append (tests compare the two)
 	f          responseFields
 	scratch    []byte
 	prev       []byte // cumulative mode: the text so far
@@ -691,7 +694,7 @@ func (d *streamDecoder) response(data []byte, out []*canonical.Event) ([]*canoni
 			text = text[len(d.prev):]
 			d.prev = append(d.prev, text...)
 		}
-		out = d.b.Text(out, d.acc.Append(text))
+		out = d.b.Text(out, d.text(text))
 	}
 	switch f.finishReason {
 	case "":
@@ -706,6 +709,16 @@ func (d *streamDecoder) response(data []byte, out []*canonical.Event) ([]*canoni
 		d.usage = &canonical.Usage{InputTokens: f.numInput, OutputTokens: f.numOutput, TotalTokens: f.numInput + f.numOutput}
 	}
 	return out, nil
+}
+
+// text returns the whole runes of a text_output chunk as a string, as
+// acc.Append does. The common chunk, whole UTF-8 with nothing held back,
+// takes its string from the arena: no allocation of its own.
+func (d *streamDecoder) text(b []byte) string {
+	if !d.slowText && d.acc.Pending() == 0 && utf8.Valid(b) {
+		return d.arena.String(b)
+	}
+	return d.acc.Append(b)
 }
 
 // complete flushes the text held back and ends the run completed.

@@ -1,0 +1,819 @@
+package agent
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// The fast path: most frames of a run are text, reasoning or tool-argument
+// deltas on the block already open,
+//
+//	{"type":"event","seq":N,"method":"messages","params":{"namespace":[...],
+//	 "timestamp":N,"node":"...","data":{"event":"content-block-delta",
+//	 "index":N,"delta":{"type":"text-delta","text":"..."}}}}
+//
+// with members in any order and any others beside them. feedFast scans
+// such a frame by hand, with no reflection, maps or copies of raw values,
+// and produces exactly the events Feed's encoding/json path produces.
+// Whenever it cannot prove that (another shape, a member it does not read
+// spelt in another case or twice, null, an escaped name, a number
+// encoding/json would refuse, a namespace it has not seen, a block not
+// open, invalid JSON anywhere) it declines without side effects and the
+// general path decodes the frame, errors included.
+
+// Fast-path bounds: beyond them the general path decodes the frame.
+const (
+	fastMaxNamespace = 8  // namespace elements read
+	fastMaxDepth     = 64 // nesting of the members skipped over
+	fastMaxStates    = 16 // namespaces searched for the frame's block
+)
+
+// The delta fields the fast path reads, indexing fastFrame.fields.
+const (
+	fastText = iota
+	fastReasoning
+	fastArgs
+	fastData
+	fastFields
+)
+
+// fastSpan is a JSON string's raw contents (between the quotes) in the frame.
+type fastSpan struct {
+	start, end int
+	backslash  bool // holds an escape
+	high       bool // holds a byte >= 0x80
+}
+
+// fastFrame is what feedFast read from a frame.
+type fastFrame struct {
+	seq      uint64
+	hasSeq   bool
+	ns       [fastMaxNamespace]fastSpan
+	nsN      int
+	ts       float64
+	hasTS    bool
+	node     fastSpan
+	hasNode  bool
+	index    int64
+	dtype    int // the field the delta type carries; -1 before it is read
+	fields   [fastFields]fastSpan
+	hasField [fastFields]bool
+	seen     uint32 // members read, to decline duplicates
+}
+
+// Bits of fastFrame.seen, one per member read.
+const (
+	fastSeenType = 1 << iota
+	fastSeenSeq
+	fastSeenMethod
+	fastSeenParams
+	fastSeenNamespace
+	fastSeenTimestamp
+	fastSeenNode
+	fastSeenData
+	fastSeenEvent
+	fastSeenIndex
+	fastSeenDelta
+	fastSeenDeltaType
+)
+
+// Member names per object, for the case-insensitive match encoding/json
+// makes: a name equal to one of them but for case is declined.
+var (
+	fastEnvelopeNames = []string{"type", "seq", "method", "params"}
+	fastParamsNames   = []string{"namespace", "timestamp", "node", "data"}
+	fastDataNames     = []string{"event", "index", "delta"}
+	fastDeltaNames    = []string{"type", "text", "reasoning", "args", "data"}
+)
+
+// feedFast decodes frame (trimmed, starting with '{') if it is a delta the
+// fast path handles; ok is false, with out unchanged and no decoding state
+// touched (only the lookup cache d.last), for any other frame.
+func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical.Event, ok bool) {
+	if d.ended {
+		return out, false
+	}
+	f := &d.fast
+	*f = fastFrame{dtype: -1}
+	s := fastScanner{b: frame}
+	if !s.envelope(f) || s.pos != len(frame) {
+		return out, false
+	}
+	const all = fastSeenType | fastSeenMethod | fastSeenParams | fastSeenData | fastSeenEvent | fastSeenIndex | fastSeenDelta | fastSeenDeltaType
+	if f.seen&all != all || !f.hasField[f.dtype] {
+		return out, false
+	}
+	if f.hasSeq && f.seq <= d.AfterSeq {
+		return out, false
+	}
+	st := d.fastState(frame, f)
+	if st == nil || !st.blockOpen || st.wire != f.index || st.jsonBlock {
+		return out, false
+	}
+	want := [fastFields]canonical.BlockType{canonical.BlockText, canonical.BlockReasoning, canonical.BlockToolCall, canonical.BlockData}
+	if st.typ != want[f.dtype] {
+		return out, false
+	}
+	var node string
+	if f.hasNode {
+		raw, plain := fastPlain(frame, f.node)
+		if !plain {
+			return out, false
+		}
+		if string(raw) != d.node {
+			d.node = string(raw)
+		}
+		node = d.node
+	}
+	base := canonical.Event{Namespace: st.ns, GraphNode: node}
+	if f.hasTS && f.ts > 0 && f.ts < 1e14 {
+		base.TimeUnixNano = int64(f.ts) * 1e6
+	}
+	sp := f.fields[f.dtype]
+	raw := frame[sp.start:sp.end]
+	if sp.backslash || sp.high {
+		d.scratch = fastUnquote(d.scratch[:0], raw)
+		raw = d.scratch
+		if cap(d.scratch) > 64<<10 {
+			d.scratch = nil // keep no large buffer
+		}
+	}
+	if f.dtype == fastData {
+		return d.appendB64(out, &base, st, string(raw)), true
+	}
+	return d.appendText(out, &base, st, d.arena.String(raw)), true
+}
+
+// fastState is the state of the frame's namespace if it exists: the one
+// whose namespace equals it element by element, so the general path's
+// lookup by key would find the same one.
+func (d *Decoder) fastState(frame []byte, f *fastFrame) *nsDec {
+	if d.last != nil && fastSameNS(frame, f, d.last.ns) {
+		return d.last
+	}
+	for i := len(d.order) - 1; i >= 0 && i >= len(d.order)-fastMaxStates; i-- {
+		if s := d.order[i]; fastSameNS(frame, f, s.ns) {
+			d.last = s
+			return s
+		}
+	}
+	return nil
+}
+
+func fastSameNS(frame []byte, f *fastFrame, ns []string) bool {
+	if len(ns) != f.nsN {
+		return false
+	}
+	for i, sp := range f.ns[:f.nsN] {
+		if string(frame[sp.start:sp.end]) != ns[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fastPlain returns a string's raw bytes if they are what encoding/json
+// decodes it to: no escape and valid UTF-8.
+func fastPlain(frame []byte, sp fastSpan) ([]byte, bool) {
+	raw := frame[sp.start:sp.end]
+	if sp.backslash || (sp.high && !utf8.Valid(raw)) {
+		return nil, false
+	}
+	return raw, true
+}
+
+// fastUnquote appends the value of a JSON string's raw contents, which
+// fastScanner.str accepted, as encoding/json decodes it (unquoteBytes):
+// escapes resolved, a surrogate that is not half of a pair and each byte
+// of invalid UTF-8 replaced by U+FFFD.
+func fastUnquote(dst, raw []byte) []byte {
+	for r := 0; r < len(raw); {
+		c := raw[r]
+		switch {
+		case c == '\\':
+			switch raw[r+1] {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := fastU4(raw[r:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, fastU4(raw[r:])); dec != unicode.ReplacementChar {
+						r += 6
+						dst = utf8.AppendRune(dst, dec)
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default: // '"', '\\', '/'
+				dst = append(dst, raw[r+1])
+			}
+			r += 2
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(raw[r:])
+			if rr == utf8.RuneError && size == 1 {
+				dst = append(dst, "\uFFFD"...)
+			} else {
+				dst = append(dst, raw[r:r+size]...)
+			}
+			r += size
+		}
+	}
+	return dst
+}
+
+// fastU4 decodes \uXXXX at the start of s, or returns -1.
+func fastU4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// fastScanner reads JSON by hand for the fast path. Every method returns false
+// for input it does not accept; that includes all invalid JSON, so a frame
+// the fast path takes is one encoding/json parses.
+type fastScanner struct {
+	b   []byte
+	pos int
+}
+
+func (s *fastScanner) ws() {
+	if s.pos < len(s.b) && s.b[s.pos] > ' ' {
+		return
+	}
+	for s.pos < len(s.b) {
+		switch s.b[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *fastScanner) peek() byte {
+	if s.pos < len(s.b) {
+		return s.b[s.pos]
+	}
+	return 0
+}
+
+// open consumes c (after whitespace); empty reports that the object or
+// array closes at once (and consumes its end).
+func (s *fastScanner) open(c byte) (empty, ok bool) {
+	s.ws()
+	if s.peek() != c {
+		return false, false
+	}
+	s.pos++
+	s.ws()
+	if p := s.peek(); p == '}' || p == ']' {
+		if p != c+2 { // '{'+2 == '}', '['+2 == ']'
+			return false, false
+		}
+		s.pos++
+		return true, true
+	}
+	return false, true
+}
+
+// next consumes the ',' before another member or element (more) or the
+// closing c.
+func (s *fastScanner) next(c byte) (more, ok bool) {
+	s.ws()
+	switch s.peek() {
+	case ',':
+		s.pos++
+		return true, true
+	case c:
+		s.pos++
+		return false, true
+	}
+	return false, false
+}
+
+// key reads a member name and its colon. Only plain ASCII names are
+// accepted, so comparing raw bytes is comparing names.
+func (s *fastScanner) key() ([]byte, bool) {
+	s.ws()
+	b, i := s.b, s.pos
+	if i >= len(b) || b[i] != '"' {
+		return nil, false
+	}
+	j := fastPlainRun(b, i+1)
+	if j >= len(b) || b[j] != '"' { // an escape, a high byte: declined
+		return nil, false
+	}
+	s.pos = j + 1
+	if s.pos < len(b) && b[s.pos] == ':' {
+		s.pos++
+	} else {
+		s.ws()
+		if s.peek() != ':' {
+			return nil, false
+		}
+		s.pos++
+	}
+	s.ws()
+	return b[i+1 : j], true
+}
+
+// anyKey reads a member name, whatever it holds, and its colon.
+func (s *fastScanner) anyKey() bool {
+	s.ws()
+	if _, ok := s.str(); !ok {
+		return false
+	}
+	s.ws()
+	if s.peek() != ':' {
+		return false
+	}
+	s.pos++
+	return true
+}
+
+// str reads a string, checking its escapes; control characters are
+// refused as JSON refuses them.
+func (s *fastScanner) str() (sp fastSpan, ok bool) {
+	b := s.b
+	if s.pos >= len(b) || b[s.pos] != '"' {
+		return sp, false
+	}
+	i := s.pos + 1
+	sp.start = i
+	for {
+		i = fastPlainRun(b, i)
+		if i >= len(b) {
+			return sp, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			sp.end, s.pos = i, i+1
+			return sp, true
+		case c == '\\':
+			sp.backslash = true
+			if i+1 >= len(b) {
+				return sp, false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if fastU4(b[i:]) < 0 {
+					return sp, false
+				}
+				i += 6
+			default:
+				return sp, false
+			}
+		case c < 0x20:
+			return sp, false
+		default: // >= 0x80
+			sp.high = true
+			i++
+		}
+	}
+}
+
+// fastPlainRun returns the index of the first byte at or after i that is
+// not plain (fastPlainByte), or len(b): eight bytes at a time, then one.
+// In each word, a byte below 0x20, a zero byte of q or bs (a quote or a
+// backslash) or a set high bit flags its byte's high bit; borrows only
+// carry upwards from a flagged byte, so the lowest flag is exact.
+func fastPlainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		q, bs := w^(ones*'"'), w^(ones*'\\')
+		if flags := ((w-ones*0x20)&^w | (q-ones)&^q | (bs-ones)&^bs | w) & highs; flags != 0 {
+			return i + bits.TrailingZeros64(flags)/8
+		}
+	}
+	for i < len(b) && fastPlainByte[b[i]] {
+		i++
+	}
+	return i
+}
+
+// fastPlainByte marks the bytes a string holds as they are: ASCII but for
+// control characters, '"' and '\\'.
+var fastPlainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// number reads a number per the JSON grammar and returns its text.
+func (s *fastScanner) number() ([]byte, bool) {
+	start, i := s.pos, s.pos
+	b := s.b
+	digits := func() bool {
+		n := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		return i > n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return nil, false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return nil, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return nil, false
+		}
+	}
+	s.pos = i
+	return b[start:i], true
+}
+
+// literal reads true, false or null.
+func (s *fastScanner) literal() bool {
+	for _, w := range [...]string{"true", "false", "null"} {
+		if end := s.pos + len(w); end <= len(s.b) && string(s.b[s.pos:end]) == w {
+			s.pos = end
+			return true
+		}
+	}
+	return false
+}
+
+// skip reads any value, checking it is valid JSON.
+func (s *fastScanner) skip(depth int) bool {
+	s.ws()
+	switch c := s.peek(); {
+	case c == '"':
+		_, ok := s.str()
+		return ok
+	case c == '{', c == '[':
+		if depth >= fastMaxDepth {
+			return false
+		}
+		empty, ok := s.open(c)
+		if !ok || empty {
+			return ok
+		}
+		for {
+			if c == '{' && !s.anyKey() {
+				return false
+			}
+			if !s.skip(depth + 1) {
+				return false
+			}
+			more, ok := s.next(c + 2)
+			if !ok || !more {
+				return ok
+			}
+		}
+	case c == '-', '0' <= c && c <= '9':
+		_, ok := s.number()
+		return ok
+	}
+	return s.literal()
+}
+
+// other skips the value of a member this object's fast path does not read,
+// declining names encoding/json would match to one it reads.
+func (s *fastScanner) other(name []byte, names []string, depth int) bool {
+	for _, n := range names {
+		if fastFoldEq(name, n) {
+			return false
+		}
+	}
+	return s.skip(depth)
+}
+
+// fastFoldEq is bytes.EqualFold for ASCII a and b.
+func fastFoldEq(a []byte, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// mark records member bit in f.seen; false if it was read before.
+func (f *fastFrame) mark(bit uint32) bool {
+	if f.seen&bit != 0 {
+		return false
+	}
+	f.seen |= bit
+	return true
+}
+
+// exact reads a string and checks its raw contents are want.
+func (s *fastScanner) exact(want string) bool {
+	sp, ok := s.str()
+	return ok && string(s.b[sp.start:sp.end]) == want
+}
+
+// envelope reads the frame's object.
+func (s *fastScanner) envelope(f *fastFrame) bool {
+	empty, ok := s.open('{')
+	if !ok || empty {
+		return false
+	}
+	for {
+		name, ok := s.key()
+		if !ok {
+			return false
+		}
+		switch string(name) {
+		case "type":
+			ok = f.mark(fastSeenType) && s.exact("event")
+		case "seq":
+			var num []byte
+			if num, ok = s.number(); ok && f.mark(fastSeenSeq) {
+				f.seq, ok = fastUint(num)
+				f.hasSeq = true
+			} else {
+				ok = false
+			}
+		case "method":
+			ok = f.mark(fastSeenMethod) && s.exact(methodMessages)
+		case "params":
+			ok = f.mark(fastSeenParams) && s.params(f)
+		default:
+			ok = s.other(name, fastEnvelopeNames, 1)
+		}
+		if !ok {
+			return false
+		}
+		if more, ok := s.next('}'); !ok || !more {
+			s.ws()
+			return ok
+		}
+	}
+}
+
+// params reads the envelope's params object.
+func (s *fastScanner) params(f *fastFrame) bool {
+	empty, ok := s.open('{')
+	if !ok || empty {
+		return ok
+	}
+	for {
+		name, ok := s.key()
+		if !ok {
+			return false
+		}
+		switch string(name) {
+		case "namespace":
+			ok = f.mark(fastSeenNamespace) && s.namespace(f)
+		case "timestamp":
+			var num []byte
+			if num, ok = s.number(); ok && f.mark(fastSeenTimestamp) {
+				f.ts, ok = fastFloat(num)
+				f.hasTS = true
+			} else {
+				ok = false
+			}
+		case "node":
+			if ok = f.mark(fastSeenNode); ok {
+				f.node, ok = s.str()
+				f.hasNode = true
+			}
+		case "data":
+			ok = f.mark(fastSeenData) && s.data(f)
+		default:
+			ok = s.other(name, fastParamsNames, 2)
+		}
+		if !ok {
+			return false
+		}
+		if more, ok := s.next('}'); !ok || !more {
+			return ok
+		}
+	}
+}
+
+// namespace reads the namespace array of strings.
+func (s *fastScanner) namespace(f *fastFrame) bool {
+	empty, ok := s.open('[')
+	if !ok || empty {
+		return ok
+	}
+	for {
+		if f.nsN == fastMaxNamespace {
+			return false
+		}
+		sp, ok := s.str()
+		if !ok {
+			return false
+		}
+		if _, plain := fastPlain(s.b, sp); !plain {
+			return false
+		}
+		f.ns[f.nsN] = sp
+		f.nsN++
+		if more, ok := s.next(']'); !ok || !more {
+			return ok
+		}
+		s.ws()
+	}
+}
+
+// data reads a content-block-delta's data object.
+func (s *fastScanner) data(f *fastFrame) bool {
+	empty, ok := s.open('{')
+	if !ok || empty {
+		return false
+	}
+	for {
+		name, ok := s.key()
+		if !ok {
+			return false
+		}
+		switch string(name) {
+		case "event":
+			ok = f.mark(fastSeenEvent) && s.exact("content-block-delta")
+		case "index":
+			var num []byte
+			if num, ok = s.number(); ok && f.mark(fastSeenIndex) {
+				f.index, ok = fastInt(num)
+			} else {
+				ok = false
+			}
+		case "delta":
+			ok = f.mark(fastSeenDelta) && s.delta(f)
+		default:
+			ok = s.other(name, fastDataNames, 3)
+		}
+		if !ok {
+			return false
+		}
+		if more, ok := s.next('}'); !ok || !more {
+			return ok
+		}
+	}
+}
+
+// delta reads the delta object: its type and the four text fields.
+func (s *fastScanner) delta(f *fastFrame) bool {
+	empty, ok := s.open('{')
+	if !ok || empty {
+		return false
+	}
+	for {
+		name, ok := s.key()
+		if !ok {
+			return false
+		}
+		field := -1
+		switch string(name) {
+		case "type":
+			if ok = f.mark(fastSeenDeltaType); ok {
+				var sp fastSpan
+				if sp, ok = s.str(); !ok {
+					return false
+				}
+				switch string(s.b[sp.start:sp.end]) {
+				case "text-delta":
+					f.dtype = fastText
+				case "reasoning-delta":
+					f.dtype = fastReasoning
+				case "tool-call-delta":
+					f.dtype = fastArgs
+				case "data-delta":
+					f.dtype = fastData
+				default:
+					ok = false
+				}
+			}
+		case "text":
+			field = fastText
+		case "reasoning":
+			field = fastReasoning
+		case "args":
+			field = fastArgs
+		case "data":
+			field = fastData
+		default:
+			ok = s.other(name, fastDeltaNames, 4)
+		}
+		if field >= 0 {
+			if f.hasField[field] {
+				return false
+			}
+			f.fields[field], ok = s.str()
+			f.hasField[field] = true
+		}
+		if !ok {
+			return false
+		}
+		if more, ok := s.next('}'); !ok || !more {
+			return ok
+		}
+	}
+}
+
+// fastUint parses a JSON number as encoding/json does for a uint64:
+// digits only; longer numbers, which might overflow, are declined.
+func fastUint(num []byte) (uint64, bool) {
+	if len(num) == 0 || len(num) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
+}
+
+// fastInt parses a JSON number as encoding/json does for an int64: an
+// optional minus and digits; longer numbers, which might overflow, are
+// declined.
+func fastInt(num []byte) (int64, bool) {
+	neg := len(num) > 0 && num[0] == '-'
+	if neg {
+		num = num[1:]
+	}
+	if len(num) == 0 || len(num) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// fastFloat parses a JSON number as encoding/json does for a float64
+// (strconv.ParseFloat; out of range is an error).
+func fastFloat(num []byte) (float64, bool) {
+	if n, ok := fastUint(num); ok && len(num) <= 15 {
+		return float64(n), true // exact: below 2^53
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	return f, err == nil
+}

@@ -1,0 +1,520 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// pathPair feeds the same frames to a decoder on the fast path and one
+// forced onto the encoding/json path, and fails at the first frame whose
+// events or error differ.
+type pathPair struct {
+	t          testing.TB
+	fast, slow *Decoder
+	hits, n    int // frames the fast path decoded, frames fed
+}
+
+func newPathPair(t testing.TB, afterSeq uint64) *pathPair {
+	return &pathPair{t: t, fast: &Decoder{AfterSeq: afterSeq}, slow: &Decoder{AfterSeq: afterSeq, slow: true}}
+}
+
+func (p *pathPair) feed(frame []byte) {
+	p.t.Helper()
+	p.n++
+	var got []*canonical.Event
+	var gerr error
+	trimmed := bytes.TrimSpace(frame)
+	if o, ok := p.fast.feedFast(trimmed, nil); ok && trimmed[0] == '{' {
+		p.hits++
+		got = o
+	} else {
+		got, gerr = p.fast.Feed(frame, nil)
+	}
+	want, werr := p.slow.Feed(frame, nil)
+	sameErr(p.t, frame, werr, gerr)
+	if !equalEvents(want, got) {
+		p.t.Fatalf("frame %q: the fast path's events differ (-slow +fast):\n%s", frame, cmp.Diff(want, got, protocmp.Transform()))
+	}
+}
+
+func equalEvents(a, b []*canonical.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *pathPair) end() {
+	p.t.Helper()
+	want, got := p.slow.End(nil), p.fast.End(nil)
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		p.t.Fatalf("End differs (-slow +fast):\n%s", d)
+	}
+}
+
+func sameErr(t testing.TB, frame []byte, want, got error) {
+	t.Helper()
+	if (want == nil) != (got == nil) || (want != nil && (want.Error() != got.Error() || canonical.CodeOf(want) != canonical.CodeOf(got))) {
+		t.Fatalf("frame %q: error %v, want %v", frame, got, want)
+	}
+}
+
+// testdataFrames returns every frame of the encoder's golden transcripts.
+func testdataFrames(t testing.TB) [][][]byte {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", "encode", "*.golden"))
+	if len(files) == 0 {
+		t.Fatal("no testdata/encode/*.golden")
+	}
+	var runs [][][]byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, bytes.Split(bytes.TrimSpace(data), []byte("\n")))
+	}
+	return runs
+}
+
+// TestFastPathTestdata: the golden transcripts decode the same on both
+// paths, and their deltas take the fast one.
+func TestFastPathTestdata(t *testing.T) {
+	hits := 0
+	for _, frames := range testdataFrames(t) {
+		p := newPathPair(t, 0)
+		for _, f := range frames {
+			p.feed(f)
+		}
+		p.end()
+		hits += p.hits
+	}
+	if hits < 10 {
+		t.Fatalf("only %d testdata frames took the fast path", hits)
+	}
+}
+
+// TestFastPathGenerated: generated runs of deltas with every variation
+// the fast path must either decode exactly as encoding/json does or
+// decline (escapes, unicode, invalid UTF-8, empty texts, missing, extra,
+// reordered, duplicated, re-cased and null members, odd numbers,
+// whitespace, truncation) decode the same on both paths.
+func TestFastPathGenerated(t *testing.T) {
+	hits, n := 0, 0
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		g := &frameGen{r: r}
+		p := newPathPair(t, uint64(r.IntN(3)))
+		for _, f := range g.run() {
+			p.feed(f)
+		}
+		p.end()
+		hits, n = hits+p.hits, n+p.n
+	}
+	t.Logf("%d of %d generated frames took the fast path", hits, n)
+	if hits < n/4 {
+		t.Fatalf("only %d of %d generated frames took the fast path", hits, n)
+	}
+}
+
+// TestFastPathCases pins cases each path must agree on, after a text
+// block is open at index 0 of the root namespace and a reasoning block at
+// index 2 of ["sub:1"].
+func TestFastPathCases(t *testing.T) {
+	const pre = `{"type":"event","seq":9,"method":"messages","params":{"namespace":[],"timestamp":1710000000000,"node":"agent","data":`
+	cases := []struct {
+		name  string
+		frame string
+		fast  bool // the fast path must decode it
+	}{
+		{"plain", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"hi"}}}}`, true},
+		{"escapes", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"a\n\"b\\\/\t\u00e9\ud83d\ude00"}}}}`, true},
+		{"lone surrogates", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"\ud800\u0041\udc00x\ud83d"}}}}`, true},
+		{"invalid utf-8", pre + "{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\xffb\xe2\x82\"}}}}", true},
+		{"raw unicode", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"日本語 😀"}}}}`, true},
+		{"empty text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":""}}}}`, true},
+		{"reordered", `{"params":{"data":{"delta":{"text":"x","type":"text-delta"},"index":0,"event":"content-block-delta"},"node":"n","namespace":[]},"method":"messages","type":"event"}`, true},
+		{"extra members", `{"x":[1,{"y":null}],"type":"event","method":"messages","params":{"z":"\u0041","namespace":[],"data":{"event":"content-block-delta","w":-1.5e3,"index":0,"delta":{"v":true,"type":"text-delta","text":"x"}}}}`, true},
+		{"whitespace", " {\n\"type\" : \"event\" ,\r\n\t\"method\":\"messages\",\"params\":{ \"namespace\" : [ ] , \"data\" : { \"event\" : \"content-block-delta\" , \"index\" : 0 , \"delta\" : { \"type\" : \"text-delta\" , \"text\" : \"x\" } } } } \n", true},
+		{"subgraph", `{"type":"event","method":"messages","params":{"namespace":["sub:1"],"data":{"event":"content-block-delta","index":2,"delta":{"type":"reasoning-delta","reasoning":"r"}}}}`, true},
+		{"float timestamp", `{"type":"event","method":"messages","params":{"namespace":[],"timestamp":1.7e12,"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, true},
+		{"negative timestamp", `{"type":"event","method":"messages","params":{"namespace":[],"timestamp":-5,"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, true},
+		{"no namespace", `{"type":"event","method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, true},
+		{"other index", pre + `{"event":"content-block-delta","index":1,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"no index", pre + `{"event":"content-block-delta","delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"other type", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"reasoning-delta","reasoning":"x"}}}}`, false},
+		{"re-cased member", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","Text":"x"}}}}`, false},
+		{"re-cased envelope member", `{"TYPE":"event","type":"event","method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"duplicate text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x","text":"y"}}}}`, false},
+		{"duplicate params", `{"type":"event","method":"messages","params":{"node":"a"},"params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"null text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":null}}}}`, false},
+		{"number text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":1}}}}`, false},
+		{"float index", pre + `{"event":"content-block-delta","index":0.0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"negative seq", `{"type":"event","seq":-1,"method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"escaped name", `{"type":"event","method":"messages","params":{"d\u0061ta":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"escaped node", pre[:len(pre)-len(`"node":"agent","data":`)] + `"node":"a\u0067ent","data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"trailing garbage", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}}`, false},
+		{"truncated", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}`, false},
+		{"control character", pre + "{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\x01\"}}}}", false},
+		{"bad escape", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"\x"}}}}`, false},
+		{"replayed", `{"type":"event","seq":1,"method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
+		{"response", `{"type":"success","id":1,"result":{}}`, false},
+	}
+	setup := []string{
+		`{"type":"event","seq":1,"method":"messages","params":{"namespace":[],"data":{"event":"message-start","role":"ai","id":"m"}}}`,
+		`{"type":"event","seq":2,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}}}`,
+		`{"type":"event","seq":3,"method":"messages","params":{"namespace":["sub:1"],"data":{"event":"content-block-start","index":2,"content":{"type":"reasoning","reasoning":""}}}}`,
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPathPair(t, 4)
+			p.fast.AfterSeq, p.slow.AfterSeq = 0, 0
+			for _, f := range setup {
+				p.feed([]byte(f))
+			}
+			p.fast.AfterSeq, p.slow.AfterSeq = 4, 4
+			p.hits = 0
+			p.feed([]byte(tc.frame))
+			if (p.hits == 1) != tc.fast {
+				t.Errorf("fast path taken: %v, want %v", p.hits == 1, tc.fast)
+			}
+			p.feed([]byte(tc.frame)) // again: the state after it agrees too
+			p.end()
+		})
+	}
+}
+
+// FuzzFastPath: any frames (one per line), after a run with blocks open
+// in two namespaces, decode the same on the fast and the encoding/json
+// path, errors included, and never panic.
+func FuzzFastPath(f *testing.F) {
+	for _, frames := range testdataFrames(f) {
+		for _, fr := range frames {
+			f.Add(fr)
+		}
+	}
+	for seed := range uint64(20) {
+		g := &frameGen{r: rand.New(rand.NewPCG(seed, 7))}
+		f.Add(bytes.Join(g.run(), []byte("\n")))
+	}
+	setup := [][]byte{
+		[]byte(`{"type":"event","seq":1,"method":"messages","params":{"namespace":[],"node":"agent","data":{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}}}`),
+		[]byte(`{"type":"event","seq":2,"method":"messages","params":{"namespace":["sub:1"],"data":{"event":"content-block-start","index":1,"content":{"type":"tool_call_chunk","id":"c","name":"f"}}}}`),
+		[]byte(`{"type":"event","seq":3,"method":"messages","params":{"namespace":["a","b"],"data":{"event":"content-block-start","index":2,"content":{"type":"image","base64":""}}}}`),
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := newPathPair(t, 0)
+		for _, fr := range setup {
+			p.feed(fr)
+		}
+		for _, fr := range bytes.Split(data, []byte("\n")) {
+			p.feed(fr)
+		}
+		p.end()
+	})
+}
+
+// TestDecodeDeltaAllocs: a text, reasoning or tool-arguments delta costs
+// at most two allocations, the canonical event and the text, whether it
+// comes as a frame or as an SSE event (whose data the SSE parser copies:
+// the text then shares an arena chunk, see textarena.Arena).
+func TestDecodeDeltaAllocs(t *testing.T) {
+	for _, tc := range []struct{ name, start, delta string }{
+		{"text", `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}`,
+			`{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":" token"}}`},
+		{"escaped text", `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}`,
+			`{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"line\n\"é\" \u00e9\ud83d\ude00"}}`},
+		{"reasoning", `{"event":"content-block-start","index":3,"content":{"type":"reasoning","reasoning":""}}`,
+			`{"event":"content-block-delta","index":3,"delta":{"type":"reasoning-delta","reasoning":"hmm"}}`},
+		{"long text", `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}`,
+			`{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"` + strings.Repeat("long text ", 100) + `"}}`},
+		{"tool arguments", `{"event":"content-block-start","index":1,"content":{"type":"tool_call_chunk","id":"c","name":"f","args":""}}`,
+			`{"event":"content-block-delta","index":1,"delta":{"type":"tool-call-delta","args":"{\"a\":"}}`},
+	} {
+		for _, ns := range []string{`[]`, `["tools:call-1","sub:2"]`} {
+			env := func(seq int, data string) string {
+				return `{"type":"event","event_id":"` + strconv.Itoa(seq) + `","seq":` + strconv.Itoa(seq) + `,"method":"messages","params":{"namespace":` + ns + `,"timestamp":1710000000000,"node":"agent","data":` + data + `}}`
+			}
+			t.Run(tc.name+" "+ns+" frame", func(t *testing.T) {
+				d := &Decoder{}
+				out, err := d.Feed([]byte(env(1, tc.start)), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				frame := []byte(env(2, tc.delta))
+				allocs := testing.AllocsPerRun(1000, func() {
+					if out, err = d.Feed(frame, out[:0]); err != nil || len(out) != 1 {
+						t.Fatal(err, out)
+					}
+				})
+				if allocs > 2 {
+					t.Errorf("%v allocations per delta, want at most 2", allocs)
+				}
+			})
+			t.Run(tc.name+" "+ns+" sse", func(t *testing.T) {
+				d := NewSSEDecoder(0, 0)
+				out, err := d.Feed([]byte("data: "+env(1, tc.start)+"\n\n"), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				frame := []byte("id: 2\nevent: messages\ndata: " + env(2, tc.delta) + "\n\n")
+				allocs := testing.AllocsPerRun(1000, func() {
+					if out, err = d.Feed(frame, out[:0]); err != nil || len(out) != 1 {
+						t.Fatal(err, out)
+					}
+				})
+				if allocs > 2 {
+					t.Errorf("%v allocations per delta, want at most 2", allocs)
+				}
+			})
+		}
+	}
+}
+
+// frameGen generates runs of agent-protocol frames: block starts and many
+// deltas, most of the common shape, many varied.
+type frameGen struct {
+	r   *rand.Rand
+	seq int
+}
+
+func (g *frameGen) p(percent int) bool { return g.r.IntN(100) < percent }
+
+var genPieces = []string{
+	"hello", " ", "world", "\n", "\"", "\\", "/", "é", "日本", "😀", "\u2028", "<&>", "\t", "\x00", "\x1f",
+	"\xff", "\xe2\x82", "\xed\xa0\x80", "", "a", "{\"k\":", "1}", "\u007f", "\uFFFD",
+}
+
+// text returns a random text, possibly invalid UTF-8.
+func (g *frameGen) text() string {
+	var b strings.Builder
+	for range g.r.IntN(6) {
+		b.WriteString(genPieces[g.r.IntN(len(genPieces))])
+	}
+	return b.String()
+}
+
+// str encodes s as a JSON string, escaping at random, with now and then a
+// lone or paired surrogate escape.
+func (g *frameGen) str(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteByte(s[i]) // raw invalid byte
+		case r == '"' || r == '\\' || r < 0x20 || g.p(10):
+			switch {
+			case r == '\n' && g.p(50):
+				b.WriteString(`\n`)
+			case r == '"' && g.p(50):
+				b.WriteString(`\"`)
+			case r == '\\' && g.p(50):
+				b.WriteString(`\\`)
+			case r == '/' && g.p(50):
+				b.WriteString(`\/`)
+			case r > 0xFFFF:
+				r1, r2 := utf16Pair(r)
+				fmt.Fprintf(&b, `\u%04x\u%04X`, r1, r2)
+			default:
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	if g.p(3) {
+		b.WriteString([]string{`\ud800`, `\udc00`, `\ud83d\u0041`, `\ud83d\ude00`}[g.r.IntN(4)])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func utf16Pair(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
+}
+
+// ident encodes a name or type as a JSON string, escaped now and then.
+func (g *frameGen) ident(s string) string {
+	if g.p(3) {
+		return g.str(s)
+	}
+	return `"` + s + `"`
+}
+
+// ws is optional whitespace.
+func (g *frameGen) ws() string {
+	if g.p(97) {
+		return ""
+	}
+	return []string{" ", "\n", "\t ", "\r\n  "}[g.r.IntN(4)]
+}
+
+// value is a random JSON value for members the decoder does not read.
+func (g *frameGen) value(depth int) string {
+	switch n := g.r.IntN(8); {
+	case n == 0 && depth < 3:
+		return g.obj([][2]string{{"k", g.value(depth + 1)}, {g.text(), g.value(depth + 1)}})
+	case n == 1 && depth < 3:
+		return "[" + g.value(depth+1) + "," + g.ws() + g.value(depth+1) + "]"
+	case n == 2:
+		return []string{"true", "false", "null", "[]", "{}"}[g.r.IntN(5)]
+	case n == 3:
+		return []string{"0", "-1.5e3", "12345678901234567890", "1E+2", "-0"}[g.r.IntN(5)]
+	}
+	return g.str(g.text())
+}
+
+// obj renders members as an object, now and then reordered, extended,
+// duplicated, re-cased or missing one.
+func (g *frameGen) obj(ms [][2]string) string {
+	if g.p(3) && len(ms) > 0 { // drop one
+		i := g.r.IntN(len(ms))
+		ms = append(ms[:i:i], ms[i+1:]...)
+	}
+	if g.p(10) {
+		ms = append(ms, [2]string{"extra_" + strconv.Itoa(g.r.IntN(3)), g.value(0)})
+	}
+	if g.p(2) && len(ms) > 0 { // duplicate one
+		ms = append(ms, ms[g.r.IntN(len(ms))])
+	}
+	if g.p(2) && len(ms) > 0 { // re-case one
+		i := g.r.IntN(len(ms))
+		ms[i][0] = strings.ToUpper(ms[i][0])
+	}
+	if g.p(1) && len(ms) > 0 { // null one
+		ms[g.r.IntN(len(ms))][1] = "null"
+	}
+	if g.p(20) {
+		g.r.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	}
+	var b strings.Builder
+	b.WriteString("{" + g.ws())
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteString("," + g.ws())
+		}
+		k := `"` + m[0] + `"`
+		if g.p(1) || strings.ContainsFunc(m[0], func(r rune) bool { return r < ' ' || r == '"' || r == '\\' || r >= utf8.RuneSelf }) {
+			k = g.str(m[0])
+		}
+		b.WriteString(k + g.ws() + ":" + g.ws() + m[1] + g.ws())
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+var genNamespaces = []string{`[]`, `["sub:1"]`, `["a","b"]`, `["a\u0000b"]`, `["a","\u0062"]`, `["ü"]`}
+
+// frame renders one envelope for data.
+func (g *frameGen) frame(ns, data string) []byte {
+	g.seq++
+	ms := [][2]string{{"type", `"event"`}, {"event_id", g.ident(strconv.Itoa(g.seq))}, {"seq", strconv.Itoa(g.seq)}, {"method", `"messages"`}}
+	if g.p(3) {
+		ms[2][1] = []string{"-1", "1.0", "0", "18446744073709551615", "18446744073709551616", "1e2"}[g.r.IntN(6)]
+	}
+	params := [][2]string{{"namespace", ns}, {"timestamp", "1710000000000"}, {"node", g.ident("agent")}, {"data", data}}
+	if g.p(5) {
+		params[1][1] = []string{"1.7e12", "-3", "0", "99999999999999999999", "1710000000000.5", "1e400", "123456789012345"}[g.r.IntN(7)]
+	}
+	if g.p(5) {
+		params[2][1] = g.str(g.text())
+	}
+	ms = append(ms, [2]string{"params", g.obj(params)})
+	out := g.ws() + g.obj(ms) + g.ws()
+	switch {
+	case g.p(1):
+		out = out[:g.r.IntN(len(out)+1)]
+	case g.p(1):
+		out += []string{"}", "x", " 1", "\x00"}[g.r.IntN(4)]
+	}
+	return []byte(out)
+}
+
+// run is a sequence of block starts, deltas (mostly on the open block),
+// finishes and a terminal event.
+func (g *frameGen) run() [][]byte {
+	types := []struct{ content, delta, field string }{
+		{`{"type":"text","text":""}`, "text-delta", "text"},
+		{`{"type":"reasoning","reasoning":""}`, "reasoning-delta", "reasoning"},
+		{`{"type":"tool_call_chunk","id":"c","name":"f","args":""}`, "tool-call-delta", "args"},
+		{`{"type":"image","base64":""}`, "data-delta", "data"},
+	}
+	var frames [][]byte
+	for range 1 + g.r.IntN(4) {
+		ns := genNamespaces[g.r.IntN(3)]
+		if g.p(20) { // names the fast path leaves to encoding/json
+			ns = genNamespaces[g.r.IntN(len(genNamespaces))]
+		}
+		idx := g.r.IntN(3)
+		ty := types[g.r.IntN(len(types))]
+		frames = append(frames, g.frame(ns, `{"event":"content-block-start","index":`+strconv.Itoa(idx)+`,"content":`+ty.content+`}`))
+		for range g.r.IntN(25) {
+			ti, di := ty, idx
+			if g.p(5) {
+				ti = types[g.r.IntN(len(types))]
+			}
+			if g.p(5) {
+				di = g.r.IntN(3)
+			}
+			text := g.text()
+			if ti.field == "data" {
+				text = []string{"QUJD", "QUI=", "QQ", "!!", "", "QUJDRA=="}[g.r.IntN(6)]
+			}
+			idxv := strconv.Itoa(di)
+			if g.p(2) {
+				idxv = []string{"-0", "0.0", "1e0", `"0"`, "-1", "99999999999999999999"}[g.r.IntN(6)]
+			}
+			dt := g.ident(ti.delta)
+			if g.p(2) {
+				dt = g.ident([]string{"block-delta", "text", "future-delta"}[g.r.IntN(3)])
+			}
+			delta := g.obj([][2]string{{"type", dt}, {ti.field, g.str(text)}})
+			data := g.obj([][2]string{{"event", `"content-block-delta"`}, {"index", idxv}, {"delta", delta}})
+			frames = append(frames, g.frame(ns, data))
+		}
+		if g.p(50) {
+			frames = append(frames, g.frame(ns, `{"event":"content-block-finish","index":`+strconv.Itoa(idx)+`,"content":`+ty.content+`}`))
+		}
+	}
+	if g.p(50) {
+		frames = append(frames, []byte(`{"type":"event","method":"lifecycle","params":{"namespace":[],"data":{"event":"completed"}}}`))
+	}
+	return frames
+}
+
+// BenchmarkDecodeDeltaFrame is BenchmarkDecodeDelta without SSE framing:
+// one WebSocket frame holding a text delta to a canonical event.
+func BenchmarkDecodeDeltaFrame(b *testing.B) {
+	d := &Decoder{}
+	out, _ := d.Feed([]byte(`{"type":"event","seq":1,"method":"messages","params":{"namespace":[],"timestamp":1710000000000,"data":{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}}}`), nil)
+	frame := []byte(`{"type":"event","event_id":"2","seq":2,"method":"messages","params":{"namespace":[],"timestamp":1710000000000,"node":"agent","data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":" token"}}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ = d.Feed(frame, out[:0])
+		if len(d.ns[""].acc) > 1<<20 {
+			d.ns[""].acc = d.ns[""].acc[:0]
+		}
+	}
+}
