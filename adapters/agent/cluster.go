@@ -124,7 +124,10 @@ func (t *Thread) publishLocked(rec *record) {
 	if c == nil {
 		return
 	}
-	c.Publish(c.eventsSubject(t.id), appendMirrorMsg(make([]byte, 0, len(rec.frame)+96), t.f.origin, rec))
+	if t.evSubject == "" {
+		t.evSubject = c.eventsSubject(t.id)
+	}
+	c.Publish(t.evSubject, appendMirrorMsg(make([]byte, 0, len(rec.frame)+96), t.f.origin, rec))
 }
 
 // followLocked subscribes the thread to the events other instances append
