@@ -287,6 +287,15 @@ type responseFrame struct {
 	ID    string     `json:"id"`
 	Chunk *wireChunk `json:"chunk"`
 	Error *wireError `json:"error"`
+
+	// Used by the fast path only (decode_fast.go), so that a frame is one
+	// recycled object: Chunk points at chunk, Chunk.FinishReason at finish,
+	// pooled sends the frame back to framePool once Frame has read it, and
+	// last is the frame it was decoded from.
+	chunk  wireChunk
+	finish string
+	pooled bool
+	last   lastFrame
 }
 
 // wireChunk is Glide's ChatStreamChunk.
@@ -313,7 +322,20 @@ type wireError struct {
 
 // decodeResponse decodes one response frame. A frame must carry an id and
 // exactly one of chunk and error.
+//
+// The common frame, a chunk carrying plain text, takes the fast path
+// (decodeResponseFast); every other frame, and every error, comes from
+// decodeResponseJSON, which defines the semantics: the fast path accepts
+// only frames on which the two agree.
 func decodeResponse(data []byte) (*responseFrame, error) {
+	if f, ok := decodeResponseFast(data); ok {
+		return f, nil
+	}
+	return decodeResponseJSON(data)
+}
+
+// decodeResponseJSON is decodeResponse with encoding/json.
+func decodeResponseJSON(data []byte) (*responseFrame, error) {
 	var f responseFrame
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, canonical.Errorf(canonical.CodeInternal, "upstream frame is not a Glide ChatStreamMessage: %v", err)
@@ -339,6 +361,13 @@ type responseDecoder struct {
 	b       *canonical.Builder
 	msgOpen bool
 	model   model // of the open message
+
+	// The open message's text block, once Builder.Text has opened it. The
+	// deltas that follow are made with canonical.NewTextDelta: the same
+	// events (b has no namespace; Builder keeps no state for deltas), less
+	// the block lookup and checks Builder.Text repeats on every delta.
+	textOpen  bool
+	textIndex uint32
 }
 
 // newResponseDecoder returns a decoder and the run's first events.
@@ -350,8 +379,15 @@ func newResponseDecoder(out []*canonical.Event) (*responseDecoder, []*canonical.
 // Ended reports whether the run's terminal event has been produced.
 func (d *responseDecoder) Ended() bool { return d.b.Ended() }
 
-// Frame appends the events f produces.
+// Frame appends the events f produces. It consumes f: a frame from the
+// fast path is recycled, so the caller must not use f afterwards.
 func (d *responseDecoder) Frame(out []*canonical.Event, f *responseFrame) []*canonical.Event {
+	out = d.frame(out, f)
+	releaseFrame(f)
+	return out
+}
+
+func (d *responseDecoder) frame(out []*canonical.Event, f *responseFrame) []*canonical.Event {
 	if d.b.Ended() {
 		return out
 	}
@@ -364,7 +400,7 @@ func (d *responseDecoder) Frame(out []*canonical.Event, f *responseFrame) []*can
 		// Not terminal: the router falls back to its next model, whose
 		// output starts again in a new message.
 		out = d.b.FinishMessage(out, canonical.FinishError, nil)
-		d.msgOpen = false
+		d.msgOpen, d.textOpen = false, false
 		return d.b.Emit(out, &canonical.Event{Kind: &canonical.KindError{Error: &canonical.ErrorProto{Code: uint32(code), Message: msg}}})
 	}
 	status := canonical.StatusFailed
@@ -378,7 +414,7 @@ func (d *responseDecoder) chunk(out []*canonical.Event, c *wireChunk) []*canonic
 	m := model{ID: c.ModelID, Provider: c.ProviderID, Name: c.ModelName}
 	if d.msgOpen && m != d.model {
 		out = d.b.FinishMessage(out, canonical.FinishOther, nil)
-		d.msgOpen = false
+		d.msgOpen, d.textOpen = false, false
 	}
 	if !d.msgOpen {
 		d.model, d.msgOpen = m, true
@@ -396,13 +432,20 @@ func (d *responseDecoder) chunk(out []*canonical.Event, c *wireChunk) []*canonic
 			}
 		}
 	}
-	out = d.b.Text(out, c.ModelResponse.Message.Content)
+	switch text := c.ModelResponse.Message.Content; {
+	case text == "":
+	case d.textOpen:
+		out = append(out, canonical.NewTextDelta(d.textIndex, text))
+	default:
+		out = d.b.Text(out, text)
+		d.textOpen, d.textIndex = true, out[len(out)-1].GetBlockDelta().GetIndex()
+	}
 	if c.FinishReason == nil {
 		return out
 	}
 	reason := finishReason(*c.FinishReason)
 	out = d.b.FinishMessage(out, reason, nil)
-	d.msgOpen = false
+	d.msgOpen, d.textOpen = false, false
 	if reason == canonical.FinishError {
 		return d.b.End(out, canonical.StatusFailed, canonical.WireError(canonical.CodeUnknown, "upstream chunk finished with finish_reason \"error\""))
 	}

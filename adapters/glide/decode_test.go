@@ -365,18 +365,8 @@ func rechunk(frames [][]byte, seed uint64) [][]byte {
 	return out
 }
 
+// BenchmarkDecodeDelta decodes the frames of a stream's text deltas, each
+// with its own content, through decodeResponse and Frame.
 func BenchmarkDecodeDelta(b *testing.B) {
-	frame := []byte(`{"id":"il-1","created_at":1719245000,"router_id":"my-router","chunk":{"model_id":"openai-gpt","provider_id":"openai","model_name":"gpt-3.5-turbo-0125","cached":false,"model_response":{"metadata":{"response_id":"chatcmpl-9d","system_fingerprint":"fp_1","generated_at":1719245000},"message":{"role":"assistant","content":" world"}}}}` + "\n")
-	d, out := newResponseDecoder(nil)
-	f, _ := decodeResponse(frame)
-	out = d.Frame(out, f)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		f, err := decodeResponse(frame)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out = d.Frame(out[:0], f)
-	}
+	benchmarkDecodeDelta(b, decodeResponse, false)
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package glide
+
+func init() { raceEnabled = true }
