@@ -8,7 +8,7 @@
 //
 //   - bridge: every frontend × every backend pair through one in-process
 //     Interlingua instance. The backends' upstreams are the reference
-//     peers (Triton, Glide, Evergreen) and the in-process canonical
+//     peers (Triton, Glide, Evergreen, agent) and the in-process canonical
 //     upstream, all driven by the case's response definition.
 //   - cluster: the same across two instances joined by a NATS server: the
 //     clients talk to one that hosts no backend, so every run is placed on
@@ -75,6 +75,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, when set, gets a line per finished case.
 	Progress io.Writer
+	// agentTransport is the agent backends' transport in bridge and
+	// cluster modes: sse (default) or websocket (tests).
+	agentTransport string
 }
 
 // Outcomes of a case.
@@ -212,7 +215,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	case ModeServer:
 		e = &serverEnv{url: strings.TrimRight(opts.Target, "/")}
 	default:
-		st, err := startStack(stackOptions{cluster: opts.Mode == ModeCluster, natsURL: opts.NATSURL, cases: rep.Cases, trace: opts.Trace, log: opts.Logger})
+		st, err := startStack(stackOptions{cluster: opts.Mode == ModeCluster, natsURL: opts.NATSURL, cases: rep.Cases, trace: opts.Trace, log: opts.Logger,
+			agentTransport: opts.agentTransport})
 		if err != nil {
 			return nil, fmt.Errorf("starting the system under test: %w", err)
 		}
@@ -309,7 +313,7 @@ func plan(opts Options) ([]job, error) {
 }
 
 // backendProtocols are the backend protocols of the matrix.
-var backendProtocols = []string{backendCanonical, backendTriton, backendEvergreen, backendGlide}
+var backendProtocols = []string{backendCanonical, backendTriton, backendEvergreen, backendGlide, backendAgent}
 
 // applies reports whether case c runs on a pair (backend "" in server
 // mode): common cases everywhere, a protocol's own cases on its frontend,

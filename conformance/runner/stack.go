@@ -21,6 +21,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/driver"
+	agentpeer "github.com/interlingua-dev/interlingua/conformance/peers/agent"
 	evergreenpeer "github.com/interlingua-dev/interlingua/conformance/peers/evergreen"
 	glidepeer "github.com/interlingua-dev/interlingua/conformance/peers/glide"
 	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
@@ -32,6 +33,7 @@ const (
 	backendTriton    = "triton"
 	backendGlide     = "glide"
 	backendEvergreen = "evergreen"
+	backendAgent     = "agent"
 )
 
 // pairTarget is the target that routes case c to backend protocol be.
@@ -88,6 +90,7 @@ type stack struct {
 	tritonPeer    *tritonpeer.Server
 	glidePeer     *glidepeer.Peer
 	evergreenPeer *evergreenpeer.Peer
+	agentPeer     *agentpeer.Peer
 	peerSrv       []*http.Server
 	peerWG        sync.WaitGroup
 	relays        []*relay
@@ -104,6 +107,9 @@ type stackOptions struct {
 	cases   []*cases.Case
 	trace   bool
 	log     *slog.Logger
+	// agentTransport is the agent backends' transport: sse (default) or
+	// websocket.
+	agentTransport string
 }
 
 // startStack starts everything; close stops it.
@@ -155,6 +161,22 @@ func startStack(opts stackOptions) (st *stack, err error) {
 	if err != nil {
 		return s, err
 	}
+	agentScripts := map[string]agentpeer.Script{}
+	for _, c := range opts.cases {
+		agentScripts[c.GetName()] = driver.AgentScript(c.GetResponse(), c.GetRequest().GetPrompt())
+	}
+	if s.agentPeer, err = agentpeer.NewWithConfig(agentpeer.Config{Scripts: agentScripts}); err != nil {
+		return s, err
+	}
+	agentAddr, err := s.servePeer(s.agentPeer.Handler())
+	if err != nil {
+		return s, err
+	}
+	agentURL := "http://" + s.upstreamAddr(agentAddr)
+	agentTransport := opts.agentTransport
+	if agentTransport == "" {
+		agentTransport = "sse"
+	}
 
 	cfg := bridge.DefaultConfig()
 	cfg.Backends = map[string]bridge.BackendConfig{}
@@ -189,9 +211,16 @@ func startStack(opts stackOptions) (st *stack, err error) {
 			bridge.Route{Target: pairTarget(backendTriton, n), Backend: backendTriton, Model: n},
 			bridge.Route{Target: pairTarget(backendEvergreen, n), Backend: backendEvergreen, Model: n},
 			bridge.Route{Target: pairTarget(backendGlide, n), Backend: pairTarget(backendGlide, n)},
+			bridge.Route{Target: pairTarget(backendAgent, n), Backend: pairTarget(backendAgent, n)},
 		)
 		url := "ws://" + s.upstreamAddr(glideAddr) + "/v1/language/" + n + "/chatStream"
 		if err := addBackend(pairTarget(backendGlide, n), "glide", map[string]any{"url": url}); err != nil {
+			return s, err
+		}
+		// The case is the upstream's assistant; every run is a thread of
+		// its own (the bridge's thread id).
+		if err := addBackend(pairTarget(backendAgent, n), "agent",
+			map[string]any{"url": agentURL, "assistant_id": n, "transport": agentTransport}); err != nil {
 			return s, err
 		}
 	}
@@ -414,6 +443,9 @@ func (s *stack) close() {
 	}
 	if s.glidePeer != nil {
 		s.glidePeer.Close() // ends hanging requests: their client is gone
+	}
+	if s.agentPeer != nil {
+		s.agentPeer.Close() // ends its runs and event streams
 	}
 	for _, srv := range s.peerSrv {
 		_ = srv.Close()

@@ -32,6 +32,8 @@ func (s *stack) drainCancels(be string, c *cases.Case) {
 		ch = s.tritonPeer.Cancelled()
 	case backendEvergreen:
 		ch = s.evergreenPeer.Cancelled()
+	case backendAgent:
+		ch = s.agentPeer.Cancelled()
 	}
 	for ch != nil {
 		select {
@@ -44,8 +46,9 @@ func (s *stack) drainCancels(be string, c *cases.Case) {
 }
 
 // cancelSeen waits for the upstream's report of the cancel: the canonical
-// upstream's, the Triton peer's or the Evergreen peer's. A Glide upstream
-// cannot be told (chatStream has no cancel).
+// upstream's, the Triton peer's, the Evergreen peer's or the agent peer's
+// (the backend's REST cancel). A Glide upstream cannot be told (chatStream
+// has no cancel).
 func (s *stack) cancelSeen(be string, c *cases.Case, d time.Duration) (bool, bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -62,6 +65,8 @@ func (s *stack) cancelSeen(be string, c *cases.Case, d time.Duration) (bool, boo
 		ch = s.tritonPeer.Cancelled()
 	case backendEvergreen:
 		ch = s.evergreenPeer.Cancelled()
+	case backendAgent:
+		ch = s.agentPeer.Cancelled() // the REST cancel of the run
 	}
 	if ch != nil {
 		for {

@@ -1,28 +1,3 @@
-// Package agentpeer is a reference LangChain agent-protocol thread server
-// for testing clients of the protocol (Interlingua's agent backend): it
-// plays scripted runs (testdata/<assistant_id>.jsonl, one event per line)
-// over the protocol's transports, written from the reference
-// (/work/shared/reference/agent-protocol.md) independently of the adapter
-// it tests.
-//
-// It serves, with snake_case keys:
-//
-//   - POST /threads/{thread_id}/commands: run.start (a new run, or a resume
-//     when the thread is interrupted and input is not null), input.respond,
-//     state.get; other methods are unknown_command. Responses carry
-//     meta.applied_through_seq, the thread's seq before the command.
-//   - POST /threads/{thread_id}/stream/events (and /stream): SSE, filtered by
-//     channels, replaying buffered events with seq > since, then live.
-//   - GET on the same paths: a WebSocket taking the same commands plus
-//     subscription.subscribe, whose replay follows its response.
-//   - POST /threads/{thread_id}/runs/{run_id}/cancel: cancels the run
-//     (LangGraph's REST endpoint); Cancels lists the runs cancelled.
-//
-// A script line is {"method": ..., "params": {"namespace", "node"?, "data"}}
-// (the peer adds type, seq, event_id and timestamp), or {"pause":"cancel"},
-// which waits for the run's cancellation and ends it with a failed
-// lifecycle event ("cancelled: ..."). A resumed run plays
-// <assistant>.resume.jsonl after an input.answered event.
 package agentpeer
 
 import (
@@ -52,11 +27,47 @@ var scriptFS embed.FS
 // Timestamp is the fixed timestamp of every event, so transcripts compare.
 const Timestamp = 1710000000000
 
-// line is one script line.
-type line struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Pause  string          `json:"pause"`
+// Line is one script line: an event (Method and Params), or a pause.
+type Line struct {
+	// Method and Params are the event; the peer adds type, seq, event_id
+	// and timestamp (Params holds namespace, node and data).
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	// Pause "cancel" waits for the run's cancellation.
+	Pause string `json:"pause,omitempty"`
+	// DelayMs is slept before the line; a cancellation ends the wait.
+	DelayMs int `json:"delay_ms,omitempty"`
+}
+
+// Refusal is a run.start error response: an ErrorCode and a message.
+type Refusal struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Script is what runs of one assistant play.
+type Script struct {
+	// Lines are played in order.
+	Lines []Line
+	// Refusal, when set, answers run.start with it instead of starting a
+	// run.
+	Refusal *Refusal
+	// Input, when not empty, is the text the run.start input's last
+	// message must carry (input.messages[-1].content, a string or text
+	// content blocks); another input is refused with invalid_argument.
+	Input string
+	// WriteBytes cuts each SSE frame of a thread running this assistant
+	// into writes of at most this many bytes, each flushed (0: whole
+	// frames).
+	WriteBytes int
+}
+
+// Config configures a Peer.
+type Config struct {
+	// Scripts are played by assistant_id, besides the embedded testdata
+	// scripts (a name in both plays this one). "<assistant>.resume" is
+	// played by a resumed run.
+	Scripts map[string]Script
 }
 
 // event is one buffered event.
@@ -69,7 +80,9 @@ type event struct {
 
 // Peer is the server. Create it with New, serve Handler, and Close it.
 type Peer struct {
-	scripts map[string][]line
+	scripts map[string]Script
+
+	cancelled chan string // assistants of cancelled runs
 
 	mu      sync.Mutex
 	threads map[string]*thread
@@ -93,9 +106,11 @@ type thread struct {
 }
 
 // New loads the embedded scripts.
-func New() (*Peer, error) {
-	p := &Peer{scripts: map[string][]line{}, threads: map[string]*thread{}}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+func New() (*Peer, error) { return NewWithConfig(Config{}) }
+
+// NewWithConfig loads the embedded scripts and adds cfg's.
+func NewWithConfig(cfg Config) (*Peer, error) {
+	p := &Peer{scripts: map[string]Script{}, threads: map[string]*thread{}, cancelled: make(chan string, 64)}
 	entries, err := scriptFS.ReadDir("testdata")
 	if err != nil {
 		return nil, err
@@ -105,19 +120,31 @@ func New() (*Peer, error) {
 		if err != nil {
 			return nil, err
 		}
-		var lines []line
+		var lines []Line
 		for i, l := range bytes.Split(data, []byte("\n")) {
 			if len(bytes.TrimSpace(l)) == 0 {
 				continue
 			}
-			var ln line
+			var ln Line
 			if err := json.Unmarshal(l, &ln); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", e.Name(), i+1, err)
 			}
 			lines = append(lines, ln)
 		}
-		p.scripts[strings.TrimSuffix(e.Name(), ".jsonl")] = lines
+		p.scripts[strings.TrimSuffix(e.Name(), ".jsonl")] = Script{Lines: lines}
 	}
+	for name, sc := range cfg.Scripts {
+		for i, l := range sc.Lines {
+			if l.Method == "" && l.Pause == "" {
+				return nil, fmt.Errorf("script %s, line %d: neither a method nor a pause", name, i+1)
+			}
+			if l.Pause != "" && l.Pause != "cancel" {
+				return nil, fmt.Errorf("script %s, line %d: pause %q is not \"cancel\"", name, i+1, l.Pause)
+			}
+		}
+		p.scripts[name] = sc
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
 
@@ -125,7 +152,7 @@ func New() (*Peer, error) {
 // tests that compare what a client decoded with what was sent.
 func (p *Peer) Script(name string) []json.RawMessage {
 	var out []json.RawMessage
-	for _, l := range p.scripts[name] {
+	for _, l := range p.scripts[name].Lines {
 		if l.Method != "" {
 			b, _ := json.Marshal(map[string]any{"method": l.Method, "params": l.Params})
 			out = append(out, b)
@@ -133,6 +160,10 @@ func (p *Peer) Script(name string) []json.RawMessage {
 	}
 	return out
 }
+
+// Cancelled receives the assistant_id of each run cancelled (a report is
+// dropped when 64 are pending).
+func (p *Peer) Cancelled() <-chan string { return p.cancelled }
 
 // Cancels returns the run ids cancelled so far.
 func (p *Peer) Cancels() []string {
@@ -198,15 +229,27 @@ func (t *thread) appendLocked(method string, params json.RawMessage) {
 	t.wake = make(chan struct{})
 }
 
-// play runs a script on a thread: the owner goroutine of one run.
-func (p *Peer) play(ctx context.Context, t *thread, run string, lines []line) {
+// cancelledLifecycle ends a cancelled run.
+const cancelledLifecycle = `{"namespace":[],"data":{"event":"failed","error":"cancelled: cancelled by client"}}`
+
+// play runs a script on a thread: the owner goroutine of one run. A
+// cancellation (at a pause, during a delay, or between lines) ends the run
+// with a failed lifecycle event whose error starts "cancelled: ".
+func (p *Peer) play(ctx context.Context, t *thread, run string, lines []Line) {
 	defer p.wg.Done()
+	cut := false // the run was cancelled before its end
 	for _, l := range lines {
+		if l.DelayMs > 0 && !sleep(ctx, time.Duration(l.DelayMs)*time.Millisecond) {
+			cut = true
+			break
+		}
 		if l.Pause == "cancel" {
 			<-ctx.Done()
-			p.mu.Lock()
-			t.appendLocked("lifecycle", json.RawMessage(`{"namespace":[],"data":{"event":"failed","error":"cancelled: cancelled by client"}}`))
-			p.mu.Unlock()
+			cut = true
+			break
+		}
+		if ctx.Err() != nil {
+			cut = true
 			break
 		}
 		p.mu.Lock()
@@ -226,10 +269,25 @@ func (p *Peer) play(ctx context.Context, t *thread, run string, lines []line) {
 		p.mu.Unlock()
 	}
 	p.mu.Lock()
+	if cut {
+		t.appendLocked("lifecycle", json.RawMessage(cancelledLifecycle))
+	}
 	if t.active == run {
 		t.active, t.cancelRun = "", nil
 	}
 	p.mu.Unlock()
+}
+
+// sleep waits d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 type command struct {
@@ -274,11 +332,19 @@ func (p *Peer) execute(threadID string, c *command) []byte {
 		if !ok {
 			return failure(id, "invalid_argument", fmt.Sprintf("unknown assistant_id %q", assistant))
 		}
+		if script.Refusal != nil {
+			return failure(id, script.Refusal.Code, script.Refusal.Message)
+		}
+		if script.Input != "" {
+			if got := lastMessageText(input); got != script.Input {
+				return failure(id, "invalid_argument", fmt.Sprintf("run.start input: the last message says %.200q, want %.200q", got, script.Input))
+			}
+		}
 		if t.active != "" {
 			return failure(id, "invalid_argument", "the thread has an active run")
 		}
 		t.assistant = assistant
-		return success(id, map[string]any{"run_id": p.startLocked(t, script)}, applied)
+		return success(id, map[string]any{"run_id": p.startLocked(t, script.Lines)}, applied)
 	case "input.respond":
 		ids := []string{str("interrupt_id")}
 		if raw, ok := c.Params["responses"]; ok {
@@ -308,14 +374,14 @@ func (p *Peer) execute(threadID string, c *command) []byte {
 
 // resumeLocked starts the resume script of the thread's assistant.
 func (p *Peer) resumeLocked(t *thread, id, applied uint64, answered []string) []byte {
-	script := p.scripts[t.assistant+".resume"]
+	script := p.scripts[t.assistant+".resume"].Lines
 	ids, _ := json.Marshal(answered)
 	t.appendLocked("input.answered", json.RawMessage(`{"namespace":[],"data":{"interrupt_ids":`+string(ids)+`}}`))
 	t.interrupted, t.interrupts = false, nil
 	return success(id, map[string]any{"run_id": p.startLocked(t, script)}, applied)
 }
 
-func (p *Peer) startLocked(t *thread, script []line) string {
+func (p *Peer) startLocked(t *thread, script []Line) string {
 	p.nextRun++
 	run := "peer-run-" + strconv.Itoa(p.nextRun)
 	ctx, cancel := context.WithCancel(p.ctx)
@@ -323,6 +389,33 @@ func (p *Peer) startLocked(t *thread, script []line) string {
 	p.wg.Add(1)
 	go p.play(ctx, t, run, script)
 	return run
+}
+
+// lastMessageText is the text of input.messages' last message: its
+// content string, or its text content blocks joined.
+func lastMessageText(input json.RawMessage) string {
+	var in struct {
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(input, &in) != nil || len(in.Messages) == 0 {
+		return ""
+	}
+	raw := in.Messages[len(in.Messages)-1].Content
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct{ Type, Text string }
+	_ = json.Unmarshal(raw, &blocks)
+	var sb strings.Builder
+	for _, b := range blocks {
+		if b.Type == "text" {
+			sb.WriteString(b.Text)
+		}
+	}
+	return sb.String()
 }
 
 func readCommand(body []byte) (*command, []byte) {
@@ -363,6 +456,10 @@ func (p *Peer) serveCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	t.cancelRun()
 	p.cancels = append(p.cancels, run)
+	select {
+	case p.cancelled <- t.assistant:
+	default:
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -420,12 +517,18 @@ func (p *Peer) serveSSE(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"invalid_argument","message":"channels"}`, 400)
 		return
 	}
+	t := p.thread(r.PathValue("thread_id"))
+	p.mu.Lock()
+	size := p.scripts[t.assistant].WriteBytes
+	p.mu.Unlock()
+	if size > 0 {
+		w = &splitWriter{ResponseWriter: w, size: size}
+	}
 	sw, err := sse.NewWriter(w)
 	if err != nil {
 		http.Error(w, err.Error(), 500)
 		return
 	}
-	t := p.thread(r.PathValue("thread_id"))
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(200)
 	_ = http.NewResponseController(w).Flush()
@@ -438,6 +541,37 @@ func (p *Peer) serveSSE(w http.ResponseWriter, r *http.Request) {
 		return sw.Event(env.EventID, env.Method, f)
 	})
 }
+
+// splitWriter cuts every write into writes of at most size bytes, each
+// flushed: an upstream whose frames arrive in pieces (a rune may be cut).
+type splitWriter struct {
+	http.ResponseWriter
+	size int
+}
+
+func (s *splitWriter) Write(b []byte) (int, error) {
+	rc := http.NewResponseController(s.ResponseWriter)
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), s.size)
+		m, err := s.ResponseWriter.Write(b[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if err := rc.Flush(); err != nil {
+			return n, err
+		}
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// Flush implements http.Flusher.
+func (s *splitWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (s *splitWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
