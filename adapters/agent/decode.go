@@ -48,6 +48,11 @@ type Decoder struct {
 	ended  bool
 	msgErr *canonical.Error
 	msgs   int
+	// held is a model-call error that ended a message (the messages
+	// channel's error event): it is the run's failure if the next event is
+	// the failed lifecycle with it, else a non-terminal error event,
+	// emitted before that next event.
+	held *canonical.Event
 
 	// The fast path's state (decode_fast.go), reused across frames.
 	slow    bool            // decode every frame with encoding/json (tests compare the paths)
@@ -128,6 +133,50 @@ func (d *Decoder) maxBlock() int {
 
 // Feed decodes one frame and appends the canonical events it completes.
 func (d *Decoder) Feed(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
+	n := len(out)
+	out, err := d.feed(frame, out)
+	if d.held != nil {
+		out = d.release(out, n)
+	}
+	return out, err
+}
+
+// release decides the held error at the first event from out[n] on that
+// does not close a message or block: dropped if it is the run ending with
+// that error (failed, or cancelled: the terminal event carries it), else
+// put before it.
+func (d *Decoder) release(out []*canonical.Event, n int) []*canonical.Event {
+	i := n
+	for i < len(out) && (out[i] == d.held || out[i].GetMessageFinish() != nil || out[i].GetBlockFinish() != nil) {
+		i++
+	}
+	if i == len(out) {
+		return out // nothing yet decides
+	}
+	held := d.held
+	d.held = nil
+	if onlyFinish(held) {
+		return out // no error beyond the message's finish reason
+	}
+	if _, ok := canonical.TerminalOf(out[i]); ok {
+		if e := out[i].GetLifecycle().GetError(); e.GetCode() == held.GetError().GetCode() && e.GetMessage() == held.GetError().GetMessage() {
+			return out
+		}
+	}
+	out = append(out, nil)
+	copy(out[i+1:], out[i:])
+	out[i] = held
+	return out
+}
+
+// onlyFinish reports a held error that says no more than its message's
+// finish reason (see msgModelCallFailed).
+func onlyFinish(ev *canonical.Event) bool {
+	e := ev.GetError()
+	return canonical.Code(e.GetCode()) == canonical.CodeUnknown && e.GetMessage() == msgModelCallFailed
+}
+
+func (d *Decoder) feed(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	frame = bytes.TrimSpace(frame)
 	if len(frame) == 0 || frame[0] != '{' {
 		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
@@ -223,6 +272,12 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 func (d *Decoder) End(out []*canonical.Event) []*canonical.Event {
 	if d.ended {
 		return out
+	}
+	if d.held != nil { // the stream ended after it: it did happen
+		if !onlyFinish(d.held) {
+			out = append(out, d.held)
+		}
+		d.held = nil
 	}
 	return d.terminal(&canonical.Event{Namespace: []string{}}, canonical.StatusFailed,
 		canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the event stream ended before the run's terminal lifecycle event"), "", out)
@@ -453,12 +508,14 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessag
 		}
 		return d.closeMessage(out, base, s, canonicalReason(jstr(data["reason"])), canonicalUsage(data["usage"]))
 	case "error":
-		ep := errorProto(jstr(data["code"]), jstr(data["message"]), "model call failed")
+		ep := errorProto(jstr(data["code"]), jstr(data["message"]), msgModelCallFailed)
 		d.msgErr = canonical.FromProto(ep)
 		if !s.msgOpen {
 			return d.emit(out, base, &canonical.KindError{Error: ep})
 		}
-		return d.closeMessage(out, base, s, canonical.FinishError, nil)
+		out = d.closeMessage(out, base, s, canonical.FinishError, nil)
+		d.held = d.emit(nil, base, &canonical.KindError{Error: ep})[0]
+		return out
 	}
 	return out
 }

@@ -219,3 +219,63 @@ func BenchmarkDecodeDelta(b *testing.B) {
 		}
 	}
 }
+
+// A model call failing inside a message that the run then gets past (a
+// fallback) is a non-terminal error event after the message's finish;
+// when the run fails with it instead, only the terminal event carries it.
+func TestDecoderMessageErrorThenContinue(t *testing.T) {
+	ev := func(method, data string) []byte {
+		return []byte(`{"type":"event","method":"` + method + `","params":{"namespace":[],"timestamp":1710000000000,"data":` + data + `}}`)
+	}
+	start := [][]byte{
+		ev("messages", `{"event":"message-start","role":"ai","id":"m1"}`),
+		ev("messages", `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}`),
+		ev("messages", `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"first"}}`),
+		ev("messages", `{"event":"error","message":"model-1 is unavailable","code":"unavailable"}`),
+	}
+	for _, tc := range []struct {
+		name string
+		rest [][]byte
+		want []string // kinds, in order
+	}{
+		{"fallback", [][]byte{
+			ev("messages", `{"event":"message-start","role":"ai","id":"m2"}`),
+			ev("messages", `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}`),
+			ev("messages", `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"second"}}`),
+			ev("messages", `{"event":"message-finish","reason":"stop"}`),
+			ev("lifecycle", `{"event":"completed"}`),
+		}, []string{"messageStart", "blockStart", "blockDelta", "blockFinish", "messageFinish", "error", "messageStart", "blockStart", "blockDelta", "blockFinish", "messageFinish", "lifecycle"}},
+		{"fails with it", [][]byte{
+			ev("lifecycle", `{"event":"failed","error":"model-1 is unavailable"}`),
+		}, []string{"messageStart", "blockStart", "blockDelta", "blockFinish", "messageFinish", "lifecycle"}},
+		{"stream ends", nil, []string{"messageStart", "blockStart", "blockDelta", "blockFinish", "messageFinish", "error", "lifecycle"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, slow := range []bool{false, true} {
+				d := &Decoder{slow: slow}
+				var out []*canonical.Event
+				for _, f := range append(append([][]byte{}, start...), tc.rest...) {
+					var err error
+					if out, err = d.Feed(f, out); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out = d.End(out)
+				var kinds []string
+				for _, e := range out {
+					m := e.ProtoReflect()
+					kinds = append(kinds, m.WhichOneof(m.Descriptor().Oneofs().ByName("kind")).JSONName())
+					if er := e.GetError(); er != nil && (canonical.Code(er.GetCode()) != canonical.CodeUnavailable || er.GetMessage() != "model-1 is unavailable") {
+						t.Fatalf("error event %v", er)
+					}
+				}
+				if strings.Join(kinds, ",") != strings.Join(tc.want, ",") {
+					t.Fatalf("slow=%v: %s\nwant %s", slow, strings.Join(kinds, ","), strings.Join(tc.want, ","))
+				}
+				if err := canonical.Validate(out); err != nil && tc.name != "stream ends" {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -102,6 +102,12 @@
 //   - A lifecycle error is a string: a failed run's canonical code is lost
 //     on the wire (it survives when the run failed in a model call: the
 //     messages error event carries it), and is unknown when decoded.
+//   - A model call failing inside a message is the messages channel's error
+//     event, which also ends the message: decoded as the message's finish
+//     (reason error), then the run's failure if the failed lifecycle comes
+//     next with it, else a non-terminal error event. A message that ended
+//     in error with no error known is sent as the error "model call failed"
+//     with code unknown, which decodes as the finish reason alone.
 //   - Canonical non-terminal error events have no agent-protocol event:
 //     they are sent as custom events named "interlingua.error" with payload
 //     {code, message}, and decoded back.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -186,6 +187,15 @@ func (e *Encoder) done(out []wireEvent) {
 func (e *Encoder) Encode(ev *canonical.Event, out []wireEvent) ([]wireEvent, error) {
 	e.scratch = e.scratch[:0]
 	first := len(out)
+	if k, ok := ev.GetKind().(*canonical.KindError); ok && e.pendingErr != nil && slices.Equal(ev.GetNamespace(), e.pendingErr.namespace) {
+		// The error of the message that just failed: its messages error
+		// event carries it (decoders read it back as this error event).
+		out = e.flushPendingError(out, &canonical.Event{Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Error: k.Error}}})
+		for i := first; i < len(out); i++ {
+			out[i].data = e.scratch[out[i].start:out[i].end:out[i].end]
+		}
+		return out, nil
+	}
 	out = e.flushPendingError(out, ev)
 	var err error
 	out, err = e.encode(ev, out)
@@ -213,7 +223,7 @@ func (e *Encoder) flushPendingError(out []wireEvent, next *canonical.Event) []wi
 		return out
 	}
 	e.pendingErr = nil
-	msg, code := "model call failed", canonical.CodeUnknown
+	msg, code := msgModelCallFailed, canonical.CodeUnknown
 	if lc := next.GetLifecycle(); lc != nil && lc.GetError() != nil {
 		msg, code = lc.GetError().GetMessage(), canonical.Code(lc.GetError().GetCode())
 	}

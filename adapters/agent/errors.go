@@ -23,6 +23,12 @@ const (
 	errResumeGap          = "resume_gap"
 )
 
+// msgModelCallFailed is the message of a messages-channel error event
+// that carries nothing more than "this message ended in error" (a message
+// finished with reason error and no error event or failure after it): with
+// code unknown, decoders read it as the message's finish reason only.
+const msgModelCallFailed = "model call failed"
+
 // wireCode is the agent protocol's error code for a canonical code. The wire
 // has no codes for most canonical ones: the specific no_such_* codes are
 // raised by the frontend where it knows which thing is missing (see

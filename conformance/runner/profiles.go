@@ -149,7 +149,7 @@ var profiles = map[string]*profile{
 			{"tool-call", "a tool call without arguments reads back as {} (the finished tool_call's args object)"},
 			{"tool-activity", "kept: the tools channel (tool-started, tool-output-delta, tool-finished, tool-error with the code's name)"},
 			{"interrupt", "kept: input.requested, then an interrupted lifecycle"},
-			{"error-nonterminal", "a model call failing is the messages channel's error event, which ends its message: the backend reads it as that message's finish (reason error) and the error itself is lost; only one outside any message reads back as an error event, with its code"},
+			{"error-nonterminal", "a model call failing is the messages channel's error event, which ends its message: read back as that message's finish (reason error) and then, when the run goes on, an error event with its code (one outside any message is an error event at once)"},
 			{"error-before", "run.start's error response: the protocol's ErrorCode reads back as invalid_argument (invalid_argument, not_found, already_exists, failed_precondition, out_of_range, resource_exhausted), permission_denied (also unauthenticated), unimplemented (not_supported) or unknown (unknown_error: the rest)"},
 			{"error-mid", "kept while a message is open (the messages error event carries the code, and the failed lifecycle's error repeats its message); a run failing between messages has only the lifecycle's string error: unknown"},
 			{"cancel", "the backend cancels the upstream run (POST /threads/{id}/runs/{run_id}/cancel); the peer ends it with a failed lifecycle \"cancelled: …\""},
@@ -514,10 +514,9 @@ func agentErrorRead(code string) string {
 }
 
 // agentWire walks the definition's events as the agent peer puts them on
-// the wire (driver.AgentScript): for each non-terminal error, whether a
-// message was open (its messages error event then ends that message),
-// whether a message is open at the end, and the last error.
-func agentWire(c *cases.Case) (inMessage []bool, openAtEnd bool, last *canonical.Error) {
+// the wire (driver.AgentScript): whether a message is open at the end, and
+// the last non-terminal error.
+func agentWire(c *cases.Case) (openAtEnd bool, last *canonical.Error) {
 	open := false
 	for _, st := range driver.Events(c.GetResponse(), c.GetRequest().GetPrompt()) {
 		switch k := st.Event.GetKind().(type) {
@@ -526,40 +525,25 @@ func agentWire(c *cases.Case) (inMessage []bool, openAtEnd bool, last *canonical
 		case *canonical.KindMessageFinish:
 			open = false
 		case *canonical.KindError:
-			inMessage = append(inMessage, open)
 			last = canonical.FromProto(k.Error)
 			open = false
 		}
 	}
-	return inMessage, open, last
+	return open, last
 }
 
 // agentBack: what the bridge reads from the agent peer playing the
 // definition (driver.AgentScript) through the agent backend: a refusal's
-// code through the protocol's ErrorCode, a model call's failure inside a
-// message only as that message's finish, a failed run's code only when
+// code through the protocol's ErrorCode, a failed run's code only when
 // the messages channel carried it, a tool call without arguments as {}.
 func agentBack(t *cv1.Transcript, c *cases.Case) *cv1.Transcript {
 	out := clone(t)
-	inMessage, openAtEnd, last := agentWire(c)
-	var blocks []*cv1.Block
-	errs := 0
+	openAtEnd, last := agentWire(c)
 	for _, b := range out.GetBlocks() {
-		switch b.GetType() {
-		case transcript.Error:
-			drop := errs < len(inMessage) && inMessage[errs]
-			errs++
-			if drop {
-				continue // read as the message's finish (reason error) only
-			}
-		case transcript.ToolCall:
-			if b.GetText() == "" {
-				b.Text = "{}" // the finished tool_call's args object
-			}
+		if b.GetType() == transcript.ToolCall && b.GetText() == "" {
+			b.Text = "{}" // the finished tool_call's args object
 		}
-		blocks = append(blocks, b)
 	}
-	out.Blocks = blocks
 	switch out.GetStatus() {
 	case transcript.Refused:
 		code, _ := canonical.ParseCode(out.GetCode())
