@@ -167,7 +167,10 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		cancel = func() { cancelDeadline(); prev() }
 	}
 	r := &run{b: b, ctx: runCtx, cancel: cancel, threadID: req.GetThreadId(), id: req.GetRunId(),
-		backend: rt.Backend, forOther: forOther}
+		backend: rt.Backend}
+	if b.fabric != nil {
+		r.pub = b.fabric.publisher(r.threadID, r.id, forOther)
+	}
 	b.mu.Lock()
 	if b.draining {
 		b.mu.Unlock()
@@ -314,17 +317,53 @@ type run struct {
 	thread   *thread
 	id       string
 	backend  string
-	forOther bool
+	pub      *publisher // nil without a fabric
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending
 	next  int
-	ended bool
+	ended bool // the terminal event was taken
 	once  sync.Once
+
+	// ahead, once readAhead runs, carries the events it takes (stamped,
+	// sequenced and published) to Recv; it is closed after the terminal
+	// event. readAhead starts when a frontend asks Buffered and the
+	// backend's stream cannot tell: the queue's length then says what
+	// Recv returns without waiting.
+	mu        sync.Mutex // guards starting readAhead against finish
+	closed    bool       // finish began: readAhead no longer starts
+	ahead     chan *canonical.Event
+	aheadStop chan struct{}
+	aheadDone chan struct{}
 }
+
+// aheadEvents bounds the events readAhead takes before Recv asks for them.
+const aheadEvents = 128
 
 // Recv implements canonical.Stream.
 func (r *run) Recv() (*canonical.Event, error) {
+	var ev *canonical.Event
+	if r.ahead != nil {
+		var ok bool
+		if ev, ok = <-r.ahead; !ok {
+			return nil, io.EOF
+		}
+	} else {
+		var err error
+		if ev, err = r.take(); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := canonical.TerminalOf(ev); ok {
+		r.finish()
+	}
+	return ev, nil
+}
+
+// take returns the run's next event, stamped with thread, run, seq and
+// time and queued for publishing; io.EOF after the terminal event. It runs
+// on Recv's goroutine, or on readAhead's once that started.
+func (r *run) take() (*canonical.Event, error) {
 	if r.next == len(r.owed) { // reuse the queue's backing array
 		r.owed, r.next = r.owed[:0], 0
 	}
@@ -346,6 +385,7 @@ func (r *run) Recv() (*canonical.Event, error) {
 		r.owed = append(r.owed, ev)
 	}
 	ev := r.owed[r.next]
+	r.owed[r.next] = nil
 	r.next++
 	ev.ThreadId, ev.RunId = r.threadID, r.id
 	canonical.Stamp(ev, r.b.now())
@@ -353,15 +393,70 @@ func (r *run) Recv() (*canonical.Event, error) {
 	t.mu.Lock()
 	t.seq++
 	ev.Seq = t.seq
-	if r.b.fabric != nil {
-		r.b.fabric.PublishEvent(ev, r.forOther)
+	if r.pub != nil {
+		r.pub.publish(ev)
 	}
 	t.mu.Unlock()
 	if _, ok := canonical.TerminalOf(ev); ok {
 		r.ended = true
-		r.finish()
 	}
 	return ev, nil
+}
+
+// Buffered returns how many events Recv returns without waiting.
+// Frontends use it to write a burst of events at once and flush only
+// before a Recv that may wait. A backend stream with a Buffered() int
+// method says how many it holds; for any other, the first call that finds
+// nothing owed starts readAhead, and the count is then its queue's (after
+// Close, Recv returns what readAhead had queued, then io.EOF). It is
+// called from the goroutine that calls Recv.
+func (r *run) Buffered() int {
+	if r.ahead != nil {
+		return len(r.ahead)
+	}
+	n := len(r.owed) - r.next
+	if n > 0 || r.ended {
+		return n
+	}
+	if b, ok := r.up.(buffered); ok {
+		return b.Buffered()
+	}
+	r.startAhead()
+	return 0
+}
+
+// buffered is a stream that knows how many events its Recv returns
+// without waiting.
+type buffered interface{ Buffered() int }
+
+// startAhead starts readAhead, unless the run is finishing.
+func (r *run) startAhead() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.ahead = make(chan *canonical.Event, aheadEvents)
+	r.aheadStop, r.aheadDone = make(chan struct{}), make(chan struct{})
+	go r.readAhead()
+}
+
+// readAhead takes the run's events into r.ahead until the terminal one
+// is queued or finish stops it; finish waits for it to return.
+func (r *run) readAhead() {
+	defer close(r.aheadDone)
+	defer close(r.ahead)
+	for {
+		ev, err := r.take()
+		if err != nil {
+			return
+		}
+		select {
+		case r.ahead <- ev:
+		case <-r.aheadStop:
+			return
+		}
+	}
 }
 
 // failure turns a stream error into the terminal status and error owed.
@@ -389,12 +484,21 @@ func (r *run) Close() error {
 	return nil
 }
 
-// finish unregisters the run and releases its upstream, once.
+// finish unregisters the run and releases its upstream, once; it stops
+// readAhead and waits for it.
 func (r *run) finish() {
 	r.once.Do(func() {
 		r.cancel()
 		if r.up != nil {
 			_ = r.up.Close()
+		}
+		r.mu.Lock()
+		r.closed = true
+		stop, done := r.aheadStop, r.aheadDone
+		r.mu.Unlock()
+		if stop != nil {
+			close(stop)
+			<-done
 		}
 		b := r.b
 		b.mu.Lock()

@@ -57,6 +57,12 @@ type LogConfig struct {
 	Format string `yaml:"format"`
 }
 
+// Values of NATSConfig.PersistMode.
+const (
+	PersistAsync = "async"
+	PersistSync  = "sync"
+)
+
 // NATSConfig configures the fabric.
 type NATSConfig struct {
 	// URL of an external NATS cluster; empty starts an embedded server.
@@ -71,6 +77,18 @@ type NATSConfig struct {
 	ReplayMaxAge time.Duration `yaml:"replay_max_age"`
 	// ReplayMaxBytes bounds the replay log by size. Default 1 GiB.
 	ReplayMaxBytes int64 `yaml:"replay_max_bytes"`
+	// PersistMode is how the JetStream replay stream is written: async
+	// (the server collects events in memory and writes them to its files
+	// in batches, in the background: a crash of the NATS server can lose
+	// the events of the last moment from the log, never from a client,
+	// which gets them in-process) or sync (each event is written to the
+	// file before the next is stored, JetStream's default; one write per
+	// event). Default async. It applies when the stream is created:
+	// JetStream cannot change the mode of an existing stream (the mode it
+	// has is kept and logged; delete INTERLINGUA_EVENTS to switch), and a
+	// NATS server before 2.12 has no async mode (the stream is written
+	// sync, logged at start).
+	PersistMode string `yaml:"persist_mode"`
 	// ConnectTimeout bounds the first connection. Default 5s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// PublishQueue bounds the events queued for publishing. Default 65536.
@@ -166,6 +184,9 @@ func (c *Config) Defaults() {
 	}
 	if n.ReplayMaxBytes == 0 {
 		n.ReplayMaxBytes = 1 << 30
+	}
+	if n.PersistMode == "" {
+		n.PersistMode = PersistAsync
 	}
 	if n.ConnectTimeout == 0 {
 		n.ConnectTimeout = 5 * time.Second
@@ -306,6 +327,11 @@ func (c *Config) Validate() error {
 	}
 	if c.NATS.PublishQueue < 0 || c.NATS.RemoteBuffer < 0 || c.NATS.ReconnectBufferBytes < 0 {
 		errs = append(errs, fmt.Errorf("nats: queue and buffer sizes must be positive"))
+	}
+	switch c.NATS.PersistMode {
+	case "", PersistAsync, PersistSync:
+	default:
+		errs = append(errs, fmt.Errorf("nats.persist_mode: %q is not async or sync", c.NATS.PersistMode))
 	}
 	if strings.ContainsAny(c.NATS.SubjectPrefix, " .*>") {
 		errs = append(errs, fmt.Errorf("nats.subject_prefix: %q must be one subject token", c.NATS.SubjectPrefix))

@@ -8,14 +8,18 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -40,7 +44,7 @@ type Fabric struct {
 	js       jetstream.JetStream
 	kv       jetstream.KeyValue
 
-	pubq      chan pubMsg
+	pubq      pubQueue
 	stop      chan struct{}
 	loopDone  chan struct{}
 	closeOnce sync.Once
@@ -50,7 +54,7 @@ type Fabric struct {
 
 // StartFabric starts (or joins) NATS and ensures the JetStream assets.
 func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.Logger) (*Fabric, error) {
-	f := &Fabric{cfg: cfg, log: log, pubq: make(chan pubMsg, cfg.PublishQueue), stop: make(chan struct{})}
+	f := &Fabric{cfg: cfg, log: log, pubq: pubQueue{max: cfg.PublishQueue, wake: make(chan struct{}, 1)}, stop: make(chan struct{})}
 	url := cfg.URL
 	opts := []nats.Option{
 		nats.Name("interlingua"),
@@ -139,16 +143,17 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 		return fmt.Errorf("nats: jetstream: %w", err)
 	}
 	f.js = js
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:      EventsStream,
-		Subjects:  []string{f.cfg.SubjectPrefix + ".events.>"},
-		Storage:   jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy,
-		Discard:   jetstream.DiscardOld,
-		MaxAge:    f.cfg.ReplayMaxAge,
-		MaxBytes:  f.cfg.ReplayMaxBytes,
-	})
-	if err != nil {
+	sc := jetstream.StreamConfig{
+		Name:        EventsStream,
+		Subjects:    []string{f.cfg.SubjectPrefix + ".events.>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      f.cfg.ReplayMaxAge,
+		MaxBytes:    f.cfg.ReplayMaxBytes,
+		PersistMode: f.persistMode(ctx),
+	}
+	if _, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("nats: replay stream %s: %w", EventsStream, err)
 	}
 	f.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ThreadsBucket, History: 1, Storage: jetstream.FileStorage})
@@ -156,6 +161,46 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 		return fmt.Errorf("nats: thread bucket %s: %w", ThreadsBucket, err)
 	}
 	return nil
+}
+
+// persistMode is the replay stream's persist mode: the configured one,
+// unless the server has no async mode (before 2.12: it would ignore the
+// field) or the stream exists with the other mode (JetStream refuses to
+// change it), which are logged and kept.
+func (f *Fabric) persistMode(ctx context.Context) jetstream.PersistModeType {
+	want := jetstream.DefaultPersistMode
+	if f.cfg.PersistMode != PersistSync {
+		want = jetstream.AsyncPersistMode
+	}
+	if v := f.nc.ConnectedServerVersion(); want == jetstream.AsyncPersistMode && !atLeast(v, 2, 12) {
+		f.log.Info("nats server has no async persist mode (needs 2.12): the replay log is written sync", "server_version", v)
+		return jetstream.DefaultPersistMode
+	}
+	st, err := f.js.Stream(ctx, EventsStream)
+	if err != nil { // not found (created with want), or the create reports it
+		return want
+	}
+	if have := st.CachedInfo().Config.PersistMode; have != want {
+		f.log.Warn("replay stream keeps its persist mode: JetStream cannot change it on an existing stream; delete the stream to apply nats.persist_mode",
+			"stream", EventsStream, "persist_mode", have.String(), "configured", f.cfg.PersistMode)
+		return have
+	}
+	return want
+}
+
+// atLeast reports whether a server version "major.minor.patch[-x]" is at
+// least major.minor; an unparsable version is not.
+func atLeast(version string, major, minor int) bool {
+	parts := strings.SplitN(version, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(strings.TrimLeft(parts[1], "v"))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // EmbeddedURL is the embedded server's client URL, or "" when the server
@@ -194,33 +239,154 @@ func (f *Fabric) EventSubject(thread, run string) string {
 // for another instance) it waits for room; the queue always drains, since
 // nats.go buffers (bounded) rather than blocks while reconnecting.
 func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
-	data, err := proto.Marshal(ev)
+	data, err := appendEvent(nil, ev)
 	if err != nil {
 		f.drop(ev, err)
 		return
 	}
-	m := pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), data: data}
-	select {
-	case f.pubq <- m:
+	f.enqueue(ev, pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), data: data}, must)
+}
+
+func (f *Fabric) enqueue(ev *canonical.Event, m pubMsg, must bool) {
+	for {
+		room := f.pubq.push(m, must)
+		if room == nil {
+			return
+		}
+		if !must {
+			f.drop(ev, errors.New("publish queue full"))
+			return
+		}
+		select {
+		case <-room:
+		case <-f.stop:
+			f.drop(ev, errors.New("fabric closed"))
+			return
+		}
+	}
+}
+
+// pubQueue is the bounded queue between the publishers and publishLoop:
+// publishers append under a lock, and the loop takes everything queued at
+// once, so a burst costs one wake-up of the loop rather than one per
+// message. A publisher that finds it more than half full yields its
+// processor (runtime.Gosched, never a wait) so that the loop and the NATS
+// server get to run: a run producing faster than NATS stores then slows
+// down to the log's pace instead of having events dropped from it, while
+// no client ever waits for NATS.
+type pubQueue struct {
+	mu    sync.Mutex
+	msgs  []pubMsg
+	spare []pubMsg      // the loop's last batch, for reuse
+	max   int           // bound on len(msgs)
+	wake  chan struct{} // capacity 1: the queue became non-empty
+	room  chan struct{} // closed when the loop takes a batch; nil until someone waits
+}
+
+// push queues m, or returns a channel that is closed when the loop has
+// made room (the queue is full; with wait false nothing will wait on it).
+// Past half full it yields after queueing.
+func (q *pubQueue) push(m pubMsg, wait bool) <-chan struct{} {
+	q.mu.Lock()
+	if len(q.msgs) >= q.max {
+		if !wait {
+			q.mu.Unlock()
+			return closedChan
+		}
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		q.mu.Unlock()
+		return room
+	}
+	q.msgs = append(q.msgs, m)
+	first := len(q.msgs) == 1
+	high := len(q.msgs) > q.max/2
+	q.mu.Unlock()
+	if high {
+		runtime.Gosched()
+	}
+	if first {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// take returns what is queued and empties the queue.
+func (q *pubQueue) take() []pubMsg {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	batch := q.msgs
+	q.msgs, q.spare = q.spare[:0], nil
+	if q.room != nil {
+		close(q.room)
+		q.room = nil
+	}
+	return batch
+}
+
+// recycle hands a published batch back for reuse.
+func (q *pubQueue) recycle(batch []pubMsg) {
+	clear(batch)
+	if cap(batch) > 4096 { // after a burst: let it go
 		return
-	default:
 	}
-	if !must {
-		f.drop(ev, errors.New("publish queue full"))
+	q.mu.Lock()
+	q.spare = batch[:0]
+	q.mu.Unlock()
+}
+
+// publisher publishes one run's events: PublishEvent with the subject
+// built once and the encodings carved from shared arrays instead of one
+// allocation each. It belongs to the run's goroutine.
+type publisher struct {
+	f       *Fabric
+	subject string
+	must    bool
+	slab    []byte // encodings of queued events, then free room
+}
+
+// Sizes of a publisher's arrays: the first, and the largest they double
+// to (a text delta's encoding is about 100 bytes).
+const (
+	slabFirst = 512
+	slabMax   = 4 << 10
+)
+
+func (f *Fabric) publisher(thread, run string, must bool) *publisher {
+	return &publisher{f: f, subject: f.EventSubject(thread, run), must: must}
+}
+
+// publish queues ev, as PublishEvent does.
+func (p *publisher) publish(ev *canonical.Event) {
+	if cap(p.slab)-len(p.slab) < 128 {
+		p.slab = make([]byte, 0, min(max(2*cap(p.slab), slabFirst), slabMax))
+	}
+	start := len(p.slab)
+	b, err := appendEvent(p.slab, ev)
+	if err != nil {
+		p.f.drop(ev, err)
 		return
 	}
-	select {
-	case f.pubq <- m:
-	case <-f.stop:
-		f.drop(ev, errors.New("fabric closed"))
+	// The next event's bytes go after these, never into them (a queued
+	// message is read by the publish loop while the run goes on).
+	data := b[start:len(b):len(b)]
+	p.slab = b
+	if cap(b) > slabMax { // a large event outgrew the array: not kept for the next
+		p.slab = nil
 	}
+	p.f.enqueue(ev, pubMsg{subject: p.subject, data: data}, p.must)
 }
 
 // Publish queues a raw message (heartbeats, commands); it never blocks.
 func (f *Fabric) Publish(subject string, data []byte) {
-	select {
-	case f.pubq <- pubMsg{subject: subject, data: data}:
-	default:
+	if f.pubq.push(pubMsg{subject: subject, data: data}, false) != nil {
 		f.dropped.Add(1)
 	}
 }
@@ -237,25 +403,28 @@ func (f *Fabric) drop(ev *canonical.Event, err error) {
 	}
 }
 
-// publishLoop is the fabric's only publisher: it drains the queue into the
-// NATS connection, which buffers and flushes on its own goroutine.
+// publishLoop is the fabric's only publisher: it drains the queue, a
+// batch at a time, into the NATS connection, which buffers and flushes on
+// its own goroutine.
 func (f *Fabric) publishLoop() {
 	defer close(f.loopDone)
 	for {
 		select {
-		case m := <-f.pubq:
-			f.send(m)
+		case <-f.pubq.wake:
+			f.publishBatch()
 		case <-f.stop:
-			for { // drain what was queued before Close
-				select {
-				case m := <-f.pubq:
-					f.send(m)
-				default:
-					return
-				}
-			}
+			f.publishBatch() // what was queued before Close
+			return
 		}
 	}
+}
+
+func (f *Fabric) publishBatch() {
+	batch := f.pubq.take()
+	for _, m := range batch {
+		f.send(m)
+	}
+	f.pubq.recycle(batch)
 }
 
 func (f *Fabric) send(m pubMsg) {
@@ -337,4 +506,72 @@ func redact(url string) string {
 		return "(embedded)"
 	}
 	return url
+}
+
+// appendEvent appends ev's protobuf encoding to b. Block deltas (the per
+// token hot path) without extensions or unknown fields are encoded here,
+// field by field in the order, and to the bytes, proto.Marshal gives;
+// anything else goes through proto.MarshalOptions.MarshalAppend. Like
+// proto.Marshal it refuses a string field that is not valid UTF-8.
+func appendEvent(b []byte, ev *canonical.Event) ([]byte, error) {
+	k, ok := ev.GetKind().(*canonical.KindBlockDelta)
+	if !ok || k.BlockDelta == nil || len(ev.GetExtensions()) > 0 ||
+		len(ev.ProtoReflect().GetUnknown()) > 0 || len(k.BlockDelta.ProtoReflect().GetUnknown()) > 0 {
+		return proto.MarshalOptions{}.MarshalAppend(b, ev)
+	}
+	d := k.BlockDelta
+	if !utf8.ValidString(ev.GetThreadId()) || !utf8.ValidString(ev.GetRunId()) || !utf8.ValidString(ev.GetGraphNode()) || !utf8.ValidString(d.GetText()) {
+		return b, errors.New("event: string field is not valid UTF-8")
+	}
+	for _, ns := range ev.GetNamespace() {
+		if !utf8.ValidString(ns) {
+			return b, errors.New("event: namespace is not valid UTF-8")
+		}
+	}
+	b = appendStringField(b, 1, ev.GetThreadId())
+	b = appendStringField(b, 2, ev.GetRunId())
+	if s := ev.GetSeq(); s != 0 {
+		b = protowire.AppendTag(b, 3, protowire.VarintType)
+		b = protowire.AppendVarint(b, s)
+	}
+	for _, ns := range ev.GetNamespace() { // repeated: empty ones too
+		b = protowire.AppendTag(b, 4, protowire.BytesType)
+		b = protowire.AppendString(b, ns)
+	}
+	if t := ev.GetTimeUnixNano(); t != 0 {
+		b = protowire.AppendTag(b, 5, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(t))
+	}
+	b = appendStringField(b, 6, ev.GetGraphNode())
+	size := 0
+	if d.GetIndex() != 0 {
+		size += 1 + protowire.SizeVarint(uint64(d.GetIndex()))
+	}
+	if n := len(d.GetText()); n > 0 {
+		size += 1 + protowire.SizeBytes(n)
+	}
+	if n := len(d.GetData()); n > 0 {
+		size += 1 + protowire.SizeBytes(n)
+	}
+	b = protowire.AppendTag(b, 14, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	if i := d.GetIndex(); i != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(i))
+	}
+	b = appendStringField(b, 2, d.GetText())
+	if data := d.GetData(); len(data) > 0 {
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendBytes(b, data)
+	}
+	return b, nil
+}
+
+// appendStringField appends a proto3 string field, omitted when empty.
+func appendStringField(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
 }

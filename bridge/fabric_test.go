@@ -2,15 +2,20 @@ package bridge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
@@ -102,6 +107,108 @@ func TestReadyz(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s = %d", p, resp.StatusCode)
+		}
+	}
+}
+
+// The replay stream is created with nats.persist_mode (async by default,
+// sync when configured); a stream that exists keeps its mode, since
+// JetStream cannot change it, and the fabric still starts.
+func TestReplayStreamPersistMode(t *testing.T) {
+	dir := t.TempDir()
+	mode := func(t *testing.T, persist string) jetstream.PersistModeType {
+		t.Helper()
+		cfg := bridge.DefaultConfig()
+		cfg.NATS.PersistMode = persist
+		cfg.Defaults()
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		f, err := bridge.StartFabric(context.Background(), cfg.NATS, dir, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		st, err := f.JetStream().Stream(context.Background(), bridge.EventsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().Config.PersistMode
+	}
+	if got := mode(t, ""); got != jetstream.AsyncPersistMode {
+		t.Fatalf("default persist mode %v, want async", got)
+	}
+	if got := mode(t, "sync"); got != jetstream.AsyncPersistMode {
+		t.Fatalf("existing async stream became %v", got)
+	}
+	other := t.TempDir()
+	dir = other
+	if got := mode(t, "sync"); got != jetstream.DefaultPersistMode {
+		t.Fatalf("persist_mode sync gave %v", got)
+	}
+	if got := mode(t, "async"); got != jetstream.DefaultPersistMode {
+		t.Fatalf("existing sync stream became %v", got)
+	}
+}
+
+func TestPersistModeValidated(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.NATS.PersistMode = "fast"
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "nats.persist_mode") {
+		t.Fatalf("persist_mode fast: %v", err)
+	}
+}
+
+// Every event of a long run is published as its own message, byte for
+// byte proto.Marshal's encoding of the event the client got, in order
+// (the publisher carves the encodings from shared arrays: none may
+// overwrite another).
+func TestLongRunPublishedWhole(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
+	inst := bridgetest.Start(t, &cfg)
+	nc, err := nats.Connect(inst.Fabric().EmbeddedURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	got := make(chan *nats.Msg, 8192)
+	sub, err := nc.ChanSubscribe("interlingua.events.thread-long.>", got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	req := &canonical.Request{Target: "stream", ThreadId: "thread-long", Parameters: map[string]*structpb.Value{
+		"deltas": structpb.NewNumberValue(3000), "delta_text": structpb.NewStringValue("tok-ü "),
+	}}
+	s, err := inst.Bridge().Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := canonical.Collect(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) < 3000 || len(evs) > cap(got) {
+		t.Fatalf("%d events", len(evs))
+	}
+	timeout := time.After(10 * time.Second)
+	for i, ev := range evs {
+		select {
+		case m := <-got:
+			want, err := proto.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.Data, want) {
+				t.Fatalf("message %d (%s) is not event %d's encoding", i, m.Subject, ev.GetSeq())
+			}
+		case <-timeout:
+			t.Fatalf("received %d of %d events", i, len(evs))
 		}
 	}
 }

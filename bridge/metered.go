@@ -83,6 +83,15 @@ func (m *metered) Recv() (*canonical.Event, error) {
 	return ev, nil
 }
 
+// Buffered forwards the wrapped stream's count of events Recv returns
+// without waiting (0 when it keeps none).
+func (m *metered) Buffered() int {
+	if b, ok := m.Stream.(buffered); ok {
+		return b.Buffered()
+	}
+	return 0
+}
+
 func (m *metered) Close() error {
 	if !m.done {
 		m.done = true

@@ -45,6 +45,7 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	opts := []connect.ClientOption{
 		connect.WithReadMaxBytes(cfg.MaxMessageBytes),
 		connect.WithSendMaxBytes(max(cfg.MaxMessageBytes, 2*cfg.FragmentBytes)),
+		connect.WithCompressMinBytes(compressMinBytes),
 	}
 	if cfg.Protocol == "grpc" {
 		opts = append(opts, connect.WithGRPC())

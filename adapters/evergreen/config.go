@@ -38,6 +38,13 @@ const (
 	defaultMaxNodes        = 65536
 	defaultMaxBytes        = 256 << 20
 	defaultMaxMessageBytes = 4 << 20
+
+	// compressMinBytes is the smallest message the gRPC/Connect frontend
+	// and backend compress (when the peer accepts gzip): a per-token
+	// message of a few dozen bytes does not shrink, while compressing it
+	// costs a compressor reset (most of a session's CPU when every message
+	// was compressed). Larger messages (prompts, whole outputs) still are.
+	compressMinBytes = 1 << 10
 )
 
 func (l Limits) withDefaults() Limits {

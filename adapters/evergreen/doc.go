@@ -155,4 +155,14 @@
 // arguments, 16 MiB per fetched ref; the WebSocket send queue and timeouts
 // of internal/wsconn. A breach aborts with RESOURCE_EXHAUSTED naming the
 // limit.
+//
+// # Writes and compression
+//
+// Over gRPC/Connect, both directions compress a message with gzip (when
+// the peer accepts it) only from 1 KiB up: per-token output fragments are
+// sent uncompressed, as they would not shrink. The frontend flushes each
+// message at once, except while the action's run already holds its next
+// event (a bridge run says so): then the messages of the burst share
+// HTTP/2 frames and writes, and are flushed before the action waits for
+// anything, so none waits for a later one.
 package evergreen

@@ -48,7 +48,8 @@ func NewFrontend(cfg FrontendConfig) (*Frontend, error) {
 // Mount registers the gRPC/Connect handler and the WebSocket endpoint.
 func (f *Frontend) Mount(mux *http.ServeMux) {
 	path, h := evergreenv2connect.NewEvergreenServiceHandler(f,
-		connect.WithReadMaxBytes(f.cfg.MaxMessageBytes))
+		connect.WithReadMaxBytes(f.cfg.MaxMessageBytes),
+		connect.WithCompressMinBytes(compressMinBytes))
 	mux.Handle(path, withTransport(h))
 	mux.HandleFunc("GET "+WebSocketPath, f.serveWebSocket)
 }
@@ -92,7 +93,42 @@ func (f *Frontend) forget(s *session) {
 type transport struct {
 	body *closeOnce
 	rc   *http.ResponseController
+	w    *holdWriter
 }
+
+// holdWriter is the ResponseWriter connect-go writes to. While hold is set
+// (a send whose action has its next event at hand) the flush connect-go
+// makes after each message is held back, so a burst of messages shares
+// HTTP/2 DATA frames (up to the server's 4 KiB write buffer) and writes;
+// flushHeld does the flush held back. Both run under the session's send
+// lock.
+type holdWriter struct {
+	http.ResponseWriter
+	hold, held bool
+}
+
+// Flush implements http.Flusher (connect-go requires it of a streaming
+// handler's writer).
+func (w *holdWriter) Flush() {
+	if w.hold {
+		w.held = true
+		return
+	}
+	w.held = false
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *holdWriter) flushHeld() {
+	if w.held {
+		w.hold = false
+		w.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *holdWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type transportKey struct{}
 
@@ -111,9 +147,9 @@ func (b *closeOnce) Close() error {
 
 func withTransport(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := &transport{body: &closeOnce{ReadCloser: r.Body}, rc: http.NewResponseController(w)}
+		t := &transport{body: &closeOnce{ReadCloser: r.Body}, rc: http.NewResponseController(w), w: &holdWriter{ResponseWriter: w}}
 		r.Body = t.body
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), transportKey{}, t)))
+		h.ServeHTTP(t.w, r.WithContext(context.WithValue(r.Context(), transportKey{}, t)))
 	})
 }
 
@@ -124,12 +160,25 @@ func withTransport(h http.Handler) http.Handler {
 func (f *Frontend) StartSession(ctx context.Context, stream *connect.BidiStream[ev.SessionMessage, ev.SessionMessage]) error {
 	s := f.newSession(ctx, false)
 	var sendMu sync.Mutex
-	s.out = func(m *ev.SessionMessage) error {
+	t, _ := ctx.Value(transportKey{}).(*transport)
+	s.out = func(m *ev.SessionMessage, hold bool) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(m)
+		if t == nil {
+			return stream.Send(m)
+		}
+		t.w.hold = hold
+		err := stream.Send(m)
+		t.w.hold = false
+		return err
 	}
-	t, _ := ctx.Value(transportKey{}).(*transport)
+	if t != nil {
+		s.flush = func() {
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			t.w.flushHeld()
+		}
+	}
 	s.interrupt = func(*canonical.Error, bool) {
 		if t != nil {
 			_ = t.body.Close()
@@ -205,7 +254,7 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	conn := wsconn.New(ws, f.cfg.WebSocket)
 	readCtx := context.WithoutCancel(r.Context())
 	s := f.newSession(readCtx, true)
-	s.out = func(m *ev.SessionMessage) error {
+	s.out = func(m *ev.SessionMessage, _ bool) error {
 		b, err := jsonOut.Marshal(m)
 		if err != nil {
 			return canonical.Errorf(canonical.CodeInternal, "encoding a message: %v", err)

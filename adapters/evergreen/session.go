@@ -29,7 +29,12 @@ type session struct {
 	stop context.CancelFunc
 	log  *slog.Logger
 	json bool
-	out  func(*ev.SessionMessage) error
+	// out sends a message to the client. With hold true the transport may
+	// keep it in its buffer, as the sending action has its next event at
+	// hand: it goes out with a later message sent without hold, or at
+	// flush, which the action calls before it waits for anything.
+	out   func(m *ev.SessionMessage, hold bool) error
+	flush func() // nil: out keeps nothing back
 	// interrupt unblocks the transport's reader after an abort and, on
 	// WebSocket, sends the close frame; unblock fails a write blocked on a
 	// client that does not read.
@@ -183,8 +188,14 @@ func (s *session) execute(g *generate, req *canonical.Request) error {
 		return g.fail(err)
 	}
 	defer stream.Close()
-	r := newRenderer(s, g, s.json, s.f.cfg.ResponseTree, s.f.cfg.MaxToolArgsBytes)
+	sk := &actionSink{session: s}
+	if rs, ok := stream.(buffered); ok && s.flush != nil {
+		sk.ready = rs
+		defer s.flush()
+	}
+	r := newRenderer(sk, g, s.json, s.f.cfg.ResponseTree, s.f.cfg.MaxToolArgsBytes)
 	for {
+		sk.flushIfIdle()
 		e, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			return g.fail(canonical.Errorf(canonical.CodeInternal, "run ended without a terminal event"))
@@ -224,9 +235,39 @@ func (g *generate) fail(err error) *canonical.Error {
 	return &canonical.Error{Code: ce.Code, Message: "action GENERATE (output \"" + first + "\", target \"" + g.target + "\"): " + ce.Message, Cause: ce}
 }
 
-// sink, for the renderers of the session's actions.
+// buffered is implemented by streams that know how many events Recv
+// returns without waiting (the bridge's local runs); it is called from
+// the goroutine that calls Recv.
+type buffered interface{ Buffered() int }
 
-func (s *session) send(m *ev.SessionMessage) error { return s.out(m) }
+// actionSink is one action's sink: the session's, with the action's
+// messages held back in the transport's buffer while its run has more
+// events at hand (a burst of deltas is one write), and flushed before the
+// action waits for its next event, so no message waits for a later one.
+type actionSink struct {
+	*session
+	ready buffered // nil: every message goes out at once
+	held  bool     // a message was held back since the last flush
+}
+
+func (a *actionSink) send(m *ev.SessionMessage) error {
+	if a.ready == nil {
+		return a.out(m, false)
+	}
+	a.held = true
+	return a.out(m, true)
+}
+
+// flushIfIdle flushes held messages unless the next event is at hand.
+func (a *actionSink) flushIfIdle() {
+	if a.held && a.ready.Buffered() == 0 {
+		a.held = false
+		a.flush()
+	}
+}
+
+// sink (with actionSink.send), for the renderers of the session's
+// actions.
 
 func (s *session) mint() (*node, error) {
 	s.mu.Lock()

@@ -134,6 +134,9 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		// Concurrent runs to one Triton each hold a connection; keep them
 		// for reuse rather than the default two per host.
 		b.own.MaxIdleConnsPerHost = 256
+		// A read takes every response the upstream has sent (up to 32
+		// KiB), so a burst is decoded, and written on, at once.
+		b.own.ReadBufferSize = 32 << 10
 		b.client = &http.Client{Transport: b.own}
 	}
 	if b.log == nil {
@@ -378,6 +381,11 @@ func (s *stream) Recv() (*canonical.Event, error) {
 	s.next++
 	return ev, nil
 }
+
+// Buffered returns how many events Recv returns without reading the
+// upstream: those decoded from what was read so far. Called from the
+// goroutine that calls Recv.
+func (s *stream) Buffered() int { return len(s.pending) - s.next }
 
 func (s *stream) readObject(out []*canonical.Event) []*canonical.Event {
 	limit := s.b.cfg.MaxResponseBytes

@@ -269,7 +269,17 @@ func (f *Frontend) generate(w http.ResponseWriter, r *http.Request, g *generateR
 		return
 	}
 	defer stream.Close() // cancels the run if the client left
+	ready, _ := stream.(buffered)
 	for {
+		// Responses are queued while the run has more events at hand, and
+		// flushed before a Recv that may wait: a burst is one write, and
+		// no response waits for a later one.
+		if out.queued() && (ready == nil || ready.Buffered() == 0) {
+			if err := out.flush(); err != nil {
+				f.log.Debug("generate_stream: client gone", "model", model, "err", err)
+				return
+			}
+		}
 		ev, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -280,7 +290,7 @@ func (f *Frontend) generate(w http.ResponseWriter, r *http.Request, g *generateR
 		}
 		resp, done, fail := enc.event(ev)
 		if resp != nil {
-			if err := out.send(resp); err != nil {
+			if err := out.queue(resp); err != nil {
 				f.log.Debug("generate_stream: client gone", "model", model, "run", ev.GetRunId(), "err", err)
 				return
 			}
@@ -295,10 +305,16 @@ func (f *Frontend) generate(w http.ResponseWriter, r *http.Request, g *generateR
 			_ = out.send(enc.final())
 		default:
 			_ = out.start()
+			_ = out.flush()
 		}
 		return
 	}
 }
+
+// buffered is implemented by streams that know how many events Recv
+// returns without waiting (the bridge's local runs); it is called from
+// the goroutine that calls Recv.
+type buffered interface{ Buffered() int }
 
 // responder writes one generate response: headers when the first response
 // (or the end) comes, then SSE events (sw set) or one JSON object.
@@ -325,6 +341,7 @@ func (o *responder) start() error {
 	return nil
 }
 
+// send writes resp and flushes it with any responses queued before.
 func (o *responder) send(resp []byte) error {
 	if err := o.start(); err != nil {
 		return err
@@ -336,8 +353,31 @@ func (o *responder) send(resp []byte) error {
 	return err
 }
 
+// queue writes resp; an SSE event waits in the writer's queue (at most
+// sse.BatchBytes) until flush or the next send.
+func (o *responder) queue(resp []byte) error {
+	if o.sw == nil {
+		return o.send(resp)
+	}
+	if err := o.start(); err != nil {
+		return err
+	}
+	return o.sw.QueueData(resp)
+}
+
+func (o *responder) queued() bool { return o.sw != nil && o.sw.Queued() > 0 }
+
+// flush writes the queued SSE events.
+func (o *responder) flush() error {
+	if o.sw == nil {
+		return nil
+	}
+	return o.sw.Flush()
+}
+
 // fail reports a run's failure: Triton's error object with the status of
-// its code before the first response, in band after it.
+// its code before the first response, in band after it (with the
+// responses queued before it).
 func (o *responder) fail(e *canonical.Error) {
 	if !o.started {
 		writeError(o.w, statusOf(e.Code), e.Message)

@@ -64,7 +64,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		quick      = fs.Bool("quick", false, "with --report: a reduced matrix (smoke test)")
 		external   = fs.Bool("external", false, "run the server as a child \"interlingua serve\" (scripted backend only) so CPU and RSS are its own")
 		serverPros = fs.Int("server-procs", 0, "with --external: the server's `GOMAXPROCS`")
-		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: async-persist or no-replay (not the default configuration)")
+		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: sync-persist, async-persist or no-replay (not the configuration as given)")
 		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
 	)
 	fs.Usage = func() {

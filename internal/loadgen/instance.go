@@ -69,8 +69,12 @@ func (i *Instance) serve(ctx context.Context) { i.done <- i.Server.Serve(ctx) }
 // stream, never the bridge's code or defaults.
 const (
 	// FabricAsyncPersist makes the replay stream flush asynchronously
-	// (JetStream persist_mode async) instead of a write per message.
+	// (JetStream persist_mode async, the bridge's default) instead of a
+	// write per message.
 	FabricAsyncPersist = "async-persist"
+	// FabricSyncPersist makes the replay stream write each message before
+	// the next (JetStream's default persist mode; nats.persist_mode sync).
+	FabricSyncPersist = "sync-persist"
 	// FabricNoReplay deletes the replay stream: events still go to NATS
 	// (core publish, no subscriber) but are not stored.
 	FabricNoReplay = "no-replay"
@@ -87,16 +91,19 @@ func (i *Instance) applyFabric(ctx context.Context, exp string) error {
 		return err
 	}
 	switch exp {
-	case FabricAsyncPersist: // the mode cannot be updated: recreate the stream
+	case FabricAsyncPersist, FabricSyncPersist: // the mode cannot be updated: recreate the stream
 		cfg := st.CachedInfo().Config
 		cfg.PersistMode = jetstream.AsyncPersistMode
+		if exp == FabricSyncPersist {
+			cfg.PersistMode = jetstream.DefaultPersistMode
+		}
 		if err = js.DeleteStream(ctx, bridge.EventsStream); err == nil {
 			_, err = js.CreateStream(ctx, cfg)
 		}
 	case FabricNoReplay:
 		err = js.DeleteStream(ctx, bridge.EventsStream)
 	default:
-		err = fmt.Errorf("unknown fabric experiment %q (%s, %s)", exp, FabricAsyncPersist, FabricNoReplay)
+		err = fmt.Errorf("unknown fabric experiment %q (%s, %s, %s)", exp, FabricAsyncPersist, FabricSyncPersist, FabricNoReplay)
 	}
 	return err
 }

@@ -65,8 +65,8 @@ type Options struct {
 	ServerProcs int
 	Binary      string
 	// Fabric is an experiment on the instance's replay log
-	// (FabricAsyncPersist, FabricNoReplay); empty measures it as
-	// configured.
+	// (FabricAsyncPersist, FabricSyncPersist, FabricNoReplay); empty
+	// measures it as configured.
 	Fabric string
 }
 

@@ -109,7 +109,7 @@ func WriteReport(ctx context.Context, o ReportOptions) error {
 	one := add("one", Options{Frontend: "triton", Backend: "scripted", Streams: 1, Deltas: scale(1_000_000, 100_000), External: true, ServerProcs: 1, Rounds: 2})
 	oneIn := add("one", Options{Frontend: "triton", Backend: "scripted", Streams: 1, Deltas: scale(1_000_000, 100_000), Procs: 1})
 	add("one", Options{Frontend: "triton", Backend: "scripted", Streams: 1, Deltas: scale(1_000_000, 100_000), Procs: 2})
-	for _, exp := range []string{"", FabricAsyncPersist, FabricNoReplay} {
+	for _, exp := range []string{"", FabricSyncPersist, FabricNoReplay} {
 		add("fabric", Options{Frontend: "triton", Backend: "scripted", Streams: 4, Deltas: scale(100_000, 10_000), Fabric: exp})
 	}
 	for _, fe := range Frontends {
@@ -249,7 +249,7 @@ func WriteReport(ctx context.Context, o ReportOptions) error {
 		{"ratio", "Bridge vs direct, unpaced", "Same protocol on both sides, so the client can call the peer directly: the ratio is what the hop costs in throughput. Unpaced, so latency figures here are queueing, not service time."},
 		{"paced", "Added latency at 10,000 deltas/s", "100 streams, each paced by the peer at one delta per 10 ms (100 deltas/s, a fast LLM). The peer stamps each delta as it writes it; latency is stamp to client parse."},
 		{"one", "One stream, as fast as possible", "Triton SSE frontend from the scripted backend. First with the server as a child `interlingua serve` limited to one core (GOMAXPROCS 1) and the client in the bench process; then in process, where with GOMAXPROCS 1 the raw SSE client shares the core with the server."},
-		{"fabric", "What the replay log costs", "The same load with the instance's JetStream replay stream as configured, recreated with persist_mode async (written in batches, not one write per event), and deleted (events still published to NATS, not stored). Experiments only: the bridge's configuration is not changed."},
+		{"fabric", "What the replay log costs", "The same load with the instance's JetStream replay stream as configured (persist_mode async by default: written in batches), recreated with persist_mode sync (one write per event, JetStream's default), and deleted (events still published to NATS, not stored). Experiments only: the bridge's configuration is not changed."},
 		{"scripted", "Every frontend from the scripted backend", "No direct path; delta latency is the interval between deltas at the client. The agent protocol runs twice: at 20,000 deltas per stream an unpaced run gets more than its thread's event buffer (10,000) ahead of the SSE reader, which is then cut off with a resume-gap error, as the design's slow-consumer rule says; at 5,000 it is not."},
 		{"cross", "Cross-protocol pairs", "Different protocols on the two sides, so there is no direct path; latency is from the peer's send stamp."},
 		{"active", "1,000 concurrently active streams", ""},

@@ -10,11 +10,17 @@
 //     one reused buffer, handed to the ResponseWriter in a single Write and
 //     flushed at once through http.NewResponseController, as Caddy's reverse
 //     proxy does for text/event-stream: nothing waits in a buffer of ours or
-//     of a proxy (SetHeaders sends X-Accel-Buffering: no). NewWriter refuses
-//     a ResponseWriter that cannot flush. Data is split on LF, CRLF and CR
-//     into one data line per line, so a reader gets the data back with its
-//     line ends normalised to LF; data without line ends is written as
-//     exactly "data: <data>\n\n".
+//     of a proxy (SetHeaders sends X-Accel-Buffering: no). The one exception
+//     is an event its caller queues because the next event is already there
+//     to be written (QueueData, QueueEvent): queued events go out together,
+//     in one Write and one flush, as soon as the caller writes an event
+//     without queueing it or calls Flush (which it does before it waits for
+//     anything), or when they reach BatchBytes (32 KiB) — a burst costs one
+//     system call instead of one per event, and no event waits for a later
+//     one. NewWriter refuses a ResponseWriter that cannot flush. Data is
+//     split on LF, CRLF and CR into one data line per line, so a reader
+//     gets the data back with its line ends normalised to LF; data without
+//     line ends is written as exactly "data: <data>\n\n".
 //   - Parser reads a stream fed in chunks cut at any byte (Feed and End, as
 //     the repository's streaming converters do). Lines end in LF, CRLF or
 //     CR, also when a CRLF is split between chunks; a UTF-8 byte order mark
@@ -36,8 +42,9 @@
 // of peer data at once — the line being read plus the pending event's data,
 // event type and the last event ID — and Feed fails with a *LimitError,
 // whose cause is a canonical ResourceExhausted error, the moment a stream
-// would need more. A Writer keeps its buffer between events only while it is
-// at most 64 KiB.
+// would need more. A Writer queues at most BatchBytes (32 KiB) of events
+// plus the one that crosses it, and keeps its buffer between events only
+// while it is at most 64 KiB.
 //
 // Neither Writer nor Parser is safe for concurrent use: each belongs to one
 // stream and is used by one goroutine at a time.

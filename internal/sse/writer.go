@@ -14,16 +14,28 @@ import (
 // event; a larger one (after one big event) is dropped.
 const maxKeptBuffer = 64 << 10
 
+// BatchBytes bounds what a Writer holds back: queued events that reach it
+// are written and flushed at once.
+const BatchBytes = 32 << 10
+
 // Writer writes server-sent events to an http.ResponseWriter, each as one
-// Write followed at once by a flush. It does not set headers (see
-// SetHeaders). After a failed write or flush every later call returns the
-// same error: the stream may hold half an event and must be abandoned.
+// Write followed at once by a flush. A caller that has further events
+// ready to write at once may queue an event instead (QueueData,
+// QueueEvent): it waits in the Writer's buffer and goes out, in one Write
+// and one flush, with the next event written by Data, Event or Comment, at
+// Flush, or when the queue reaches BatchBytes. A caller queues an event
+// only when the next one is ready, and flushes before it waits for
+// anything: no event is held back waiting for another.
+//
+// The Writer does not set headers (see SetHeaders). After a failed write
+// or flush every later call returns the same error: the stream may hold
+// half an event and must be abandoned.
 //
 // A Writer is not safe for concurrent use.
 type Writer struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
-	buf []byte
+	buf []byte // queued events, then the event being written
 	err error
 }
 
@@ -68,22 +80,41 @@ func SetHeaders(h http.Header) {
 // if event is not empty, data split on LF, CRLF and CR into one "data:" line
 // per line (empty data is one empty data line, which a reader dispatches as
 // an event with empty data), and the blank line that ends the event. A
-// reader gets data back with its line ends turned into LF.
+// reader gets data back with its line ends turned into LF. Events queued
+// before it are written with it.
 //
 // An id or event containing CR or LF, or an id containing NUL (which
 // readers ignore), is rejected with a canonical InvalidArgument error
 // before anything is written.
 func (w *Writer) Event(id, event string, data []byte) error {
+	b, err := w.appendEvent(id, event, data)
+	if err != nil {
+		return err
+	}
+	return w.send(b)
+}
+
+// QueueEvent is Event for a caller with another event ready at once: the
+// event is queued, and written only when the queue reaches BatchBytes.
+func (w *Writer) QueueEvent(id, event string, data []byte) error {
+	b, err := w.appendEvent(id, event, data)
+	if err != nil {
+		return err
+	}
+	return w.queue(b)
+}
+
+func (w *Writer) appendEvent(id, event string, data []byte) ([]byte, error) {
 	if w.err != nil {
-		return w.err
+		return nil, w.err
 	}
 	if strings.ContainsAny(id, "\r\n\x00") {
-		return canonical.Errorf(canonical.CodeInvalidArgument, "sse: event id %q contains CR, LF or NUL", id)
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "sse: event id %q contains CR, LF or NUL", id)
 	}
 	if strings.ContainsAny(event, "\r\n") {
-		return canonical.Errorf(canonical.CodeInvalidArgument, "sse: event name %q contains CR or LF", event)
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "sse: event name %q contains CR or LF", event)
 	}
-	b := w.buf[:0]
+	b := w.buf
 	if id != "" {
 		b = append(b, "id: "...)
 		b = append(b, id...)
@@ -95,36 +126,68 @@ func (w *Writer) Event(id, event string, data []byte) error {
 		b = append(b, '\n')
 	}
 	b = appendLines(b, "data: ", data)
-	b = append(b, '\n')
-	return w.send(b)
+	return append(b, '\n'), nil
 }
 
 // Data writes an event with data only, like Event("", "", data). Data
 // without CR or LF is written as exactly "data: " + data + "\n\n".
 func (w *Writer) Data(data []byte) error {
-	if w.err != nil {
-		return w.err
+	b, err := w.appendData(data)
+	if err != nil {
+		return err
 	}
-	if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
-		return w.Event("", "", data)
-	}
-	b := append(w.buf[:0], "data: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
 	return w.send(b)
 }
 
-// Comment writes a comment, ": " + text + "\n\n", and flushes it; readers
-// ignore it, so it serves as a heartbeat that keeps idle connections and
-// proxies alive. Text with line ends becomes one comment line per line.
+// QueueData is Data for a caller with another event ready at once: the
+// event is queued, and written only when the queue reaches BatchBytes.
+func (w *Writer) QueueData(data []byte) error {
+	b, err := w.appendData(data)
+	if err != nil {
+		return err
+	}
+	return w.queue(b)
+}
+
+func (w *Writer) appendData(data []byte) ([]byte, error) {
+	if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
+		return w.appendEvent("", "", data)
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	b := append(w.buf, "data: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...), nil
+}
+
+// Comment writes a comment, ": " + text + "\n\n", and flushes it (with
+// the events queued before it); readers ignore it, so it serves as a
+// heartbeat that keeps idle connections and proxies alive. Text with line
+// ends becomes one comment line per line.
 func (w *Writer) Comment(text string) error {
 	if w.err != nil {
 		return w.err
 	}
-	b := appendLines(w.buf[:0], ": ", text)
+	b := appendLines(w.buf, ": ", text)
 	b = append(b, '\n')
 	return w.send(b)
 }
+
+// Flush writes and flushes the queued events; with none queued it does
+// nothing.
+func (w *Writer) Flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.buf) == 0 {
+		return nil
+	}
+	return w.send(w.buf)
+}
+
+// Queued returns the number of bytes queued.
+func (w *Writer) Queued() int { return len(w.buf) }
 
 // appendLines appends prefix+line+"\n" for each line of s, split on LF,
 // CRLF and CR as a reader splits them; empty s is one empty line.
@@ -156,7 +219,18 @@ func indexLineEnd[S string | []byte](s S) int {
 	return -1
 }
 
-// send writes b in one Write, flushes, and keeps b for the next event.
+// queue keeps b (queued events) for the next write, or sends it once it
+// reaches BatchBytes.
+func (w *Writer) queue(b []byte) error {
+	if len(b) >= BatchBytes {
+		return w.send(b)
+	}
+	w.buf = b
+	return nil
+}
+
+// send writes b in one Write, flushes, and keeps b's array for the next
+// event.
 func (w *Writer) send(b []byte) error {
 	if cap(b) <= maxKeptBuffer {
 		w.buf = b[:0]

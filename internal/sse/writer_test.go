@@ -277,6 +277,127 @@ func TestWriterErrorsAreSticky(t *testing.T) {
 	}
 }
 
+// Queued events are not written until an event written without queueing,
+// Flush or BatchBytes; then they go out in one Write and one flush, the
+// same bytes as written one by one.
+func TestWriterQueue(t *testing.T) {
+	one := &recorder{}
+	w1, _ := NewWriter(one)
+	_ = w1.Data([]byte("a"))
+	_ = w1.Event("2", "e", []byte("b\nc"))
+	_ = w1.Data([]byte("d"))
+	_ = w1.Comment("x")
+	want := string(bytes.Join(one.writes, nil))
+
+	tests := []struct {
+		name string
+		ops  func(w *Writer) error
+	}{
+		{"ended by Data", func(w *Writer) error {
+			_ = w.QueueData([]byte("a"))
+			_ = w.QueueEvent("2", "e", []byte("b\nc"))
+			if err := w.Data([]byte("d")); err != nil {
+				return err
+			}
+			return w.Comment("x")
+		}},
+		{"ended by Flush", func(w *Writer) error {
+			_ = w.QueueData([]byte("a"))
+			_ = w.QueueEvent("2", "e", []byte("b\nc"))
+			_ = w.QueueData([]byte("d"))
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return w.Comment("x")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			w, _ := NewWriter(rec)
+			if err := tt.ops(w); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(bytes.Join(rec.writes, nil)); got != want {
+				t.Fatalf("wrote %q, want %q", got, want)
+			}
+			if len(rec.writes) != 2 || rec.flushes != 2 {
+				t.Fatalf("%d writes, %d flushes; want the three events in one, then the comment", len(rec.writes), rec.flushes)
+			}
+		})
+	}
+
+	t.Run("nothing before flush", func(t *testing.T) {
+		rec := &recorder{}
+		w, _ := NewWriter(rec)
+		_ = w.QueueData([]byte("a"))
+		if len(rec.writes) != 0 || rec.flushes != 0 || w.Queued() != len("data: a\n\n") {
+			t.Fatalf("queued event written: %q, %d flushes, %d queued", rec.writes, rec.flushes, w.Queued())
+		}
+		if err := w.Flush(); err != nil || w.Queued() != 0 || rec.flushes != 1 {
+			t.Fatalf("Flush: %v, %d queued, %d flushes", err, w.Queued(), rec.flushes)
+		}
+		if err := w.Flush(); err != nil || rec.flushes != 1 || len(rec.writes) != 1 {
+			t.Fatalf("Flush with nothing queued wrote or flushed: %v", err)
+		}
+	})
+
+	t.Run("batch bound", func(t *testing.T) {
+		rec := &recorder{}
+		w, _ := NewWriter(rec)
+		data := bytes.Repeat([]byte("x"), 1000)
+		n := 0
+		for len(rec.writes) == 0 {
+			if err := w.QueueData(data); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if size := len(rec.writes[0]); size < BatchBytes || size >= BatchBytes+len(data)+len("data: \n\n") || n != size/(len(data)+8) {
+			t.Fatalf("first write of %d bytes after %d events; want the queue sent once it reaches %d bytes", size, n, BatchBytes)
+		}
+		if w.Queued() != 0 || rec.flushes != 1 {
+			t.Fatalf("%d bytes left queued, %d flushes", w.Queued(), rec.flushes)
+		}
+	})
+
+	t.Run("bad id leaves the queue", func(t *testing.T) {
+		rec := &recorder{}
+		w, _ := NewWriter(rec)
+		_ = w.QueueData([]byte("a"))
+		if err := w.QueueEvent("1\n", "", nil); canonical.CodeOf(err) != canonical.CodeInvalidArgument {
+			t.Fatalf("bad id: %v", err)
+		}
+		_ = w.Flush()
+		if got := string(bytes.Join(rec.writes, nil)); got != "data: a\n\n" {
+			t.Fatalf("wrote %q", got)
+		}
+	})
+}
+
+func TestWriterQueueErrorsAreSticky(t *testing.T) {
+	boom := errors.New("boom")
+	rec := &recorder{writeErr: boom}
+	w, _ := NewWriter(rec)
+	if err := w.QueueData([]byte("a")); err != nil {
+		t.Fatalf("queueing wrote: %v", err)
+	}
+	first := w.Flush()
+	if !errors.Is(first, boom) {
+		t.Fatalf("Flush: %v", first)
+	}
+	for _, op := range []func() error{
+		func() error { return w.QueueData([]byte("x")) },
+		func() error { return w.QueueEvent("1", "e", []byte("x")) },
+		w.Flush,
+		func() error { return w.Data([]byte("x")) },
+	} {
+		if err := op(); err != first {
+			t.Errorf("later call returned %v, want %v", err, first)
+		}
+	}
+}
+
 func TestWriterDropsLargeBuffer(t *testing.T) {
 	w, err := NewWriter(&recorder{})
 	if err != nil {
@@ -315,6 +436,9 @@ func TestWriterDataAllocs(t *testing.T) {
 		_ = w.Data(payload)
 		_ = w.Event("42", "delta", multi)
 		_ = w.Comment("ping")
+		_ = w.QueueData(payload)
+		_ = w.QueueEvent("43", "delta", payload)
+		_ = w.Flush()
 	}); n != 0 {
 		t.Errorf("%v allocations per run, want 0", n)
 	}
@@ -346,6 +470,27 @@ func BenchmarkWriterEvent(b *testing.B) {
 	for b.Loop() {
 		if err := w.Event("1234", "values", payload); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriterQueueData is a burst's per-event cost: queued, with one
+// Write and flush per 64 events.
+func BenchmarkWriterQueueData(b *testing.B) {
+	w, err := NewWriter(&discard{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"text_output":"hi"}`)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := w.QueueData(payload); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%64 == 0 {
+			_ = w.Flush()
 		}
 	}
 }

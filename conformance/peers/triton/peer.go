@@ -336,12 +336,18 @@ func (m *Model) script(g *generateRequest) []response {
 		}
 		out = []response{{text: text}}
 	} else {
-		sofar := ""
+		// Cumulative text is a prefix of all the text joined once (not a
+		// string grown per chunk, which is quadratic in the stream's length).
+		all, end := "", 0
+		if m.Cumulative {
+			all = strings.Join(chunks, "")
+		}
+		out = make([]response, 0, len(chunks))
 		for _, c := range chunks {
-			sofar += c
+			end += len(c)
 			t := c
 			if m.Cumulative {
-				t = sofar
+				t = all[:end]
 			}
 			out = append(out, response{text: t})
 		}

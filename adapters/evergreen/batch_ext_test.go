@@ -1,0 +1,132 @@
+package evergreen_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/interlingua-dev/interlingua/adapters/evergreen"
+	"github.com/interlingua-dev/interlingua/canonical"
+	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+)
+
+// gatedStream is a run of text deltas that says how many events Recv
+// returns without waiting (as the bridge's runs do); before each delta
+// in waitAt it waits until the client has every fragment sent so far
+// (release), failing the run after 10 s, so a message held back by the
+// frontend fails the test instead of hanging it.
+type gatedStream struct {
+	events  []*canonical.Event
+	next    int
+	waitAt  map[int]bool
+	release chan struct{}
+}
+
+func (s *gatedStream) Recv() (*canonical.Event, error) {
+	if s.next == len(s.events) {
+		return nil, io.EOF
+	}
+	if s.waitAt[s.next] {
+		select {
+		case <-s.release:
+		case <-time.After(10 * time.Second):
+			return nil, canonical.Errorf(canonical.CodeDeadlineExceeded, "test: the client never got the fragments sent before event %d", s.next)
+		}
+	}
+	e := s.events[s.next]
+	s.next++
+	return e, nil
+}
+
+func (s *gatedStream) Buffered() int {
+	n := 0
+	for i := s.next; i < len(s.events) && !s.waitAt[i]; i++ {
+		n++
+	}
+	return n
+}
+
+func (s *gatedStream) Close() error { return nil }
+
+type gatedRunner struct{ s *gatedStream }
+
+func (r gatedRunner) Run(context.Context, *canonical.Request) (canonical.Stream, error) {
+	return r.s, nil
+}
+func (gatedRunner) Target(name string) (canonical.TargetInfo, bool) {
+	return canonical.TargetInfo{Name: name, Backend: "gated"}, true
+}
+func (gatedRunner) Targets() []canonical.TargetInfo { return nil }
+
+// Over gRPC the frontend lets a burst of fragments share writes while the
+// run has more at hand, and flushes before it waits: the client has every
+// fragment sent before each wait, and the output reassembles whole.
+func TestFlushesBeforeWaiting(t *testing.T) {
+	const n = 40
+	b := canonical.NewBuilder()
+	evs := b.Lifecycle(nil, canonical.StatusRunning)
+	want := ""
+	waitAt := map[int]bool{}
+	for i := range n {
+		if i%10 == 9 {
+			waitAt[len(evs)] = true // before this delta (its event is the last Text appends)
+		}
+		evs = b.Text(evs, fmt.Sprintf(" t%d", i))
+		want += fmt.Sprintf(" t%d", i)
+	}
+	evs = b.End(evs, canonical.StatusCompleted, nil)
+	// Text appends message and block starts before the first delta: the
+	// wait marks above point at the delta event when it is alone.
+	fixed := map[int]bool{}
+	for i := range waitAt {
+		for evs[i].GetBlockDelta() == nil {
+			i++
+		}
+		fixed[i] = true
+	}
+	gs := &gatedStream{events: evs, waitAt: fixed, release: make(chan struct{}, len(fixed)+n/10)}
+	srv, _ := standalone(t, evergreen.FrontendConfig{Runner: gatedRunner{gs}})
+
+	s := client(t, srv.URL, connect.WithGRPC()).StartSession(testCtx(t))
+	if err := s.Send(generate("x", "p1", "response=r1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(frags(textNode("p1", "hi", "user"))); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.CloseRequest()
+	var msgs []*ev.SessionMessage
+	deltas, next := 0, 9
+	for {
+		m, err := s.Receive()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, m)
+		for _, f := range m.GetNodeFragments() {
+			if len(f.GetChunkFragment().GetData()) > 0 {
+				deltas++
+			}
+		}
+		for ; deltas >= next; next += 10 { // every delta before the next wait is here
+			gs.release <- struct{}{}
+		}
+	}
+	if err := s.CloseResponse(); err != nil {
+		t.Fatal(err)
+	}
+	if got := reassemble(t, msgs, true).mustText("r1"); got != want {
+		t.Fatalf("response %q, want %q", got, want)
+	}
+	if gs.next != len(evs) {
+		t.Fatalf("run read %d of %d events", gs.next, len(evs))
+	}
+}

@@ -1,0 +1,237 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"runtime"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// appendEvent gives proto.Marshal's bytes for every event: block deltas by
+// hand (every field set or not), anything else through proto.
+func TestAppendEventMatchesProtoMarshal(t *testing.T) {
+	delta := func(mod func(*canonical.Event)) *canonical.Event {
+		ev := canonical.NewTextDelta(0, "tok ")
+		mod(ev)
+		return ev
+	}
+	withUnknown := canonical.NewTextDelta(1, "x")
+	withUnknown.ProtoReflect().SetUnknown([]byte{0xa8, 0x1f, 0x01}) // field 501, varint 1
+	tests := []struct {
+		name string
+		ev   *canonical.Event
+	}{
+		{"bare delta", canonical.NewTextDelta(0, "")},
+		{"text delta", delta(func(ev *canonical.Event) {
+			ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "thread-1", "run-1", 42, 1_700_000_000_123_456_789
+		})},
+		{"every field", delta(func(ev *canonical.Event) {
+			ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano, ev.GraphNode = "t", "r", 1<<40, -5, "node"
+			ev.Namespace = []string{"a", "", "b:c"}
+			ev.GetBlockDelta().Index = 300
+			ev.GetBlockDelta().Text = "héllo 😀"
+		})},
+		{"data delta", &canonical.Event{ThreadId: "t", Seq: 9, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: 2, Data: []byte{0, 1, 2}}}}},
+		{"empty payload", &canonical.Event{Seq: 1, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{}}}},
+		{"long text", canonical.NewTextDelta(7, string(bytes.Repeat([]byte("x"), 300)))},
+		{"extensions", delta(func(ev *canonical.Event) {
+			ev.Extensions = map[string]*structpb.Value{"glide.id": structpb.NewStringValue("7")}
+		})},
+		{"unknown fields", withUnknown},
+		{"lifecycle", &canonical.Event{ThreadId: "t", RunId: "r", Seq: 3, Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusCompleted}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, err := proto.Marshal(tt.ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := appendEvent([]byte("prefix"), tt.ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got[len("prefix"):], want) || string(got[:len("prefix")]) != "prefix" {
+				t.Fatalf("appendEvent\n got %x\nwant %x", got, want)
+			}
+			back := &canonical.Event{}
+			if err := proto.Unmarshal(got[len("prefix"):], back); err != nil || !proto.Equal(back, tt.ev) {
+				t.Fatalf("round trip: %v, %v", err, back)
+			}
+		})
+	}
+}
+
+// A string that is not UTF-8 fails as proto.Marshal fails.
+func TestAppendEventRefusesBadUTF8(t *testing.T) {
+	for _, ev := range []*canonical.Event{
+		canonical.NewTextDelta(0, "\xff"),
+		{ThreadId: "\xc3", Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}},
+		{Namespace: []string{"ok", "\xe2\x82"}, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}},
+	} {
+		if _, err := proto.Marshal(ev); err == nil {
+			t.Fatalf("proto.Marshal accepted %q", ev.String())
+		}
+		if _, err := appendEvent(nil, ev); err == nil {
+			t.Errorf("appendEvent accepted %v", ev)
+		}
+	}
+}
+
+func BenchmarkAppendEventDelta(b *testing.B) {
+	ev := canonical.NewTextDelta(0, "tok ")
+	ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", 1234, 1_700_000_000_123_456_789
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = appendEvent(buf[:0], ev)
+	}
+}
+
+func BenchmarkProtoMarshalDelta(b *testing.B) {
+	ev := canonical.NewTextDelta(0, "tok ")
+	ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", 1234, 1_700_000_000_123_456_789
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = proto.Marshal(ev)
+	}
+}
+
+func TestAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{
+		{"2.12.0", true}, {"2.15.2", true}, {"3.0.0", true}, {"2.12.0-beta.1", true},
+		{"2.11.9", false}, {"2.9.0", false}, {"1.99.0", false}, {"", false}, {"x.y", false},
+	} {
+		if got := atLeast(tc.v, 2, 12); got != tc.want {
+			t.Errorf("atLeast(%q, 2, 12) = %v", tc.v, got)
+		}
+	}
+}
+
+// BenchmarkFabricPublish is the replay log's capacity: events published
+// (waiting for room, as a run owned for another instance does) and
+// stored by JetStream, per second, in each persist mode.
+func BenchmarkFabricPublish(b *testing.B) {
+	for _, mode := range []string{PersistAsync, PersistSync} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.NATS.PersistMode = mode
+			cfg.Defaults()
+			f, err := StartFabric(context.Background(), cfg.NATS, b.TempDir(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			st, err := f.JetStream().Stream(context.Background(), EventsStream)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := f.publisher("thread-bench", "run-bench", true)
+			ev := canonical.NewTextDelta(0, "tok ")
+			ev.ThreadId, ev.RunId, ev.TimeUnixNano = "thread-bench", "run-bench", 1_700_000_000_123_456_789
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				ev.Seq = uint64(i + 1)
+				p.publish(ev)
+			}
+			for { // stored, not just queued
+				info, err := st.Info(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if info.State.Msgs >= uint64(b.N) {
+					break
+				}
+				runtime.Gosched()
+			}
+			b.StopTimer()
+			if d := f.Dropped(); d > 0 {
+				b.Fatalf("%d dropped", d)
+			}
+		})
+	}
+}
+
+// The publisher's encodings share arrays but never overlap: each queued
+// message is its event's proto.Marshal bytes, whatever sizes come between,
+// and an array grown past slabMax by a large event is not kept.
+func TestPublisherEncodings(t *testing.T) {
+	f := &Fabric{pubq: pubQueue{max: 10_000, wake: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+	p := f.publisher("t", "r", false)
+	var want [][]byte
+	for i := range 300 {
+		text := "tok "
+		switch i % 97 {
+		case 50:
+			text = string(bytes.Repeat([]byte("x"), 10_000))
+		case 60:
+			text = string(bytes.Repeat([]byte("y"), 300))
+		}
+		ev := canonical.NewTextDelta(uint32(i%3), text)
+		ev.ThreadId, ev.RunId, ev.Seq = "t", "r", uint64(i+1)
+		if i%50 == 49 { // not a delta: proto.Marshal's path
+			ev = &canonical.Event{ThreadId: "t", RunId: "r", Seq: uint64(i + 1), Kind: &canonical.KindBlockFinish{BlockFinish: &canonical.BlockFinish{Index: 1}}}
+		}
+		b, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b)
+		p.publish(ev)
+		if cap(p.slab) > slabMax {
+			t.Fatalf("event %d: kept a %d-byte array", i, cap(p.slab))
+		}
+	}
+	got := f.pubq.take()
+	if len(got) != len(want) {
+		t.Fatalf("%d messages queued, want %d", len(got), len(want))
+	}
+	for i, m := range got {
+		if m.subject != f.EventSubject("t", "r") {
+			t.Fatalf("subject %q", m.subject)
+		}
+		if !bytes.Equal(m.data, want[i]) {
+			t.Fatalf("message %d is not its event's encoding", i)
+		}
+	}
+}
+
+// A full queue drops (counted) unless the publisher must deliver; then it
+// waits until the loop takes a batch.
+func TestPubQueueBound(t *testing.T) {
+	f := &Fabric{pubq: pubQueue{max: 2, wake: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+	ev := canonical.NewTextDelta(0, "x")
+	for range 3 {
+		f.PublishEvent(ev, false)
+	}
+	if f.Dropped() != 1 || len(f.pubq.msgs) != 2 {
+		t.Fatalf("dropped %d, queued %d", f.Dropped(), len(f.pubq.msgs))
+	}
+	done := make(chan struct{})
+	go func() { f.PublishEvent(ev, true); close(done) }()
+	for { // the waiting publisher has registered for room
+		f.pubq.mu.Lock()
+		waiting := f.pubq.room != nil
+		f.pubq.mu.Unlock()
+		if waiting {
+			break
+		}
+		runtime.Gosched()
+	}
+	if n := len(f.pubq.take()); n != 2 {
+		t.Fatalf("took %d", n)
+	}
+	<-done
+	if n := len(f.pubq.take()); n != 1 || f.Dropped() != 1 {
+		t.Fatalf("after room: %d queued, %d dropped", n, f.Dropped())
+	}
+}
