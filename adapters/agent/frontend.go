@@ -591,14 +591,20 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 				return false
 			}
 		}
+		// The batch is written at once (one flush, up to sse.BatchBytes per
+		// write): every event in it was ready when it was read.
 		for i := range recs {
 			if !flt.match(&recs[i]) {
 				continue
 			}
-			if err := sw.Event(strconv.FormatUint(recs[i].seq, 10), recs[i].method, recs[i].frame); err != nil {
+			if err := sw.QueueEvent(strconv.FormatUint(recs[i].seq, 10), recs[i].method, recs[i].frame); err != nil {
 				log.Debug("sse stream ended", "err", err)
 				return false
 			}
+		}
+		if err := sw.Flush(); err != nil {
+			log.Debug("sse stream ended", "err", err)
+			return false
 		}
 		return true
 	}
