@@ -86,7 +86,11 @@
 //     quotes where possible, type, mode and id first); an attribute value
 //     holding both quote characters and a space, '>' or a quote after '='
 //     has its double quotes written as single ones. A body cut at
-//     MaxActionBytes renders as what was kept.
+//     MaxActionBytes renders as what was kept. A body whose JSON string is
+//     never closed (an odd number of unescaped quotes) is rendered as it
+//     came, but where the source ended it by the end of the stream, the
+//     rendering's later tags may close that string: it need not parse back
+//     to the same actions.
 //
 // Limits (Config): action body 1 MiB, opening tag 4096 bytes, 256 actions
 // per run, 4 MiB of output held behind running actions, 1 MiB of nested
