@@ -157,7 +157,7 @@ func TestStreamDecoderEventLimit(t *testing.T) {
 	}
 	lc := events[len(events)-1].GetLifecycle()
 	if lc.GetStatus() != canonical.StatusFailed || canonical.Code(lc.GetError().GetCode()) != canonical.CodeResourceExhausted ||
-		!strings.Contains(lc.GetError().GetMessage(), "MaxEventBytes (100)") {
+		!strings.Contains(lc.GetError().GetMessage(), "MaxEventBytes (100 bytes)") {
 		t.Fatalf("terminal %v", lc)
 	}
 }

@@ -17,7 +17,8 @@ type LimitError struct {
 	Limit int
 	// What names what exceeded it: "line" when one line alone is longer
 	// than Limit, "event" when the line fits but not beside the pending
-	// event's data, event type and the last event ID.
+	// event's data, event type and the last event ID. Like Size, it can
+	// depend on chunking.
 	What string
 	// Size is the number of bytes that would have been held. A line cut by
 	// a chunk's end is counted as far as it had arrived, so Size (unlike
@@ -25,10 +26,11 @@ type LimitError struct {
 	Size int
 }
 
-// Error returns a message naming the limit and what exceeded it.
+// Error returns a message naming the limit. It leaves out What and Size,
+// which can depend on where the stream was cut into chunks: the same
+// stream gets the same message however it arrives.
 func (e *LimitError) Error() string {
-	return "sse: " + e.What + " of at least " + strconv.Itoa(e.Size) +
-		" bytes exceeds MaxEventBytes (" + strconv.Itoa(e.Limit) + ")"
+	return "sse: an event exceeds MaxEventBytes (" + strconv.Itoa(e.Limit) + " bytes)"
 }
 
 // Unwrap returns the error as a canonical ResourceExhausted *canonical.Error.
