@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,8 @@ type Fabric struct {
 	log      *slog.Logger
 	embedded *server.Server
 	nc       *nats.Conn
+	url      string        // what nc connected to
+	opts     []nats.Option // nc's options, for Dial
 	js       jetstream.JetStream
 	kv       jetstream.KeyValue
 
@@ -92,7 +95,7 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 		f.Close()
 		return nil, fmt.Errorf("nats: connect %s: %w", redact(url), err)
 	}
-	f.nc = nc
+	f.nc, f.url, f.opts = nc, url, opts
 	if err := f.ensureAssets(ctx); err != nil {
 		f.Close()
 		return nil, err
@@ -210,6 +213,20 @@ func (f *Fabric) EmbeddedURL() string {
 		return ""
 	}
 	return f.embedded.ClientURL()
+}
+
+// Dial opens another connection to the fabric's NATS with the same
+// settings (servers, security, reconnects) and the extra options; the
+// caller closes it. The agent frontend mirrors thread events on one with
+// NoEcho, so an instance never receives back the events it publishes for
+// the others.
+func (f *Fabric) Dial(name string, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append(append(slices.Clip(f.opts), nats.Name(name)), extra...)
+	nc, err := nats.Connect(f.url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect %s: %w", redact(f.url), err)
+	}
+	return nc, nil
 }
 
 // Conn returns the NATS connection.

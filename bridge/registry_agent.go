@@ -3,6 +3,7 @@ package bridge
 import (
 	"net/http"
 
+	"github.com/nats-io/nats.go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
@@ -12,13 +13,32 @@ import (
 func init() {
 	registerFrontend("agent", func(mux *http.ServeMux, d FrontendDeps) error {
 		cfg := agent.Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
+		var mirror *nats.Conn
 		if d.Fabric != nil {
 			cfg.KV = d.Fabric.Threads()
-			cfg.Cluster = &agent.Cluster{Conn: d.Fabric.Conn(), Prefix: d.Fabric.Prefix(), Publish: d.Fabric.Publish}
+			// Thread events mirrored between instances travel on a
+			// connection of their own that never receives what it
+			// publishes: a lone instance gets none of them back.
+			var err error
+			if mirror, err = d.Fabric.Dial("interlingua-agent", nats.NoEcho()); err != nil {
+				return err
+			}
+			cfg.Cluster = &agent.Cluster{Conn: mirror, Prefix: d.Fabric.Prefix()}
 		}
 		f, err := agent.NewFrontend(cfg)
 		if err != nil {
+			if mirror != nil {
+				mirror.Close()
+			}
 			return err
+		}
+		if d.OnClose != nil {
+			d.OnClose(func() {
+				f.Close()
+				if mirror != nil {
+					mirror.Close()
+				}
+			})
 		}
 		f.Mount(mux)
 		if d.OnShutdown != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,9 +40,13 @@ type Cluster struct {
 	// Prefix is the subject prefix. Default "interlingua".
 	Prefix string
 	// Publish queues a message without blocking (bounded: a run never
-	// waits on NATS). The daemon passes its fabric's publisher. Default:
-	// Conn.Publish.
+	// waits on NATS). Default: the frontend's own queue of
+	// MirrorQueue messages, published on Conn by one goroutine (Close
+	// stops it); a full queue drops, and followers catch up from the
+	// owner's buffer when they see the jump.
 	Publish func(subject string, data []byte)
+	// MirrorQueue bounds the default publisher's queue. Default 4096.
+	MirrorQueue int
 	// ForwardTimeout bounds a forwarded command (run.start on the owner
 	// starts the run, which may cross the network). Default 10s.
 	ForwardTimeout time.Duration
@@ -49,11 +54,58 @@ type Cluster struct {
 
 func (c *Cluster) defaults() {
 	c.Prefix = cmp.Or(c.Prefix, "interlingua")
-	if c.Publish == nil {
-		nc := c.Conn
-		c.Publish = func(subject string, data []byte) { _ = nc.Publish(subject, data) }
-	}
+	c.MirrorQueue = cmp.Or(c.MirrorQueue, 4096)
 	c.ForwardTimeout = cmp.Or(c.ForwardTimeout, 10*time.Second)
+}
+
+// outbox is the default publisher: a bounded queue drained onto the
+// connection by one goroutine, so appending an event never waits on NATS.
+type outbox struct {
+	nc      *nats.Conn
+	q       chan outMsg
+	stop    chan struct{}
+	done    chan struct{}
+	dropped atomic.Uint64
+}
+
+type outMsg struct {
+	subject string
+	data    []byte
+}
+
+func newOutbox(nc *nats.Conn, size int) *outbox {
+	o := &outbox{nc: nc, q: make(chan outMsg, size), stop: make(chan struct{}), done: make(chan struct{})}
+	go o.loop()
+	return o
+}
+
+func (o *outbox) publish(subject string, data []byte) {
+	select {
+	case o.q <- outMsg{subject, data}:
+	default:
+		o.dropped.Add(1)
+	}
+}
+
+func (o *outbox) loop() {
+	defer close(o.done)
+	for {
+		select {
+		case m := <-o.q:
+			if o.nc.Publish(m.subject, m.data) != nil {
+				o.dropped.Add(1)
+			}
+		case <-o.stop:
+			return
+		}
+	}
+}
+
+// close stops the loop (what is still queued is not sent: followers
+// catch up from the owner's buffer) and waits for it.
+func (o *outbox) close() {
+	close(o.stop)
+	<-o.done
 }
 
 // subjectToken makes a thread id one subject token: [A-Za-z0-9_-] ids

@@ -148,8 +148,9 @@ func (c Config) Validate() error {
 // streams over SSE and WebSocket and commands over HTTP and WebSocket.
 type Frontend struct {
 	cfg    Config
-	origin string // this frontend on the fabric (mirrored events carry it)
-	echo   []byte // how this frontend's own mirror messages start
+	outbox *outbox // the default mirror publisher; nil without a Cluster or with Cluster.Publish
+	origin string  // this frontend on the fabric (mirrored events carry it)
+	echo   []byte  // how this frontend's own mirror messages start
 
 	runCtx    context.Context // parent of every run; cancelled by Close
 	cancelRun context.CancelFunc
@@ -162,6 +163,7 @@ type Frontend struct {
 	closingCancel context.CancelFunc
 	shutdown      bool
 	closed        atomic.Bool // no run starts after Close
+	closeOutbox   sync.Once
 	// runMu orders run pumps' wg.Add against Close's wg.Wait (taken alone,
 	// never while holding another lock of the frontend's).
 	runMu sync.Mutex
@@ -177,7 +179,12 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
 	origin := newOrigin()
-	return &Frontend{cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
+	var ob *outbox
+	if c := cfg.Cluster; c != nil && c.Publish == nil {
+		ob = newOutbox(c.Conn, c.MirrorQueue)
+		c.Publish = ob.publish
+	}
+	return &Frontend{outbox: ob, cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
 		closingCtx: cctx, closingCancel: ccancel}, nil
 }
 
@@ -233,6 +240,9 @@ func (f *Frontend) Close() {
 		t.unfollow()
 	}
 	f.mu.Unlock()
+	if f.outbox != nil {
+		f.closeOutbox.Do(f.outbox.close)
+	}
 }
 
 func (f *Frontend) isClosed() bool { return f.closed.Load() }
