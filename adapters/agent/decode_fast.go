@@ -4,11 +4,10 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"strconv"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/jsonw"
 )
 
 // The fast path: most frames of a run are text, reasoning or tool-argument
@@ -138,7 +137,7 @@ func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical
 	sp := f.fields[f.dtype]
 	raw := frame[sp.start:sp.end]
 	if sp.backslash || sp.high {
-		d.scratch = fastUnquote(d.scratch[:0], raw)
+		d.scratch = jsonw.Unquote(d.scratch[:0], raw)
 		raw = d.scratch
 		if cap(d.scratch) > 64<<10 {
 			d.scratch = nil // keep no large buffer
@@ -186,81 +185,6 @@ func fastPlain(frame []byte, sp fastSpan) ([]byte, bool) {
 		return nil, false
 	}
 	return raw, true
-}
-
-// fastUnquote appends the value of a JSON string's raw contents, which
-// fastScanner.str accepted, as encoding/json decodes it (unquoteBytes):
-// escapes resolved, a surrogate that is not half of a pair and each byte
-// of invalid UTF-8 replaced by U+FFFD.
-func fastUnquote(dst, raw []byte) []byte {
-	for r := 0; r < len(raw); {
-		c := raw[r]
-		switch {
-		case c == '\\':
-			switch raw[r+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				rr := fastU4(raw[r:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, fastU4(raw[r:])); dec != unicode.ReplacementChar {
-						r += 6
-						dst = utf8.AppendRune(dst, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, rr)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, raw[r+1])
-			}
-			r += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(raw[r:])
-			if rr == utf8.RuneError && size == 1 {
-				dst = append(dst, "\uFFFD"...)
-			} else {
-				dst = append(dst, raw[r:r+size]...)
-			}
-			r += size
-		}
-	}
-	return dst
-}
-
-// fastU4 decodes \uXXXX at the start of s, or returns -1.
-func fastU4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
 }
 
 // fastScanner reads JSON by hand for the fast path. Every method returns false
@@ -393,7 +317,7 @@ func (s *fastScanner) str() (sp fastSpan, ok bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if fastU4(b[i:]) < 0 {
+				if jsonw.Hex4(b[i:]) < 0 {
 					return sp, false
 				}
 				i += 6

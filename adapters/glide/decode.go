@@ -292,10 +292,11 @@ type responseFrame struct {
 	// recycled object: Chunk points at chunk, Chunk.FinishReason at finish,
 	// pooled sends the frame back to framePool once Frame has read it, and
 	// last is the frame it was decoded from.
-	chunk  wireChunk
-	finish string
-	pooled bool
-	last   lastFrame
+	chunk   wireChunk
+	finish  string
+	pooled  bool
+	last    lastFrame
+	scratch []byte // an escaped content, unescaped
 }
 
 // wireChunk is Glide's ChatStreamChunk.

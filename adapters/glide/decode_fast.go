@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+
+	"github.com/interlingua-dev/interlingua/internal/jsonw"
 )
 
 // This file is the fast path of decodeResponse, for the frame that makes up
@@ -133,12 +135,21 @@ func decodeResponseFast(data []byte) (f *responseFrame, ok bool) {
 		{v.responseID, &c.ModelResponse.Metadata.ResponseID}, {v.role, &c.ModelResponse.Message.Role},
 		{v.finish, &f.finish}, {v.content, &c.ModelResponse.Message.Content},
 	}
+	if v.content.escaped {
+		f.scratch = jsonw.Unquote(f.scratch[:0], data[v.content.lo:v.content.hi])
+	}
+	value := func(sp span) []byte {
+		if sp.escaped {
+			return f.scratch
+		}
+		return data[sp.lo:sp.hi]
+	}
 	n, changed := 0, false
 	for k := range fields {
 		if x := &fields[k]; x.sp.same {
 			x.dst = nil
 		} else {
-			n, changed = n+x.sp.hi-x.sp.lo, true
+			n, changed = n+len(value(x.sp)), true
 		}
 	}
 	if !changed {
@@ -148,14 +159,14 @@ func decodeResponseFast(data []byte) (f *responseFrame, ok bool) {
 	b.Grow(n)
 	for k := range fields {
 		if x := &fields[k]; x.dst != nil {
-			b.Write(data[x.sp.lo:x.sp.hi])
+			b.Write(value(x.sp))
 		}
 	}
 	all, off := b.String(), 0
 	for k := range fields {
 		if x := &fields[k]; x.dst != nil {
-			*x.dst = all[off : off+x.sp.hi-x.sp.lo]
-			off += x.sp.hi - x.sp.lo
+			*x.dst = all[off : off+len(value(x.sp))]
+			off += len(value(x.sp))
 		}
 	}
 	return f, true
@@ -203,7 +214,7 @@ func (v *fastChunk) modelResponse(d scan, i int) int {
 				case "role":
 					return d.str(once(&seenMsg, 1, i), &v.role, v.f.chunk.ModelResponse.Message.Role)
 				case "content":
-					return d.str(once(&seenMsg, 2, i), &v.content, v.f.chunk.ModelResponse.Message.Content)
+					return d.text(once(&seenMsg, 2, i), &v.content, v.f.chunk.ModelResponse.Message.Content)
 				}
 				return unknownKey
 			})

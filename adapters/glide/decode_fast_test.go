@@ -223,12 +223,13 @@ func TestDecodeFastCoverage(t *testing.T) {
 		{`{"chunk":{"model_response":{"message":{"content":"x"}}},"id":"a"}`, true}, // reordered, fields missing
 		{" {\n\t\"id\" : \"a\" ,\r\n \"chunk\" : { } }\n", true},                    // whitespace
 		{`{"id":"a","created_at":1719245000,"router_id":"r","metadata":{"k":[1,-2.5e3,true,null,{"q":"a\"\u00e9\\"}]},"chunk":{},"extra":null}`, true},
-		{frame(`"a\nb"`), false},     // escape in a value read
-		{frame(`"\u00e9"`), false},   // escape in a value read
-		{frame("\"a\xffb\""), false}, // invalid UTF-8 becomes U+FFFD
-		{frame("\"a\x01b\""), false}, // control byte: invalid JSON
-		{frame(`null`), false},       // null
-		{frame(`42`), false},         // wrong type
+		{frame(`"a\nb"`), true},             // an escape in the content: unquoted
+		{frame(`"\u00e9"`), true},           // an escape in the content: unquoted
+		{frame("\"a\xffb\""), true},         // invalid UTF-8 in the content becomes U+FFFD
+		{`{"id":"a\nb","chunk":{}}`, false}, // an escape in another value read
+		{frame("\"a\x01b\""), false},        // control byte: invalid JSON
+		{frame(`null`), false},              // null
+		{frame(`42`), false},                // wrong type
 		{`{"id":"a","error":{"name":"x","message":"y"}}`, false},
 		{`{"id":"a"}`, false},                                 // neither chunk nor error
 		{`{"id":"","chunk":{}}`, false},                       // no id
@@ -345,9 +346,35 @@ func must(f *responseFrame, err error) *responseFrame {
 	return f
 }
 
-// BenchmarkDecodeDeltaJSON is BenchmarkDecodeDelta without the fast path.
-func BenchmarkDecodeDeltaJSON(b *testing.B) {
+// BenchmarkFallbackJSON is the encoding/json path on the same frames, for
+// reference: it decodes only the frames the fast path declines (error
+// frames, escaped keys or ids, values of unusual types).
+func BenchmarkFallbackJSON(b *testing.B) {
 	benchmarkDecodeDelta(b, decodeResponseJSON, false)
+}
+
+// BenchmarkDecodeDeltaEscaped is BenchmarkDecodeDelta with a newline and
+// a quote escaped in every content, as model output often has.
+func BenchmarkDecodeDeltaEscaped(b *testing.B) {
+	frames := deltaFrames(16, false)
+	for i, f := range frames {
+		frames[i] = bytes.Replace(f, []byte(`"content":"`), []byte(`"content":"\n\"`), 1)
+	}
+	d, out := newResponseDecoder(nil)
+	out = d.Frame(out, must(decodeResponse(frames[0])))
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		k++
+		f, err := decodeResponse(frames[k%len(frames)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k == 1 && !strings.HasPrefix(f.Chunk.ModelResponse.Message.Content, "\n\"") {
+			b.Fatalf("content %q", f.Chunk.ModelResponse.Message.Content)
+		}
+		out = d.Frame(out[:0], f)
+	}
 }
 
 // BenchmarkDecodeDeltaTicking is BenchmarkDecodeDelta with every frame

@@ -18,8 +18,9 @@ const maxSkipDepth = 64
 // span is a string value's bytes in the frame, without the quotes; same
 // when they are the hint str was given.
 type span struct {
-	lo, hi int
-	same   bool
+	lo, hi  int
+	same    bool
+	escaped bool // d[lo:hi] holds escapes or invalid UTF-8: its value is jsonw.Unquote's
 }
 
 // at reports whether d[i] is c; false when i is out of range, -1 included.
@@ -94,7 +95,7 @@ func (d scan) str(i int, sp *span, hint string) int {
 		return -1
 	}
 	if end := i + 1 + len(hint); end < len(d) && d[end] == '"' && string(d[i+1:end]) == hint {
-		*sp = span{i + 1, end, true}
+		*sp = span{lo: i + 1, hi: end, same: true}
 		return end + 1
 	}
 	lo, ascii := i+1, true
@@ -109,8 +110,26 @@ func (d scan) str(i int, sp *span, hint string) int {
 	if !ascii && !utf8.Valid(d[lo:j]) {
 		return -1
 	}
-	*sp = span{lo, j, false}
+	*sp = span{lo: lo, hi: j}
 	return j + 1
+}
+
+// text reads a string as str does, or else (escapes, invalid UTF-8) as
+// its raw contents for jsonw.Unquote, once skipEscaped has checked them:
+// the content of a chunk, where escapes are common (a newline, a quote).
+func (d scan) text(i int, sp *span, hint string) int {
+	if j := d.str(i, sp, hint); j >= 0 {
+		return j
+	}
+	if i = d.ws(i); !d.at(i, '"') {
+		return -1
+	}
+	j := d.skipEscaped(i)
+	if j < 0 {
+		return -1
+	}
+	*sp = span{lo: i + 1, hi: j - 1, escaped: true}
+	return j
 }
 
 // skipString skips a string; its value is not needed, so any byte but a

@@ -62,3 +62,36 @@ func BenchmarkAppendString(b *testing.B) {
 		buf = AppendString(buf[:0], s, EncodingJSON)
 	}
 }
+
+// Unquote decodes what encoding/json decodes, for every string the
+// scanner side would accept: escapes of each kind, surrogate pairs and
+// lone halves, invalid UTF-8.
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		``, `plain`, `a\"b\\c\/d`, `\b\f\n\r\t`, `\u00e9\u4E2D`, `\ud83d\ude00`, `\ud83d`, `\ude00x`, `\ud83d\u0041`,
+		"caf\xc3\xa9", "bad\xff\xfebyte", "cut\xe2\x82", `\u0000\u001f`, "mixed é \\n \\ud83d\\ude00 \xff",
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(`"`+raw+`"`), &want); err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		if got := string(Unquote(nil, []byte(raw))); got != want {
+			t.Errorf("Unquote(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`a\nb`, `\ud83d\ude00`, "\xff", `\u0041`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want string
+		if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &want) != nil {
+			return // not string contents: Unquote's precondition
+		}
+		if got := string(Unquote(nil, raw)); got != want {
+			t.Fatalf("Unquote(%q) = %q, want %q", raw, got, want)
+		}
+	})
+}
