@@ -100,7 +100,7 @@ fuzz:
 ## bench: converter benchmarks (-benchmem) and the standard load matrix -> docs/benchmarks.md
 bench:
 	@mkdir -p $(BIN)
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./adapters/... ./canonical/... ./internal/... > $(BIN)/bench-converters.txt || { cat $(BIN)/bench-converters.txt; exit 1; }
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count 1 ./adapters/... ./canonical/... ./internal/... > $(BIN)/bench-converters.txt || { cat $(BIN)/bench-converters.txt; exit 1; }
 	$(GO) build -o $(BIN)/interlingua ./cmd/interlingua
 	$(BIN)/interlingua bench --report docs/benchmarks.md --converters $(BIN)/bench-converters.txt --profile-dir bin/bench-profiles
 
