@@ -418,16 +418,12 @@ func (r *run) Buffered() int {
 	if n > 0 || r.ended {
 		return n
 	}
-	if b, ok := r.up.(buffered); ok {
+	if b, ok := r.up.(canonical.Buffered); ok {
 		return b.Buffered()
 	}
 	r.startAhead()
 	return 0
 }
-
-// buffered is a stream that knows how many events its Recv returns
-// without waiting.
-type buffered interface{ Buffered() int }
 
 // startAhead starts readAhead, unless the run is finishing.
 func (r *run) startAhead() {

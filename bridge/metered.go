@@ -86,7 +86,7 @@ func (m *metered) Recv() (*canonical.Event, error) {
 // Buffered forwards the wrapped stream's count of events Recv returns
 // without waiting (0 when it keeps none).
 func (m *metered) Buffered() int {
-	if b, ok := m.Stream.(buffered); ok {
+	if b, ok := m.Stream.(canonical.Buffered); ok {
 		return b.Buffered()
 	}
 	return 0

@@ -21,6 +21,15 @@ type Stream interface {
 	Close() error
 }
 
+// Buffered is implemented by streams that know how many events Recv
+// returns without waiting (the bridge's runs, the Triton backend's
+// streams). A frontend writes that many events at once and flushes only
+// before a Recv that may wait, so a burst costs one write and no event
+// waits for a later one. It is called from the goroutine that calls Recv.
+type Buffered interface {
+	Buffered() int
+}
+
 // TargetInfo describes a routable target.
 type TargetInfo struct {
 	// Name is the target name clients use.

@@ -189,7 +189,7 @@ func (s *session) execute(g *generate, req *canonical.Request) error {
 	}
 	defer stream.Close()
 	sk := &actionSink{session: s}
-	if rs, ok := stream.(buffered); ok && s.flush != nil {
+	if rs, ok := stream.(canonical.Buffered); ok && s.flush != nil {
 		sk.ready = rs
 		defer s.flush()
 	}
@@ -235,19 +235,14 @@ func (g *generate) fail(err error) *canonical.Error {
 	return &canonical.Error{Code: ce.Code, Message: "action GENERATE (output \"" + first + "\", target \"" + g.target + "\"): " + ce.Message, Cause: ce}
 }
 
-// buffered is implemented by streams that know how many events Recv
-// returns without waiting (the bridge's local runs); it is called from
-// the goroutine that calls Recv.
-type buffered interface{ Buffered() int }
-
 // actionSink is one action's sink: the session's, with the action's
 // messages held back in the transport's buffer while its run has more
 // events at hand (a burst of deltas is one write), and flushed before the
 // action waits for its next event, so no message waits for a later one.
 type actionSink struct {
 	*session
-	ready buffered // nil: every message goes out at once
-	held  bool     // a message was held back since the last flush
+	ready canonical.Buffered // nil: every message goes out at once
+	held  bool               // a message was held back since the last flush
 }
 
 func (a *actionSink) send(m *ev.SessionMessage) error {

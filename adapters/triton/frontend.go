@@ -269,7 +269,7 @@ func (f *Frontend) generate(w http.ResponseWriter, r *http.Request, g *generateR
 		return
 	}
 	defer stream.Close() // cancels the run if the client left
-	ready, _ := stream.(buffered)
+	ready, _ := stream.(canonical.Buffered)
 	for {
 		// Responses are queued while the run has more events at hand, and
 		// flushed before a Recv that may wait: a burst is one write, and
@@ -310,11 +310,6 @@ func (f *Frontend) generate(w http.ResponseWriter, r *http.Request, g *generateR
 		return
 	}
 }
-
-// buffered is implemented by streams that know how many events Recv
-// returns without waiting (the bridge's local runs); it is called from
-// the goroutine that calls Recv.
-type buffered interface{ Buffered() int }
 
 // responder writes one generate response: headers when the first response
 // (or the end) comes, then SSE events (sw set) or one JSON object.
