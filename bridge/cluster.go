@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
@@ -77,7 +78,7 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 			continue
 		}
 		seen[rt.Backend] = true
-		sub, err := nc.QueueSubscribe(b.subject("run", SubjectToken(rt.Backend)), runQueue, b.serveRemoteStart)
+		sub, err := nc.QueueSubscribe(b.subject("run", subject.Token(rt.Backend)), runQueue, b.serveRemoteStart)
 		if err != nil {
 			return fmt.Errorf("nats: subscribe run.%s: %w", rt.Backend, err)
 		}
@@ -206,7 +207,7 @@ func (b *Bridge) heartbeatLoop() {
 		b.mu.Lock()
 		subjects := make([]string, 0, len(b.runs))
 		for _, r := range b.runs {
-			subjects = append(subjects, b.subject("hb", SubjectToken(r.threadID), SubjectToken(r.id)))
+			subjects = append(subjects, b.subject("hb", subject.Token(r.threadID), subject.Token(r.id)))
 		}
 		b.mu.Unlock()
 		for _, s := range subjects {
@@ -227,7 +228,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 	cfg := b.cluster.cfg
 	nc := b.fabric.Conn()
 	// Subscribe before asking, so no event can precede the subscription.
-	sub, err := nc.SubscribeSync(b.subject("*", SubjectToken(req.GetThreadId()), SubjectToken(req.GetRunId())))
+	sub, err := nc.SubscribeSync(b.subject("*", subject.Token(req.GetThreadId()), subject.Token(req.GetRunId())))
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
 	}
@@ -238,7 +239,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	msg := nats.NewMsg(b.subject("run", SubjectToken(rt.Backend)))
+	msg := nats.NewMsg(b.subject("run", subject.Token(rt.Backend)))
 	msg.Data = data
 	tracing.ToNATS(ctx, msg)
 	reply, err := nc.RequestMsgWithContext(sctx, msg)
@@ -351,7 +352,7 @@ func (r *remoteStream) cleanup(cancelRun bool) {
 		r.stopWatch()
 		if cancelRun {
 			data, _ := json.Marshal(command{CancelRun: r.run})
-			r.b.fabric.Publish(r.b.subject("cmd", SubjectToken(r.thread)), data)
+			r.b.fabric.Publish(r.b.subject("cmd", subject.Token(r.thread)), data)
 		}
 		_ = r.sub.Unsubscribe()
 	})
@@ -375,7 +376,7 @@ func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (ca
 		cfg = c.NATS
 	}
 	cons, err := b.fabric.JetStream().OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{b.subject("events", SubjectToken(threadID), "*")},
+		FilterSubjects: []string{b.subject("events", subject.Token(threadID), "*")},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
@@ -390,7 +391,7 @@ func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (ca
 		events: make(chan *canonical.Event, cfg.RemoteBuffer), hb: make(chan *nats.Msg, 64),
 		done: make(chan struct{}), runs: map[string]*observedRun{},
 	}
-	if o.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", SubjectToken(threadID), "*"), o.hb); err != nil {
+	if o.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", subject.Token(threadID), "*"), o.hb); err != nil {
 		it.Stop()
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
 	}
@@ -486,7 +487,7 @@ func (o *observer) Recv() (*canonical.Event, error) {
 
 // track records ev's run and passes ev on unless it is at or before since.
 func (o *observer) track(ev *canonical.Event) {
-	id := SubjectToken(ev.GetRunId())
+	id := subject.Token(ev.GetRunId())
 	r := o.runs[id]
 	if r == nil {
 		r = &observedRun{id: ev.GetRunId()}

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // Names of the JetStream assets the fabric owns.
@@ -246,7 +246,7 @@ func (f *Fabric) Ready() bool { return f.nc != nil && f.nc.IsConnected() }
 
 // EventSubject is the subject of a run's events.
 func (f *Fabric) EventSubject(thread, run string) string {
-	return f.cfg.SubjectPrefix + ".events." + SubjectToken(thread) + "." + SubjectToken(run)
+	return f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + "." + subject.Token(run)
 }
 
 // PublishEvent queues ev for publishing on its events subject, for
@@ -470,7 +470,7 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	m, err := st.GetLastMsgForSubject(ctx, f.cfg.SubjectPrefix+".events."+SubjectToken(thread)+".*")
+	m, err := st.GetLastMsgForSubject(ctx, f.cfg.SubjectPrefix+".events."+subject.Token(thread)+".*")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
@@ -501,21 +501,6 @@ func (f *Fabric) Close() {
 		f.embedded.Shutdown()
 		f.embedded.WaitForShutdown()
 	}
-}
-
-// SubjectToken makes s safe as one NATS subject token: ids made of
-// [A-Za-z0-9_-] pass unchanged; anything else is "~" + base64url(s).
-func SubjectToken(s string) string {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
-		}
-	}
-	if s == "" {
-		return "~"
-	}
-	return s
 }
 
 func redact(url string) string {

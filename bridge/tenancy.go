@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // maxOwnerCache bounds the thread-owner entries cached in memory.
@@ -53,7 +54,7 @@ func (o *owners) claim(ctx context.Context, thread, name string) (string, error)
 	if o.kv == nil {
 		return name, nil
 	}
-	key := "owner." + SubjectToken(thread)
+	key := "owner." + subject.Token(thread)
 	_, err := o.kv.Create(ctx, key, []byte(name))
 	if err == nil {
 		return name, nil

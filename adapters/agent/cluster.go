@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // Cluster lets any instance serve any thread. A thread's wire seq is
@@ -108,27 +108,12 @@ func (o *outbox) close() {
 	<-o.done
 }
 
-// subjectToken makes a thread id one subject token: [A-Za-z0-9_-] ids
-// unchanged, anything else "~" + base64url.
-func subjectToken(s string) string {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return "~" + base64.RawURLEncoding.EncodeToString([]byte(s))
-		}
-	}
-	if s == "" {
-		return "~"
-	}
-	return s
-}
-
 func (c *Cluster) eventsSubject(thread string) string {
-	return c.Prefix + ".agent.events." + subjectToken(thread)
+	return c.Prefix + ".agent.events." + subject.Token(thread)
 }
 
 func (c *Cluster) cmdSubject(thread string) string {
-	return c.Prefix + ".agent.cmd." + subjectToken(thread)
+	return c.Prefix + ".agent.cmd." + subject.Token(thread)
 }
 
 // mirrorMsg is one event on p.agent.events.<T>.

@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // The bridge is the agent runtime for backends that are plain models: it
@@ -966,20 +966,9 @@ func unionMessages(theirs, ours json.RawMessage) json.RawMessage {
 	return joinArray(unionBy(a, b, id))
 }
 
-// kvKey is the thread's key in the bucket: "agent." and the id if it is
-// made of [A-Za-z0-9_-], else "agent.~" and its base64url.
-func kvKey(thread string) string {
-	for i := 0; i < len(thread); i++ {
-		c := thread[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return "agent.~" + base64.RawURLEncoding.EncodeToString([]byte(thread))
-		}
-	}
-	if thread == "" {
-		return "agent.~"
-	}
-	return "agent." + thread
-}
+// kvKey is the thread's key in the bucket: "agent." and the thread as a
+// subject token (subject.Token).
+func kvKey(thread string) string { return "agent." + subject.Token(thread) }
 
 // newRunID returns a fresh run id.
 func newRunID() string { return "run-" + nuid.Next() }
