@@ -531,6 +531,24 @@ func (t *Thread) cancelRun(run string) bool {
 	return false
 }
 
+// streamThread is the thread of a stream request (SSE or WebSocket),
+// created if new; while shutting down, or when the thread cannot be had,
+// it answers the request itself and returns false.
+func (f *Frontend) streamThread(w http.ResponseWriter, r *http.Request) (*Thread, bool) {
+	select {
+	case <-f.closing:
+		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
+		return nil, false
+	default:
+	}
+	th, err := f.thread(r.Context(), r.PathValue("thread_id"), true)
+	if err != nil {
+		canonicalHTTPError(w, err)
+		return nil, false
+	}
+	return th, true
+}
+
 // sseBatch is how many events an SSE stream takes from the buffer at once.
 const sseBatch = 256
 
@@ -571,15 +589,8 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 		canonicalHTTPError(w, err)
 		return
 	}
-	select {
-	case <-f.closing:
-		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
-		return
-	default:
-	}
-	th, err := f.thread(r.Context(), r.PathValue("thread_id"), true)
-	if err != nil {
-		canonicalHTTPError(w, err)
+	th, ok := f.streamThread(w, r)
+	if !ok {
 		return
 	}
 	th.connOpen()

@@ -52,15 +52,8 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUpgradeRequired, errInvalidArgument, "GET on a thread stream is a WebSocket upgrade; use POST for SSE")
 		return
 	}
-	select {
-	case <-f.closing:
-		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
-		return
-	default:
-	}
-	th, err := f.thread(r.Context(), r.PathValue("thread_id"), true)
-	if err != nil {
-		canonicalHTTPError(w, err)
+	th, ok := f.streamThread(w, r)
+	if !ok {
 		return
 	}
 	ws, err := upgrader.Upgrade(w, r, nil)
@@ -189,11 +182,17 @@ func (cn *wsConn) subscribe(cmd *command) {
 	applied := th.seq
 	replay := th.replayLocked(0, cn.rd.cursor, flt.match, nil)
 	th.mu.Unlock()
+	cn.answerSubscription(cmd.id, id, flt, replay, applied)
+}
+
+// answerSubscription registers a subscription on the connection, answers
+// its command (with the number of events replayed) and sends the replay.
+func (cn *wsConn) answerSubscription(cmdID uint64, id string, flt *filter, replay []record, applied uint64) {
 	cn.subs[id] = flt
 	res := append([]byte(`{"subscription_id":`), appendString(nil, id)...)
 	res = append(res, `,"replayed_events":`...)
 	res = strconv.AppendInt(res, int64(len(replay)), 10)
-	_ = cn.sendFrame(successFrame(cmd.id, append(res, '}'), applied))
+	_ = cn.sendFrame(successFrame(cmdID, append(res, '}'), applied))
 	for i := range replay {
 		if cn.sendFrame(replay[i].frame) != nil {
 			return
@@ -365,14 +364,5 @@ func (cn *wsConn) reconnectPython(cmd *command) {
 	applied := th.seq
 	replay := th.replayLocked(since, cn.rd.cursor, flt.match, nil)
 	th.mu.Unlock()
-	cn.subs[id] = flt
-	res := append([]byte(`{"subscription_id":`), appendString(nil, id)...)
-	res = append(res, `,"replayed_events":`...)
-	res = strconv.AppendInt(res, int64(len(replay)), 10)
-	_ = cn.sendFrame(successFrame(cmd.id, append(res, '}'), applied))
-	for i := range replay {
-		if cn.sendFrame(replay[i].frame) != nil {
-			return
-		}
-	}
+	cn.answerSubscription(cmd.id, id, flt, replay, applied)
 }
