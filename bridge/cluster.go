@@ -29,8 +29,9 @@ import (
 //	                  hosting the backend takes it. Request: a canonical
 //	                  Request (protobuf). Reply: empty, or the headers
 //	                  Interlingua-Error-Code and Interlingua-Error.
-//	p.events.<T>.<R>  the canonical events of run R of thread T (protobuf),
-//	                  kept by the JetStream replay stream.
+//	p.events.<T>.<R>  the canonical events of run R of thread T: each
+//	                  message an EventBatch (protobuf) of consecutive
+//	                  events, kept by the JetStream replay stream.
 //	p.hb.<T>.<R>      the run owner's heartbeat, every nats.heartbeat.
 //	p.cmd.<T>         commands to live runs: {"cancel_run": "<run id>"}.
 const (
@@ -295,17 +296,19 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 		case err == nil && strings.HasPrefix(msg.Subject, r.b.fabric.Prefix()+".hb."):
 			continue
 		case err == nil:
-			ev := &canonical.Event{}
-			if err := proto.Unmarshal(msg.Data, ev); err != nil {
-				r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "event from run owner does not decode: %v", err))
+			evs, err := DecodeEvents(msg.Data)
+			if err != nil {
+				r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events from run owner do not decode: %v", err))
 				continue
 			}
-			if v := r.guard.Observe(ev); v != nil {
-				r.end(canonical.StatusFailed, v)
-				continue
+			for _, ev := range evs {
+				if v := r.guard.Observe(ev); v != nil {
+					r.end(canonical.StatusFailed, v)
+					break
+				}
+				r.lastSeq = ev.GetSeq()
+				r.owed = append(r.owed, ev)
 			}
-			r.lastSeq = ev.GetSeq()
-			r.owed = append(r.owed, ev)
 		case r.ctx.Err() != nil:
 			r.end(canonical.StatusCancelled, canonical.AsError(r.ctx.Err()))
 		case errors.Is(err, nats.ErrTimeout):
@@ -439,17 +442,19 @@ func (o *observer) readLoop() {
 			}
 			return
 		}
-		ev := &canonical.Event{}
-		if err := proto.Unmarshal(m.Data(), ev); err != nil {
+		evs, err := DecodeEvents(m.Data())
+		if err != nil {
 			continue // not ours to judge; the owner's client saw it
 		}
-		select {
-		case o.events <- ev:
-		default:
-			o.err.Store(canonical.Errorf(canonical.CodeResourceExhausted, "observer fell behind by %d events (nats.remote_buffer)", cap(o.events)))
-			return
-		case <-o.done:
-			return
+		for _, ev := range evs {
+			select {
+			case o.events <- ev:
+			default:
+				o.err.Store(canonical.Errorf(canonical.CodeResourceExhausted, "observer fell behind by %d events (nats.remote_buffer)", cap(o.events)))
+				return
+			case <-o.done:
+				return
+			}
 		}
 	}
 }

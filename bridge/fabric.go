@@ -1,7 +1,9 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +50,7 @@ type Fabric struct {
 	kv       jetstream.KeyValue
 
 	pubq      pubQueue
+	batcher   batcher // the publish loop's
 	stop      chan struct{}
 	loopDone  chan struct{}
 	closeOnce sync.Once
@@ -249,19 +252,19 @@ func (f *Fabric) EventSubject(thread, run string) string {
 	return f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + "." + subject.Token(run)
 }
 
-// PublishEvent queues ev for publishing on its events subject, for
-// observers, remote clients and replay. With must false it never blocks:
+// PublishEvent queues ev for publishing on its events subject (inside an
+// EventBatch), for observers, remote clients and replay. With must false it never blocks:
 // when the bounded queue is full the event is counted as dropped and
 // logged. With must true (the event is some client's only copy: a run owned
 // for another instance) it waits for room; the queue always drains, since
 // nats.go buffers (bounded) rather than blocks while reconnecting.
 func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
-	data, err := appendEvent(nil, ev)
+	data, _, err := appendBatchElem(nil, ev)
 	if err != nil {
 		f.drop(ev, err)
 		return
 	}
-	f.enqueue(ev, pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), data: data}, must)
+	f.enqueue(ev, pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), data: data, event: true}, must)
 }
 
 func (f *Fabric) enqueue(ev *canonical.Event, m pubMsg, must bool) {
@@ -365,6 +368,7 @@ func (q *pubQueue) recycle(batch []pubMsg) {
 type publisher struct {
 	f       *Fabric
 	subject string
+	thread  string
 	must    bool
 	slab    []byte // encodings of queued events, then free room
 }
@@ -377,7 +381,7 @@ const (
 )
 
 func (f *Fabric) publisher(thread, run string, must bool) *publisher {
-	return &publisher{f: f, subject: f.EventSubject(thread, run), must: must}
+	return &publisher{f: f, subject: f.EventSubject(thread, run), thread: thread, must: must}
 }
 
 // publish queues ev, as PublishEvent does.
@@ -385,20 +389,18 @@ func (p *publisher) publish(ev *canonical.Event) {
 	if cap(p.slab)-len(p.slab) < 128 {
 		p.slab = make([]byte, 0, min(max(2*cap(p.slab), slabFirst), slabMax))
 	}
-	start := len(p.slab)
-	b, err := appendEvent(p.slab, ev)
+	// The next event's bytes go after these, never into them (a queued
+	// message is read by the publish loop while the run goes on).
+	data, b, err := appendBatchElem(p.slab, ev)
 	if err != nil {
 		p.f.drop(ev, err)
 		return
 	}
-	// The next event's bytes go after these, never into them (a queued
-	// message is read by the publish loop while the run goes on).
-	data := b[start:len(b):len(b)]
 	p.slab = b
 	if cap(b) > slabMax { // a large event outgrew the array: not kept for the next
 		p.slab = nil
 	}
-	p.f.enqueue(ev, pubMsg{subject: p.subject, data: data}, p.must)
+	p.f.enqueue(ev, pubMsg{subject: p.subject, thread: p.thread, data: data, event: true}, p.must)
 }
 
 // Publish queues a raw message (heartbeats, commands); it never blocks.
@@ -408,9 +410,14 @@ func (f *Fabric) Publish(subject string, data []byte) {
 	}
 }
 
+// pubMsg is a queued message: an event (one EventBatch element, which
+// the publish loop may put into one message with the run's next ones) or a
+// raw message, published as it is.
 type pubMsg struct {
 	subject string
+	thread  string // an event's thread id
 	data    []byte
+	event   bool
 }
 
 func (f *Fabric) drop(ev *canonical.Event, err error) {
@@ -436,24 +443,112 @@ func (f *Fabric) publishLoop() {
 	}
 }
 
+// publishBatch publishes what is queued, putting each run's events that
+// queued up together into one EventBatch message: JetStream's cost is per
+// message, so a burst of a thousand deltas costs the replay log a few
+// writes instead of a thousand. Nothing waits for a batch to fill: an event
+// alone in the queue goes out alone. Per thread, events leave in the order
+// they were queued: an event joins its run's open batch only while no
+// event of another run of the same thread has been queued since.
 func (f *Fabric) publishBatch() {
 	batch := f.pubq.take()
-	for _, m := range batch {
-		f.send(m)
+	f.batcher.group(batch, f.maxBatchBytes())
+	for _, g := range f.batcher.groups {
+		if g.events == 0 { // a raw message
+			f.send(batch[g.head].subject, batch[g.head].data, 0)
+			continue
+		}
+		f.send(batch[g.head].subject, f.batcher.join(batch, g), g.events)
 	}
 	f.pubq.recycle(batch)
 }
 
-func (f *Fabric) send(m pubMsg) {
-	if err := f.nc.Publish(m.subject, m.data); err != nil {
-		n := f.dropped.Add(1)
+// maxBatchBytes bounds one EventBatch message: 64 KiB, or less when the
+// NATS server takes less.
+func (f *Fabric) maxBatchBytes() int {
+	n := 64 << 10
+	if mp := f.nc.MaxPayload(); mp > 0 && mp < int64(n) {
+		n = int(mp)
+	}
+	return n
+}
+
+// send publishes one message; events is how many events it carries.
+func (f *Fabric) send(subject string, data []byte, events int) {
+	if err := f.nc.Publish(subject, data); err != nil {
+		n := f.dropped.Add(uint64(max(events, 1)))
 		if n == 1 || n%1000 == 0 {
-			f.log.Warn("publish failed", "subject", m.subject, "err", err, "dropped", n)
+			f.log.Warn("publish failed", "subject", subject, "err", err, "dropped", n)
 		}
 		return
 	}
 	f.published.Add(1)
-	metrics.PublishedBytes.Add(float64(len(m.data)))
+	metrics.PublishedBytes.Add(float64(len(data)))
+}
+
+// batcher groups a queue's messages into the messages published; it
+// belongs to the publish loop and keeps its arrays between batches.
+type batcher struct {
+	groups []pubGroup
+	next   []int          // next[i]: the index of the message after i in its group, or -1
+	open   map[string]int // thread id → index in groups of its open batch
+	buf    []byte         // join's output
+}
+
+// pubGroup is one message to publish: msgs head, next[head], … tail.
+type pubGroup struct {
+	head, tail int
+	events     int // 0: a raw message
+	size       int
+}
+
+// group fills b.groups from msgs, in the order of each group's first message.
+func (b *batcher) group(msgs []pubMsg, maxBytes int) {
+	b.groups = b.groups[:0]
+	if cap(b.next) < len(msgs) {
+		b.next = make([]int, len(msgs))
+	}
+	b.next = b.next[:len(msgs)]
+	if b.open == nil {
+		b.open = map[string]int{}
+	}
+	clear(b.open)
+	for i := range msgs {
+		b.next[i] = -1
+		m := &msgs[i]
+		if !m.event {
+			b.groups = append(b.groups, pubGroup{head: i, tail: i})
+			continue
+		}
+		if gi, ok := b.open[m.thread]; ok {
+			g := &b.groups[gi]
+			if msgs[g.head].subject == m.subject && g.size+len(m.data) <= maxBytes {
+				b.next[g.tail] = i
+				g.tail = i
+				g.events++
+				g.size += len(m.data)
+				continue
+			}
+		}
+		b.open[m.thread] = len(b.groups)
+		b.groups = append(b.groups, pubGroup{head: i, tail: i, events: 1, size: len(m.data)})
+	}
+}
+
+// join returns g's message: its events' EventBatch elements one after the
+// other, which is an EventBatch (a lone event's element is one as it is).
+func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
+	if g.events == 1 {
+		return msgs[g.head].data
+	}
+	b.buf = b.buf[:0]
+	for i := g.head; i >= 0; i = b.next[i] {
+		b.buf = append(b.buf, msgs[i].data...)
+	}
+	if cap(b.buf) > 1<<20 { // after an outsized batch: let it go
+		defer func() { b.buf = nil }()
+	}
+	return b.buf
 }
 
 // Published counts messages handed to NATS.
@@ -477,11 +572,11 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ev := &canonical.Event{}
-	if err := proto.Unmarshal(m.Data, ev); err != nil {
-		return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
+	evs, err := DecodeEvents(m.Data)
+	if err != nil || len(evs) == 0 {
+		return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, cmp.Or(err, errEmptyBatch))
 	}
-	return ev.GetSeq(), nil
+	return evs[len(evs)-1].GetSeq(), nil
 }
 
 // Close publishes what is queued, flushes and closes the connection, then
@@ -508,6 +603,40 @@ func redact(url string) string {
 		return "(embedded)"
 	}
 	return url
+}
+
+var errEmptyBatch = errors.New("event batch holds no event")
+
+// DecodeEvents decodes a message of <prefix>.events.<thread>.<run>: an
+// EventBatch, whose events it returns in order.
+func DecodeEvents(data []byte) ([]*canonical.Event, error) {
+	var b canonical.EventBatch
+	if err := proto.Unmarshal(data, &b); err != nil {
+		return nil, err
+	}
+	return b.GetEvents(), nil
+}
+
+// batchHdrMax is the most bytes an EventBatch element's header takes: the
+// tag of field 1 and the length as a varint.
+const batchHdrMax = 1 + binary.MaxVarintLen32
+
+// appendBatchElem appends ev to b as one element of an EventBatch (field
+// 1: tag, length, ev's encoding) and returns the element and the grown b.
+// Room for the longest header goes first and the header is written at its
+// end once the length is known, so the event is encoded in place, never
+// moved; the unused bytes before the element stay in b.
+func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err error) {
+	start := len(b)
+	b = append(b, make([]byte, batchHdrMax)...)
+	body := len(b)
+	if b, err = appendEvent(b, ev); err != nil {
+		return nil, b[:start], err
+	}
+	n := uint64(len(b) - body)
+	at := body - protowire.SizeTag(1) - protowire.SizeVarint(n)
+	protowire.AppendVarint(protowire.AppendTag(b[at:at:body], 1, protowire.BytesType), n)
+	return b[at:len(b):len(b)], b, nil
 }
 
 // appendEvent appends ev's protobuf encoding to b. Block deltas (the per

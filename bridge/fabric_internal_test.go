@@ -162,7 +162,7 @@ func BenchmarkFabricPublish(b *testing.B) {
 }
 
 // The publisher's encodings share arrays but never overlap: each queued
-// message is its event's proto.Marshal bytes, whatever sizes come between,
+// message is proto.Marshal of a batch of its event, whatever sizes come between,
 // and an array grown past slabMax by a large event is not kept.
 func TestPublisherEncodings(t *testing.T) {
 	f := &Fabric{pubq: pubQueue{max: 10_000, wake: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
@@ -181,7 +181,7 @@ func TestPublisherEncodings(t *testing.T) {
 		if i%50 == 49 { // not a delta: proto.Marshal's path
 			ev = &canonical.Event{ThreadId: "t", RunId: "r", Seq: uint64(i + 1), Kind: &canonical.KindBlockFinish{BlockFinish: &canonical.BlockFinish{Index: 1}}}
 		}
-		b, err := proto.Marshal(ev)
+		b, err := proto.Marshal(&canonical.EventBatch{Events: []*canonical.Event{ev}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestPublisherEncodings(t *testing.T) {
 			t.Fatalf("subject %q", m.subject)
 		}
 		if !bytes.Equal(m.data, want[i]) {
-			t.Fatalf("message %d is not its event's encoding", i)
+			t.Fatalf("message %d is not its event's encoding as a batch of one", i)
 		}
 	}
 }

@@ -69,11 +69,11 @@ func TestEventsOnEmbeddedNATS(t *testing.T) {
 			if m.Subject != "interlingua.events.thread-nats.run-nats" {
 				t.Fatalf("subject %q", m.Subject)
 			}
-			ev := &canonical.Event{}
-			if err := proto.Unmarshal(m.Data, ev); err != nil {
-				t.Fatalf("event %d does not decode: %v", len(got), err)
+			batch := &canonical.EventBatch{}
+			if err := proto.Unmarshal(m.Data, batch); err != nil || len(batch.GetEvents()) == 0 {
+				t.Fatalf("message after event %d does not decode as a non-empty EventBatch: %v", len(got), err)
 			}
-			got = append(got, ev)
+			got = append(got, batch.GetEvents()...)
 		case <-timeout:
 			t.Fatalf("received %d of %d events", len(got), len(lines))
 		}
@@ -163,7 +163,7 @@ func TestPersistModeValidated(t *testing.T) {
 // Every event of a long run is published as its own message, byte for
 // byte proto.Marshal's encoding of the event the client got, in order
 // (the publisher carves the encodings from shared arrays: none may
-// overwrite another).
+// overwrite another; the publish loop joins them into EventBatch messages).
 func TestLongRunPublishedWhole(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
@@ -197,16 +197,23 @@ func TestLongRunPublishedWhole(t *testing.T) {
 		t.Fatalf("%d events", len(evs))
 	}
 	timeout := time.After(10 * time.Second)
-	for i, ev := range evs {
+	for i := 0; i < len(evs); {
 		select {
 		case m := <-got:
-			want, err := proto.Marshal(ev)
+			batch := &canonical.EventBatch{}
+			if err := proto.Unmarshal(m.Data, batch); err != nil || len(batch.GetEvents()) == 0 || i+len(batch.GetEvents()) > len(evs) {
+				t.Fatalf("message after event %d: %d events, %v", i, len(batch.GetEvents()), err)
+			}
+			// The message is byte for byte proto.Marshal of a batch of
+			// the run's next events.
+			want, err := proto.Marshal(&canonical.EventBatch{Events: evs[i : i+len(batch.GetEvents())]})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(m.Data, want) {
-				t.Fatalf("message %d (%s) is not event %d's encoding", i, m.Subject, ev.GetSeq())
+				t.Fatalf("message after event %d (%s) is not the encoding of events %d..%d", i, m.Subject, i+1, i+len(batch.GetEvents()))
 			}
+			i += len(batch.GetEvents())
 		case <-timeout:
 			t.Fatalf("received %d of %d events", i, len(evs))
 		}

@@ -10,6 +10,7 @@ import (
 // adapters need import only this one.
 type (
 	Event          = v1.Event
+	EventBatch     = v1.EventBatch
 	Request        = v1.Request
 	Node           = v1.Node
 	NamedNode      = v1.NamedNode

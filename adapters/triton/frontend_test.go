@@ -16,9 +16,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/adapters/triton"
+	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
@@ -233,12 +233,14 @@ func waitTerminal(t *testing.T, sub *nats.Subscription) (canonical.RunStatus, *c
 		if err != nil {
 			t.Fatalf("no terminal event: %v", err)
 		}
-		ev := &canonical.Event{}
-		if err := proto.Unmarshal(msg.Data, ev); err != nil {
+		evs, err := bridge.DecodeEvents(msg.Data)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if st, ok := canonical.TerminalOf(ev); ok {
-			return st, ev.GetLifecycle().GetError()
+		for _, ev := range evs {
+			if st, ok := canonical.TerminalOf(ev); ok {
+				return st, ev.GetLifecycle().GetError()
+			}
 		}
 	}
 }

@@ -989,6 +989,55 @@ func (*Event_Custom) isEvent_Kind() {}
 
 func (*Event_Error) isEvent_Kind() {}
 
+// EventBatch is what one NATS message on <prefix>.events.<thread>.<run>
+// carries: one or more consecutive events of that run, in seq order. The
+// publisher puts into one message the events that queued up together
+// (never waiting for more), so a burst costs the replay log one write
+// instead of one per event; a lone event is a batch of one.
+type EventBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBatch) Reset() {
+	*x = EventBatch{}
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBatch) ProtoMessage() {}
+
+func (x *EventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
+func (*EventBatch) Descriptor() ([]byte, []int) {
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EventBatch) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // Error is a canonical error: a gRPC status code and a message naming the
 // field or rule.
 type Error struct {
@@ -1002,7 +1051,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[5]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1063,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[5]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1076,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{5}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -1057,7 +1106,7 @@ type Cause struct {
 
 func (x *Cause) Reset() {
 	*x = Cause{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1118,7 @@ func (x *Cause) String() string {
 func (*Cause) ProtoMessage() {}
 
 func (x *Cause) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1131,7 @@ func (x *Cause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cause.ProtoReflect.Descriptor instead.
 func (*Cause) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{6}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Cause) GetType() string {
@@ -1122,7 +1171,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1183,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1196,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{7}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Lifecycle) GetStatus() RunStatus {
@@ -1200,7 +1249,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1261,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1274,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{8}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1283,7 +1332,7 @@ type MessageStart struct {
 
 func (x *MessageStart) Reset() {
 	*x = MessageStart{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1344,7 @@ func (x *MessageStart) String() string {
 func (*MessageStart) ProtoMessage() {}
 
 func (x *MessageStart) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1357,7 @@ func (x *MessageStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStart.ProtoReflect.Descriptor instead.
 func (*MessageStart) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{9}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MessageStart) GetMessageId() string {
@@ -1343,7 +1392,7 @@ type MessageFinish struct {
 
 func (x *MessageFinish) Reset() {
 	*x = MessageFinish{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1404,7 @@ func (x *MessageFinish) String() string {
 func (*MessageFinish) ProtoMessage() {}
 
 func (x *MessageFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1417,7 @@ func (x *MessageFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageFinish.ProtoReflect.Descriptor instead.
 func (*MessageFinish) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{10}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MessageFinish) GetFinishReason() FinishReason {
@@ -1403,7 +1452,7 @@ type BlockStart struct {
 
 func (x *BlockStart) Reset() {
 	*x = BlockStart{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1464,7 @@ func (x *BlockStart) String() string {
 func (*BlockStart) ProtoMessage() {}
 
 func (x *BlockStart) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1477,7 @@ func (x *BlockStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockStart.ProtoReflect.Descriptor instead.
 func (*BlockStart) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{11}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BlockStart) GetIndex() uint32 {
@@ -1486,7 +1535,7 @@ type BlockDelta struct {
 
 func (x *BlockDelta) Reset() {
 	*x = BlockDelta{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1547,7 @@ func (x *BlockDelta) String() string {
 func (*BlockDelta) ProtoMessage() {}
 
 func (x *BlockDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1560,7 @@ func (x *BlockDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockDelta.ProtoReflect.Descriptor instead.
 func (*BlockDelta) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{12}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BlockDelta) GetIndex() uint32 {
@@ -1546,7 +1595,7 @@ type BlockFinish struct {
 
 func (x *BlockFinish) Reset() {
 	*x = BlockFinish{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1607,7 @@ func (x *BlockFinish) String() string {
 func (*BlockFinish) ProtoMessage() {}
 
 func (x *BlockFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1620,7 @@ func (x *BlockFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockFinish.ProtoReflect.Descriptor instead.
 func (*BlockFinish) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{13}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BlockFinish) GetIndex() uint32 {
@@ -1593,7 +1642,7 @@ type ToolStarted struct {
 
 func (x *ToolStarted) Reset() {
 	*x = ToolStarted{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1654,7 @@ func (x *ToolStarted) String() string {
 func (*ToolStarted) ProtoMessage() {}
 
 func (x *ToolStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1667,7 @@ func (x *ToolStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStarted.ProtoReflect.Descriptor instead.
 func (*ToolStarted) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{14}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolStarted) GetToolCallId() string {
@@ -1653,7 +1702,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1714,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1727,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{15}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolOutput) GetToolCallId() string {
@@ -1706,7 +1755,7 @@ type ToolFinished struct {
 
 func (x *ToolFinished) Reset() {
 	*x = ToolFinished{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1767,7 @@ func (x *ToolFinished) String() string {
 func (*ToolFinished) ProtoMessage() {}
 
 func (x *ToolFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1780,7 @@ func (x *ToolFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFinished.ProtoReflect.Descriptor instead.
 func (*ToolFinished) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{16}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolFinished) GetToolCallId() string {
@@ -1759,7 +1808,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1820,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1833,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{17}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolFailed) GetToolCallId() string {
@@ -1812,7 +1861,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1873,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1886,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{18}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InputRequested) GetInterruptId() string {
@@ -1864,7 +1913,7 @@ type InputAnswered struct {
 
 func (x *InputAnswered) Reset() {
 	*x = InputAnswered{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +1925,7 @@ func (x *InputAnswered) String() string {
 func (*InputAnswered) ProtoMessage() {}
 
 func (x *InputAnswered) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +1938,7 @@ func (x *InputAnswered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
 func (*InputAnswered) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{19}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InputAnswered) GetInterruptIds() []string {
@@ -1909,7 +1958,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +1970,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +1983,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{20}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StateSnapshot) GetValues() *structpb.Value {
@@ -1955,7 +2004,7 @@ type StateUpdate struct {
 
 func (x *StateUpdate) Reset() {
 	*x = StateUpdate{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2016,7 @@ func (x *StateUpdate) String() string {
 func (*StateUpdate) ProtoMessage() {}
 
 func (x *StateUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2029,7 @@ func (x *StateUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateUpdate.ProtoReflect.Descriptor instead.
 func (*StateUpdate) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{21}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StateUpdate) GetNode() string {
@@ -2011,7 +2060,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2072,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2085,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{22}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Checkpoint) GetId() string {
@@ -2077,7 +2126,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2138,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2151,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{23}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Task) GetPayload() *structpb.Value {
@@ -2123,7 +2172,7 @@ type Custom struct {
 
 func (x *Custom) Reset() {
 	*x = Custom{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2184,7 @@ func (x *Custom) String() string {
 func (*Custom) ProtoMessage() {}
 
 func (x *Custom) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2197,7 @@ func (x *Custom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Custom.ProtoReflect.Descriptor instead.
 func (*Custom) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{24}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Custom) GetName() string {
@@ -2259,7 +2308,10 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\x0fExtensionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\"5\n" +
+	"\x04kind\";\n" +
+	"\n" +
+	"EventBatch\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.interlingua.v1.EventR\x06events\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"Z\n" +
@@ -2385,7 +2437,7 @@ func file_interlingua_v1_canonical_proto_rawDescGZIP() []byte {
 }
 
 var file_interlingua_v1_canonical_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_interlingua_v1_canonical_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_interlingua_v1_canonical_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_interlingua_v1_canonical_proto_goTypes = []any{
 	(RunStatus)(0),          // 0: interlingua.v1.RunStatus
 	(FinishReason)(0),       // 1: interlingua.v1.FinishReason
@@ -2395,92 +2447,94 @@ var file_interlingua_v1_canonical_proto_goTypes = []any{
 	(*ToolSpec)(nil),        // 5: interlingua.v1.ToolSpec
 	(*Request)(nil),         // 6: interlingua.v1.Request
 	(*Event)(nil),           // 7: interlingua.v1.Event
-	(*Error)(nil),           // 8: interlingua.v1.Error
-	(*Cause)(nil),           // 9: interlingua.v1.Cause
-	(*Lifecycle)(nil),       // 10: interlingua.v1.Lifecycle
-	(*Usage)(nil),           // 11: interlingua.v1.Usage
-	(*MessageStart)(nil),    // 12: interlingua.v1.MessageStart
-	(*MessageFinish)(nil),   // 13: interlingua.v1.MessageFinish
-	(*BlockStart)(nil),      // 14: interlingua.v1.BlockStart
-	(*BlockDelta)(nil),      // 15: interlingua.v1.BlockDelta
-	(*BlockFinish)(nil),     // 16: interlingua.v1.BlockFinish
-	(*ToolStarted)(nil),     // 17: interlingua.v1.ToolStarted
-	(*ToolOutput)(nil),      // 18: interlingua.v1.ToolOutput
-	(*ToolFinished)(nil),    // 19: interlingua.v1.ToolFinished
-	(*ToolFailed)(nil),      // 20: interlingua.v1.ToolFailed
-	(*InputRequested)(nil),  // 21: interlingua.v1.InputRequested
-	(*InputAnswered)(nil),   // 22: interlingua.v1.InputAnswered
-	(*StateSnapshot)(nil),   // 23: interlingua.v1.StateSnapshot
-	(*StateUpdate)(nil),     // 24: interlingua.v1.StateUpdate
-	(*Checkpoint)(nil),      // 25: interlingua.v1.Checkpoint
-	(*Task)(nil),            // 26: interlingua.v1.Task
-	(*Custom)(nil),          // 27: interlingua.v1.Custom
-	nil,                     // 28: interlingua.v1.Node.MetadataEntry
-	nil,                     // 29: interlingua.v1.Request.ParametersEntry
-	nil,                     // 30: interlingua.v1.Request.MetadataEntry
-	nil,                     // 31: interlingua.v1.Request.ResumeEntry
-	nil,                     // 32: interlingua.v1.Request.ExtensionsEntry
-	nil,                     // 33: interlingua.v1.Event.ExtensionsEntry
-	nil,                     // 34: interlingua.v1.MessageStart.MetadataEntry
-	(*structpb.Struct)(nil), // 35: google.protobuf.Struct
-	(*structpb.Value)(nil),  // 36: google.protobuf.Value
+	(*EventBatch)(nil),      // 8: interlingua.v1.EventBatch
+	(*Error)(nil),           // 9: interlingua.v1.Error
+	(*Cause)(nil),           // 10: interlingua.v1.Cause
+	(*Lifecycle)(nil),       // 11: interlingua.v1.Lifecycle
+	(*Usage)(nil),           // 12: interlingua.v1.Usage
+	(*MessageStart)(nil),    // 13: interlingua.v1.MessageStart
+	(*MessageFinish)(nil),   // 14: interlingua.v1.MessageFinish
+	(*BlockStart)(nil),      // 15: interlingua.v1.BlockStart
+	(*BlockDelta)(nil),      // 16: interlingua.v1.BlockDelta
+	(*BlockFinish)(nil),     // 17: interlingua.v1.BlockFinish
+	(*ToolStarted)(nil),     // 18: interlingua.v1.ToolStarted
+	(*ToolOutput)(nil),      // 19: interlingua.v1.ToolOutput
+	(*ToolFinished)(nil),    // 20: interlingua.v1.ToolFinished
+	(*ToolFailed)(nil),      // 21: interlingua.v1.ToolFailed
+	(*InputRequested)(nil),  // 22: interlingua.v1.InputRequested
+	(*InputAnswered)(nil),   // 23: interlingua.v1.InputAnswered
+	(*StateSnapshot)(nil),   // 24: interlingua.v1.StateSnapshot
+	(*StateUpdate)(nil),     // 25: interlingua.v1.StateUpdate
+	(*Checkpoint)(nil),      // 26: interlingua.v1.Checkpoint
+	(*Task)(nil),            // 27: interlingua.v1.Task
+	(*Custom)(nil),          // 28: interlingua.v1.Custom
+	nil,                     // 29: interlingua.v1.Node.MetadataEntry
+	nil,                     // 30: interlingua.v1.Request.ParametersEntry
+	nil,                     // 31: interlingua.v1.Request.MetadataEntry
+	nil,                     // 32: interlingua.v1.Request.ResumeEntry
+	nil,                     // 33: interlingua.v1.Request.ExtensionsEntry
+	nil,                     // 34: interlingua.v1.Event.ExtensionsEntry
+	nil,                     // 35: interlingua.v1.MessageStart.MetadataEntry
+	(*structpb.Struct)(nil), // 36: google.protobuf.Struct
+	(*structpb.Value)(nil),  // 37: google.protobuf.Value
 }
 var file_interlingua_v1_canonical_proto_depIdxs = []int32{
 	3,  // 0: interlingua.v1.Node.children:type_name -> interlingua.v1.Node
-	28, // 1: interlingua.v1.Node.metadata:type_name -> interlingua.v1.Node.MetadataEntry
+	29, // 1: interlingua.v1.Node.metadata:type_name -> interlingua.v1.Node.MetadataEntry
 	3,  // 2: interlingua.v1.NamedNode.node:type_name -> interlingua.v1.Node
-	35, // 3: interlingua.v1.ToolSpec.parameters:type_name -> google.protobuf.Struct
+	36, // 3: interlingua.v1.ToolSpec.parameters:type_name -> google.protobuf.Struct
 	4,  // 4: interlingua.v1.Request.inputs:type_name -> interlingua.v1.NamedNode
-	29, // 5: interlingua.v1.Request.parameters:type_name -> interlingua.v1.Request.ParametersEntry
+	30, // 5: interlingua.v1.Request.parameters:type_name -> interlingua.v1.Request.ParametersEntry
 	5,  // 6: interlingua.v1.Request.tools:type_name -> interlingua.v1.ToolSpec
-	30, // 7: interlingua.v1.Request.metadata:type_name -> interlingua.v1.Request.MetadataEntry
-	31, // 8: interlingua.v1.Request.resume:type_name -> interlingua.v1.Request.ResumeEntry
+	31, // 7: interlingua.v1.Request.metadata:type_name -> interlingua.v1.Request.MetadataEntry
+	32, // 8: interlingua.v1.Request.resume:type_name -> interlingua.v1.Request.ResumeEntry
 	4,  // 9: interlingua.v1.Request.outputs:type_name -> interlingua.v1.NamedNode
-	32, // 10: interlingua.v1.Request.extensions:type_name -> interlingua.v1.Request.ExtensionsEntry
-	10, // 11: interlingua.v1.Event.lifecycle:type_name -> interlingua.v1.Lifecycle
-	12, // 12: interlingua.v1.Event.message_start:type_name -> interlingua.v1.MessageStart
-	13, // 13: interlingua.v1.Event.message_finish:type_name -> interlingua.v1.MessageFinish
-	14, // 14: interlingua.v1.Event.block_start:type_name -> interlingua.v1.BlockStart
-	15, // 15: interlingua.v1.Event.block_delta:type_name -> interlingua.v1.BlockDelta
-	16, // 16: interlingua.v1.Event.block_finish:type_name -> interlingua.v1.BlockFinish
-	17, // 17: interlingua.v1.Event.tool_started:type_name -> interlingua.v1.ToolStarted
-	18, // 18: interlingua.v1.Event.tool_output:type_name -> interlingua.v1.ToolOutput
-	19, // 19: interlingua.v1.Event.tool_finished:type_name -> interlingua.v1.ToolFinished
-	20, // 20: interlingua.v1.Event.tool_failed:type_name -> interlingua.v1.ToolFailed
-	21, // 21: interlingua.v1.Event.input_requested:type_name -> interlingua.v1.InputRequested
-	22, // 22: interlingua.v1.Event.input_answered:type_name -> interlingua.v1.InputAnswered
-	23, // 23: interlingua.v1.Event.state_snapshot:type_name -> interlingua.v1.StateSnapshot
-	24, // 24: interlingua.v1.Event.state_update:type_name -> interlingua.v1.StateUpdate
-	25, // 25: interlingua.v1.Event.checkpoint:type_name -> interlingua.v1.Checkpoint
-	26, // 26: interlingua.v1.Event.task:type_name -> interlingua.v1.Task
-	27, // 27: interlingua.v1.Event.custom:type_name -> interlingua.v1.Custom
-	8,  // 28: interlingua.v1.Event.error:type_name -> interlingua.v1.Error
-	33, // 29: interlingua.v1.Event.extensions:type_name -> interlingua.v1.Event.ExtensionsEntry
-	0,  // 30: interlingua.v1.Lifecycle.status:type_name -> interlingua.v1.RunStatus
-	8,  // 31: interlingua.v1.Lifecycle.error:type_name -> interlingua.v1.Error
-	9,  // 32: interlingua.v1.Lifecycle.cause:type_name -> interlingua.v1.Cause
-	34, // 33: interlingua.v1.MessageStart.metadata:type_name -> interlingua.v1.MessageStart.MetadataEntry
-	1,  // 34: interlingua.v1.MessageFinish.finish_reason:type_name -> interlingua.v1.FinishReason
-	11, // 35: interlingua.v1.MessageFinish.usage:type_name -> interlingua.v1.Usage
-	2,  // 36: interlingua.v1.BlockStart.type:type_name -> interlingua.v1.BlockType
-	36, // 37: interlingua.v1.ToolStarted.input:type_name -> google.protobuf.Value
-	36, // 38: interlingua.v1.ToolFinished.output:type_name -> google.protobuf.Value
-	8,  // 39: interlingua.v1.ToolFailed.error:type_name -> interlingua.v1.Error
-	36, // 40: interlingua.v1.InputRequested.payload:type_name -> google.protobuf.Value
-	36, // 41: interlingua.v1.StateSnapshot.values:type_name -> google.protobuf.Value
-	36, // 42: interlingua.v1.StateUpdate.values:type_name -> google.protobuf.Value
-	36, // 43: interlingua.v1.Task.payload:type_name -> google.protobuf.Value
-	36, // 44: interlingua.v1.Custom.payload:type_name -> google.protobuf.Value
-	36, // 45: interlingua.v1.Request.ParametersEntry.value:type_name -> google.protobuf.Value
-	36, // 46: interlingua.v1.Request.ResumeEntry.value:type_name -> google.protobuf.Value
-	36, // 47: interlingua.v1.Request.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	36, // 48: interlingua.v1.Event.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	36, // 49: interlingua.v1.MessageStart.MetadataEntry.value:type_name -> google.protobuf.Value
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	33, // 10: interlingua.v1.Request.extensions:type_name -> interlingua.v1.Request.ExtensionsEntry
+	11, // 11: interlingua.v1.Event.lifecycle:type_name -> interlingua.v1.Lifecycle
+	13, // 12: interlingua.v1.Event.message_start:type_name -> interlingua.v1.MessageStart
+	14, // 13: interlingua.v1.Event.message_finish:type_name -> interlingua.v1.MessageFinish
+	15, // 14: interlingua.v1.Event.block_start:type_name -> interlingua.v1.BlockStart
+	16, // 15: interlingua.v1.Event.block_delta:type_name -> interlingua.v1.BlockDelta
+	17, // 16: interlingua.v1.Event.block_finish:type_name -> interlingua.v1.BlockFinish
+	18, // 17: interlingua.v1.Event.tool_started:type_name -> interlingua.v1.ToolStarted
+	19, // 18: interlingua.v1.Event.tool_output:type_name -> interlingua.v1.ToolOutput
+	20, // 19: interlingua.v1.Event.tool_finished:type_name -> interlingua.v1.ToolFinished
+	21, // 20: interlingua.v1.Event.tool_failed:type_name -> interlingua.v1.ToolFailed
+	22, // 21: interlingua.v1.Event.input_requested:type_name -> interlingua.v1.InputRequested
+	23, // 22: interlingua.v1.Event.input_answered:type_name -> interlingua.v1.InputAnswered
+	24, // 23: interlingua.v1.Event.state_snapshot:type_name -> interlingua.v1.StateSnapshot
+	25, // 24: interlingua.v1.Event.state_update:type_name -> interlingua.v1.StateUpdate
+	26, // 25: interlingua.v1.Event.checkpoint:type_name -> interlingua.v1.Checkpoint
+	27, // 26: interlingua.v1.Event.task:type_name -> interlingua.v1.Task
+	28, // 27: interlingua.v1.Event.custom:type_name -> interlingua.v1.Custom
+	9,  // 28: interlingua.v1.Event.error:type_name -> interlingua.v1.Error
+	34, // 29: interlingua.v1.Event.extensions:type_name -> interlingua.v1.Event.ExtensionsEntry
+	7,  // 30: interlingua.v1.EventBatch.events:type_name -> interlingua.v1.Event
+	0,  // 31: interlingua.v1.Lifecycle.status:type_name -> interlingua.v1.RunStatus
+	9,  // 32: interlingua.v1.Lifecycle.error:type_name -> interlingua.v1.Error
+	10, // 33: interlingua.v1.Lifecycle.cause:type_name -> interlingua.v1.Cause
+	35, // 34: interlingua.v1.MessageStart.metadata:type_name -> interlingua.v1.MessageStart.MetadataEntry
+	1,  // 35: interlingua.v1.MessageFinish.finish_reason:type_name -> interlingua.v1.FinishReason
+	12, // 36: interlingua.v1.MessageFinish.usage:type_name -> interlingua.v1.Usage
+	2,  // 37: interlingua.v1.BlockStart.type:type_name -> interlingua.v1.BlockType
+	37, // 38: interlingua.v1.ToolStarted.input:type_name -> google.protobuf.Value
+	37, // 39: interlingua.v1.ToolFinished.output:type_name -> google.protobuf.Value
+	9,  // 40: interlingua.v1.ToolFailed.error:type_name -> interlingua.v1.Error
+	37, // 41: interlingua.v1.InputRequested.payload:type_name -> google.protobuf.Value
+	37, // 42: interlingua.v1.StateSnapshot.values:type_name -> google.protobuf.Value
+	37, // 43: interlingua.v1.StateUpdate.values:type_name -> google.protobuf.Value
+	37, // 44: interlingua.v1.Task.payload:type_name -> google.protobuf.Value
+	37, // 45: interlingua.v1.Custom.payload:type_name -> google.protobuf.Value
+	37, // 46: interlingua.v1.Request.ParametersEntry.value:type_name -> google.protobuf.Value
+	37, // 47: interlingua.v1.Request.ResumeEntry.value:type_name -> google.protobuf.Value
+	37, // 48: interlingua.v1.Request.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	37, // 49: interlingua.v1.Event.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	37, // 50: interlingua.v1.MessageStart.MetadataEntry.value:type_name -> google.protobuf.Value
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_interlingua_v1_canonical_proto_init() }
@@ -2518,7 +2572,7 @@ func file_interlingua_v1_canonical_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_interlingua_v1_canonical_proto_rawDesc), len(file_interlingua_v1_canonical_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

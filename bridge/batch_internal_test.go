@@ -1,0 +1,170 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// queued is a test queue: events of three threads (two runs each) and raw
+// messages, in a random interleaving, each event's seq counting per thread.
+func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64) {
+	t.Helper()
+	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}
+	seq := map[string]uint64{}
+	order := map[string][]uint64{} // per thread: seqs in queue order
+	var msgs []pubMsg
+	for range n {
+		if rng.IntN(8) == 0 {
+			msgs = append(msgs, pubMsg{subject: "p.hb.x", data: []byte("raw")})
+			continue
+		}
+		thread := fmt.Sprintf("t%d", rng.IntN(3))
+		run := fmt.Sprintf("r%d", rng.IntN(2))
+		seq[thread]++
+		ev := canonical.NewTextDelta(0, string(make([]byte, rng.IntN(300))))
+		ev.ThreadId, ev.RunId, ev.Seq = thread, run, seq[thread]
+		data, _, err := appendBatchElem(nil, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, pubMsg{subject: f.EventSubject(thread, run), thread: thread, data: data, event: true})
+		order[thread] = append(order[thread], ev.Seq)
+	}
+	return msgs, order
+}
+
+// Whatever the interleaving and the size bound, the messages published
+// carry every queued message exactly once: raw ones alone and as they
+// are, events as EventBatches of one run each, within the bound unless a
+// lone event exceeds it, and per thread in the order they were queued.
+func TestBatcherGroupProperty(t *testing.T) {
+	for i := range 300 {
+		rng := rand.New(rand.NewPCG(uint64(i), 7))
+		msgs, order := queued(t, rng, 1+rng.IntN(200))
+		maxBytes := 50 + rng.IntN(4000)
+		var b batcher
+		b.group(msgs, maxBytes)
+		seen := make([]bool, len(msgs))
+		got := map[string][]uint64{}
+		for _, g := range b.groups {
+			m := msgs[g.head]
+			if g.events == 0 {
+				if m.event || g.tail != g.head || b.next[g.head] != -1 {
+					t.Fatalf("case %d: raw group %+v", i, g)
+				}
+				seen[g.head] = true
+				continue
+			}
+			n := 0
+			for j := g.head; j >= 0; j = b.next[j] {
+				if seen[j] || !msgs[j].event || msgs[j].subject != m.subject {
+					t.Fatalf("case %d: message %d in group %+v", i, j, g)
+				}
+				seen[j] = true
+				n++
+			}
+			data := b.join(msgs, g)
+			if n != g.events || (n > 1 && len(data) > maxBytes) {
+				t.Fatalf("case %d: group of %d events, %d bytes (bound %d)", i, n, len(data), maxBytes)
+			}
+			evs, err := DecodeEvents(data)
+			if err != nil || len(evs) != n {
+				t.Fatalf("case %d: batch decodes to %d events, %v", i, len(evs), err)
+			}
+			for _, ev := range evs {
+				if m.subject != (&Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}).EventSubject(ev.GetThreadId(), ev.GetRunId()) {
+					t.Fatalf("case %d: event of %s/%s in a batch on %s", i, ev.GetThreadId(), ev.GetRunId(), m.subject)
+				}
+				got[ev.GetThreadId()] = append(got[ev.GetThreadId()], ev.GetSeq())
+			}
+		}
+		for j, ok := range seen {
+			if !ok {
+				t.Fatalf("case %d: message %d not published", i, j)
+			}
+		}
+		for thread, want := range order {
+			if fmt.Sprint(got[thread]) != fmt.Sprint(want) {
+				t.Fatalf("case %d: thread %s published in order %v, queued %v", i, thread, got[thread], want)
+			}
+		}
+	}
+}
+
+// Events that queue up while the publish loop is busy go out as one
+// message per run: a subscriber on a real NATS connection gets one
+// EventBatch holding all of them, in order; an event queued alone is a
+// batch of one.
+func TestBurstIsOneMessage(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
+	cfg.Defaults()
+	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	nc, err := nats.Connect(f.EmbeddedURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("interlingua.events.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := f.publisher("th", "run", false)
+	ev := func(seq uint64) *canonical.Event {
+		e := canonical.NewTextDelta(0, "tok ")
+		e.ThreadId, e.RunId, e.Seq = "th", "run", seq
+		return e
+	}
+	// Hold the queue's lock while publishing the burst, as a busy loop
+	// would be, and wake the loop only after: it takes all 100 at once.
+	f.pubq.mu.Lock()
+	var burst []*canonical.Event
+	for seq := range uint64(100) {
+		e := ev(seq + 1)
+		burst = append(burst, e)
+		data, b, err := appendBatchElem(p.slab, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.slab = b
+		f.pubq.msgs = append(f.pubq.msgs, pubMsg{subject: p.subject, thread: "th", data: data, event: true})
+	}
+	f.pubq.mu.Unlock()
+	f.pubq.wake <- struct{}{}
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := proto.Marshal(&canonical.EventBatch{Events: burst})
+	if string(m.Data) != string(want) {
+		t.Fatalf("burst: got %d bytes, want one EventBatch of 100 events (%d bytes)", len(m.Data), len(want))
+	}
+	p.publish(ev(101))
+	m, err = sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ = proto.Marshal(&canonical.EventBatch{Events: []*canonical.Event{ev(101)}})
+	if string(m.Data) != string(want) {
+		t.Fatalf("lone event: got %x, want %x", m.Data, want)
+	}
+	if seq, err := f.LastSeq(context.Background(), "th"); err != nil || seq != 101 {
+		t.Fatalf("LastSeq = %d, %v; want 101 (the last event of the last batch)", seq, err)
+	}
+}
