@@ -41,7 +41,9 @@ type metered struct {
 	b                         *Bridge
 	target, frontend, backend string
 	thread, run               string
-	start, last               time.Time
+	start                     time.Time
+	last                      int64 // the previous delta's stamp (unix ns)
+	delta                     bool  // a delta has passed
 	firstDelta                time.Duration
 	events                    int
 	ttfd, interval            prometheus.Observer
@@ -67,14 +69,19 @@ func (m *metered) Recv() (*canonical.Event, error) {
 	}
 	m.events++
 	if _, ok := ev.GetKind().(*canonical.KindBlockDelta); ok {
-		now := m.b.now()
-		if m.last.IsZero() {
-			m.firstDelta = now.Sub(m.start)
+		// The interval is read from the events' stamps (a local run's
+		// are this clock's, taken as the bridge took the event; a remote
+		// run's are its owner's): a clock read per delta costs more than
+		// the rest of the metering. Time to first delta is this clock's.
+		at := ev.GetTimeUnixNano()
+		if !m.delta {
+			m.delta = true
+			m.firstDelta = m.b.now().Sub(m.start)
 			m.ttfd.Observe(m.firstDelta.Seconds())
-		} else {
-			m.interval.Observe(now.Sub(m.last).Seconds())
+		} else if at >= m.last && m.last != 0 {
+			m.interval.Observe(time.Duration(at - m.last).Seconds())
 		}
-		m.last = now
+		m.last = at
 	}
 	if st, ok := canonical.TerminalOf(ev); ok && !m.done {
 		m.done = true
