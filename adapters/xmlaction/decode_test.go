@@ -583,3 +583,28 @@ func openString(body string) bool {
 	}
 	return in
 }
+
+// BenchmarkDecodeDelta is the per-token cost of the prose path: a
+// decoder in the middle of a text block fed one model token per Feed,
+// each becoming one text delta.
+func BenchmarkDecodeDelta(b *testing.B) { benchDecodeToken(b, "a token ", "a token ") }
+
+// BenchmarkDecodeDeltaEntity is the same with an entity in the token.
+func BenchmarkDecodeDeltaEntity(b *testing.B) { benchDecodeToken(b, "x &amp; y ", "x & y ") }
+
+func benchDecodeToken(b *testing.B, tok, text string) {
+	d := NewDecoder(Config{})
+	token := []byte(tok)
+	out, err := d.Feed([]byte("Hello "), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(token)))
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ = d.Feed(token, out[:0])
+	}
+	if len(out) != 1 || out[0].GetBlockDelta().GetText() != text {
+		b.Fatalf("a token decoded to %v, want one text delta %q", out, text)
+	}
+}
