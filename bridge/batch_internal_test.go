@@ -155,7 +155,13 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if string(m.Data) != string(want) {
 		t.Fatalf("burst: got %d bytes, want one EventBatch of 100 events (%d bytes)", len(m.Data), len(want))
 	}
+	// A run's publisher queues without waking the loop; flush (the run
+	// asking for its next event) wakes it.
 	p.publish(ev(101))
+	if len(f.pubq.wake)+len(f.pubq.lazy) != 0 {
+		t.Fatal("publish woke the publish loop")
+	}
+	p.flush()
 	m, err = sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -367,6 +367,12 @@ func (r *run) take() (*canonical.Event, error) {
 	if r.next == len(r.owed) { // reuse the queue's backing array
 		r.owed, r.next = r.owed[:0], 0
 	}
+	if len(r.owed) == 0 && r.pub != nil {
+		// The events taken so far have reached the frontend (it asks for
+		// the next one after writing them): publish them now, before
+		// waiting on the backend.
+		r.pub.flush()
+	}
 	for len(r.owed) == 0 {
 		if r.ended {
 			return nil, io.EOF
@@ -495,6 +501,9 @@ func (r *run) finish() {
 		if stop != nil {
 			close(stop)
 			<-done
+		}
+		if r.pub != nil {
+			r.pub.flush()
 		}
 		b := r.b
 		b.mu.Lock()

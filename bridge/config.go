@@ -93,6 +93,12 @@ type NATSConfig struct {
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// PublishQueue bounds the events queued for publishing. Default 65536.
 	PublishQueue int `yaml:"publish_queue"`
+	// PublishDelay is the longest the events of a run whose client is on
+	// this instance (NATS carries them to observers and the replay log
+	// only) wait to be published together with the next ones, in one
+	// message. Default 1ms; negative publishes each burst at once. Events
+	// of a run owned for another instance never wait.
+	PublishDelay time.Duration `yaml:"publish_delay"`
 	// ReconnectBufferBytes bounds what is buffered while NATS reconnects.
 	// Default 8 MiB.
 	ReconnectBufferBytes int `yaml:"reconnect_buffer_bytes"`
@@ -193,6 +199,9 @@ func (c *Config) Defaults() {
 	}
 	if n.PublishQueue == 0 {
 		n.PublishQueue = 65536
+	}
+	if n.PublishDelay == 0 {
+		n.PublishDelay = time.Millisecond
 	}
 	if n.ReconnectBufferBytes == 0 {
 		n.ReconnectBufferBytes = 8 << 20
