@@ -48,7 +48,8 @@ type BackendConfig struct {
 	// the run.start answer. Default 10,000.
 	MaxPendingEvents int `yaml:"max_pending_events"`
 	// HTTPClient makes the HTTP requests. Default: a client without a total
-	// timeout (streams are long), http.DefaultTransport.
+	// timeout (streams are long) on a pool of the backend's own that keeps
+	// up to 256 idle connections to the upstream.
 	HTTPClient *http.Client `yaml:"-"`
 	// Logger receives the backend's records. Default discards.
 	Logger *slog.Logger `yaml:"-"`
@@ -83,7 +84,8 @@ func (c BackendConfig) Validate() error {
 // endpoint; the protocol has no cancel command).
 type Backend struct {
 	cfg  BackendConfig
-	base string // URL without a trailing slash
+	base string          // URL without a trailing slash
+	own  *http.Transport // the pool made when the config has no HTTPClient
 }
 
 // NewBackend returns a backend; it fails on an invalid config.
@@ -95,13 +97,28 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Second)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, 4<<20)
 	cfg.MaxPendingEvents = cmp.Or(cfg.MaxPendingEvents, 10_000)
+	var own *http.Transport
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		own = http.DefaultTransport.(*http.Transport).Clone()
+		// Every run holds one connection for its event stream and takes
+		// another for its command: keep them for the next runs rather
+		// than the default two per host, or a burst of run starts dials
+		// (and the upstream accepts) a connection for each.
+		own.MaxIdleConnsPerHost = 256
+		cfg.HTTPClient = &http.Client{Transport: own}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/")}, nil
+	return &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), own: own}, nil
+}
+
+// Close releases the idle upstream connections of the backend's own pool.
+func (b *Backend) Close() error {
+	if b.own != nil {
+		b.own.CloseIdleConnections()
+	}
+	return nil
 }
 
 // Start implements canonical.Backend.
