@@ -821,6 +821,7 @@ func NewSSEDecoder(afterSeq uint64, maxEventBytes int) *SSEDecoder {
 	d := &SSEDecoder{}
 	d.AfterSeq = afterSeq
 	d.parser.MaxEventBytes = maxEventBytes
+	d.parser.BorrowData = true // each event is decoded before the next Feed
 	return d
 }
 

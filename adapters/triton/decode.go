@@ -569,6 +569,7 @@ func newStreamDecoder(cumulative bool, maxEvent, status int, messageID string) *
 	d := &streamDecoder{cumulative: cumulative, status: status, b: canonical.NewBuilder()}
 	d.sse.MaxEventBytes = maxEvent
 	d.sse.DispatchIncompleteAtEnd = true
+	d.sse.BorrowData = true // each event is decoded before the next Feed
 	d.b.MessageID = messageID
 	return d
 }

@@ -26,7 +26,14 @@ func decodeChunks(t testing.TB, chunks [][]byte, cumulative bool, maxEvent int) 
 	out := d.b.Lifecycle(nil, canonical.StatusRunning)
 	var err error
 	for _, c := range chunks {
-		if out, err = d.Feed(c, out); err != nil {
+		// Fed a copy that is overwritten once Feed returns: a decoder
+		// still holding bytes of its input would show it in later events.
+		buf := bytes.Clone(c)
+		out, err = d.Feed(buf, out)
+		for i := range buf {
+			buf[i] = 'X'
+		}
+		if err != nil {
 			out = d.Fail(out, err)
 			break
 		}

@@ -28,7 +28,8 @@ type Event struct {
 	// Event is the event field's value, "" when the block had none.
 	Event string
 	// Data is the block's data field values joined with LF. It is never
-	// nil for an event and belongs to the caller.
+	// nil for an event and belongs to the caller (unless the Parser
+	// borrows: see Parser.BorrowData).
 	Data []byte
 	// Retry is the value of the last valid retry field in this event's
 	// block, in milliseconds, 0 when it had none (see Parser.Retry).
@@ -67,8 +68,15 @@ type Parser struct {
 	// End discards them, as the standard says; set it for upstreams that
 	// omit the final blank line.
 	DispatchIncompleteAtEnd bool
+	// BorrowData saves copying each event's data: an event's Data may
+	// alias the chunk fed or a buffer of the parser, and is valid only
+	// until the next call to Feed or End (and while the chunk is not
+	// changed). For callers that are done with the events before feeding
+	// more, as a decoder that turns each into its own types at once is.
+	BorrowData bool
 
 	line      []byte // start of a line cut by the chunk's end, copied
+	alias     []byte // BorrowData: the pending block's one data value, in the chunk
 	data      []byte // pending data buffer: each value followed by LF
 	eventType string // pending event type buffer
 	typeCache string // last event type allocated, reused if repeated
@@ -137,7 +145,7 @@ func (p *Parser) End(out []Event) ([]Event, error) {
 	p.ended = true
 	if p.DispatchIncompleteAtEnd {
 		if len(p.line) > 0 {
-			out = p.processLine(p.line, out)
+			out = p.processLine(p.line, false, out)
 		}
 		out = p.dispatch(out)
 	}
@@ -162,8 +170,16 @@ func (p *Parser) limit() int {
 	return p.MaxEventBytes
 }
 
-// held returns the bytes of the pending event and last event ID.
-func (p *Parser) held() int { return len(p.data) + len(p.eventType) + len(p.id) }
+// held returns the bytes of the pending event and last event ID. A
+// borrowed data value counts as it will once copied, with its LF, so the
+// limit does not depend on where the chunks end.
+func (p *Parser) held() int {
+	n := len(p.data) + len(p.eventType) + len(p.id)
+	if p.alias != nil {
+		n += len(p.alias) + 1
+	}
+	return n
+}
 
 // buffered returns all the peer bytes the parser holds; tests check it
 // never exceeds the limit.
@@ -221,11 +237,12 @@ func (p *Parser) scan(chunk []byte, out []Event) ([]Event, error) {
 		if err := p.checkLimit(len(p.line) + len(line)); err != nil {
 			return out, err
 		}
-		if len(p.line) > 0 {
+		inChunk := len(p.line) == 0
+		if !inChunk {
 			p.line = append(p.line, line...)
 			line = p.line
 		}
-		out = p.processLine(line, out)
+		out = p.processLine(line, inChunk, out)
 		p.line = p.line[:0]
 		if cap(p.line) > maxKeptBuffer {
 			p.line = nil
@@ -239,7 +256,16 @@ func (p *Parser) scan(chunk []byte, out []Event) ([]Event, error) {
 			}
 		}
 	}
+	p.unalias() // the chunk is the caller's again
 	return out, nil
+}
+
+// unalias copies a borrowed data value into the data buffer.
+func (p *Parser) unalias() {
+	if p.alias != nil {
+		p.data = append(append(p.data, p.alias...), '\n')
+		p.alias = nil
+	}
 }
 
 // indexFrom returns the index of c in b at or after from, or len(b).
@@ -250,8 +276,9 @@ func indexFrom(b []byte, from int, c byte) int {
 	return len(b)
 }
 
-// processLine interprets one line without its line end.
-func (p *Parser) processLine(line []byte, out []Event) []Event {
+// processLine interprets one line without its line end; inChunk says
+// the line lies in the chunk being fed (not in the parser's line buffer).
+func (p *Parser) processLine(line []byte, inChunk bool, out []Event) []Event {
 	if len(line) == 0 {
 		return p.dispatch(out)
 	}
@@ -268,6 +295,11 @@ func (p *Parser) processLine(line []byte, out []Event) []Event {
 	}
 	switch string(name) {
 	case "data":
+		if p.BorrowData && inChunk && len(p.data) == 0 && p.alias == nil && len(value) > 0 {
+			p.alias = value // the block's only value so far: no copy yet
+			break
+		}
+		p.unalias()
 		p.data = append(p.data, value...)
 		p.data = append(p.data, '\n')
 	case "event":
@@ -322,10 +354,19 @@ func parseRetry(b []byte) (int, bool) {
 // dispatch ends the pending block: it appends an event if the data buffer
 // is not empty and resets the block's buffers (not the last event ID).
 func (p *Parser) dispatch(out []Event) []Event {
-	if len(p.data) > 0 {
-		d := p.data[:len(p.data)-1] // drop the LF after the last value
-		data := make([]byte, len(d))
-		copy(data, d)
+	if p.alias != nil || len(p.data) > 0 {
+		var data []byte
+		switch {
+		case p.alias != nil:
+			data, p.alias = p.alias, nil
+		case p.BorrowData: // the buffer goes with the event
+			data = p.data[: len(p.data)-1 : len(p.data)-1]
+			p.data = nil
+		default:
+			d := p.data[:len(p.data)-1] // drop the LF after the last value
+			data = make([]byte, len(d))
+			copy(data, d)
+		}
 		out = append(out, Event{
 			ID:    p.id,
 			HasID: p.blockID,
