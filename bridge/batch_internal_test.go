@@ -161,7 +161,7 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if len(f.pubq.wake)+len(f.pubq.lazy) != 0 {
 		t.Fatal("publish woke the publish loop")
 	}
-	p.flush()
+	p.flush(false)
 	m, err = sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -185,8 +185,16 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	b.runs[r.id] = r
 	r.thread = b.acquireThread(r.threadID)
 	b.mu.Unlock()
-	if knownThread {
-		b.recoverSeq(ctx, r.threadID, r.thread)
+	if knownThread && b.fabric != nil {
+		// The replay log is asked for the thread's last seq while the
+		// backend starts (a JetStream request, up to a millisecond here,
+		// was part of every Evergreen action's time to first delta); the
+		// run's first event waits for the answer before it is numbered.
+		r.seqReady = make(chan struct{})
+		go func() {
+			defer close(r.seqReady)
+			b.recoverSeq(runCtx, r.threadID, r.thread)
+		}()
 	}
 
 	up, err := be.Start(runCtx, req)
@@ -230,12 +238,11 @@ func (b *Bridge) releaseThread(id string, t *thread) {
 // recoverSeq raises the thread's counter to the last seq in the replay log,
 // so a thread continues its seq whichever instance ran it before.
 func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) {
-	if b.fabric == nil {
-		return
-	}
 	last, err := b.fabric.LastSeq(ctx, id)
 	if err != nil {
-		b.log.Warn("thread seq not recovered from the replay log", "thread", id, "err", err)
+		if ctx.Err() == nil { // not the run ending first
+			b.log.Warn("thread seq not recovered from the replay log", "thread", id, "err", err)
+		}
 		return
 	}
 	t.mu.Lock()
@@ -317,7 +324,9 @@ type run struct {
 	thread   *thread
 	id       string
 	backend  string
-	pub      *publisher // nil without a fabric
+	pub      *publisher    // nil without a fabric
+	seqReady chan struct{} // closed when the thread's seq is recovered; nil: nothing to wait for
+	seqKnown bool          // take saw seqReady closed
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending
@@ -371,7 +380,7 @@ func (r *run) take() (*canonical.Event, error) {
 		// The events taken so far have reached the frontend (it asks for
 		// the next one after writing them): publish them now, before
 		// waiting on the backend.
-		r.pub.flush()
+		r.pub.flush(false)
 	}
 	for len(r.owed) == 0 {
 		if r.ended {
@@ -395,6 +404,10 @@ func (r *run) take() (*canonical.Event, error) {
 	r.next++
 	ev.ThreadId, ev.RunId = r.threadID, r.id
 	canonical.Stamp(ev, r.b.now())
+	if r.seqReady != nil && !r.seqKnown {
+		<-r.seqReady
+		r.seqKnown = true
+	}
 	t := r.thread
 	t.mu.Lock()
 	t.seq++
@@ -494,6 +507,9 @@ func (r *run) finish() {
 		if r.up != nil {
 			_ = r.up.Close()
 		}
+		if r.seqReady != nil {
+			<-r.seqReady // cancelled: the request returns
+		}
 		r.mu.Lock()
 		r.closed = true
 		stop, done := r.aheadStop, r.aheadDone
@@ -503,7 +519,7 @@ func (r *run) finish() {
 			<-done
 		}
 		if r.pub != nil {
-			r.pub.flush()
+			r.pub.flush(true)
 		}
 		b := r.b
 		b.mu.Lock()

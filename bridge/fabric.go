@@ -436,9 +436,16 @@ func (p *publisher) publish(ev *canonical.Event) {
 	p.f.enqueue(ev, pubMsg{subject: p.subject, thread: p.thread, data: data, event: true}, p.must, p.must)
 }
 
-// flush wakes the publish loop for the events queued since the last call.
-func (p *publisher) flush() {
-	if p.unsent.Load() && p.unsent.Swap(false) {
+// flush wakes the publish loop for the events queued since the last
+// call: to publish within the delay, or with now at once (a run's end: the
+// next run of the thread, on any instance, reads its last seq from the
+// replay log).
+func (p *publisher) flush(now bool) {
+	switch {
+	case now:
+		p.unsent.Store(false)
+		p.f.pubq.signal()
+	case p.unsent.Load() && p.unsent.Swap(false):
 		p.f.pubq.signalLazy()
 	}
 }
