@@ -104,7 +104,7 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		// another for its command: keep them for the next runs rather
 		// than the default two per host, or a burst of run starts dials
 		// (and the upstream accepts) a connection for each.
-		own.MaxIdleConnsPerHost = 256
+		own.MaxIdleConns, own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
 		cfg.HTTPClient = &http.Client{Transport: own}
 	}
 	if cfg.Logger == nil {

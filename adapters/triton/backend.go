@@ -133,7 +133,7 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		b.own = http.DefaultTransport.(*http.Transport).Clone()
 		// Concurrent runs to one Triton each hold a connection; keep them
 		// for reuse rather than the default two per host.
-		b.own.MaxIdleConnsPerHost = 256
+		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
 		// A read takes every response the upstream has sent (up to 32
 		// KiB), so a burst is decoded, and written on, at once.
 		b.own.ReadBufferSize = 32 << 10
