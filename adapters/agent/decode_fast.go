@@ -492,84 +492,77 @@ func (s *fastScanner) exact(want string) bool {
 	return ok && string(s.b[sp.start:sp.end]) == want
 }
 
-// envelope reads the frame's object.
-func (s *fastScanner) envelope(f *fastFrame) bool {
+// members reads an object, calling member with each name and the scanner
+// at its value; member reads the value, or returns false to decline the
+// frame. An empty object is accepted only with emptyOK.
+func (s *fastScanner) members(emptyOK bool, member func(name []byte) bool) bool {
 	empty, ok := s.open('{')
 	if !ok || empty {
-		return false
+		return ok && emptyOK
 	}
 	for {
 		name, ok := s.key()
-		if !ok {
-			return false
-		}
-		switch string(name) {
-		case "type":
-			ok = f.mark(fastSeenType) && s.exact("event")
-		case "seq":
-			var num []byte
-			if num, ok = s.number(); ok && f.mark(fastSeenSeq) {
-				f.seq, ok = fastUint(num)
-				f.hasSeq = true
-			} else {
-				ok = false
-			}
-		case "method":
-			ok = f.mark(fastSeenMethod) && s.exact(methodMessages)
-		case "params":
-			ok = f.mark(fastSeenParams) && s.params(f)
-		default:
-			ok = s.other(name, fastEnvelopeNames, 1)
-		}
-		if !ok {
+		if !ok || !member(name) {
 			return false
 		}
 		if more, ok := s.next('}'); !ok || !more {
-			s.ws()
 			return ok
 		}
 	}
 }
 
+// envelope reads the frame's object.
+func (s *fastScanner) envelope(f *fastFrame) bool {
+	ok := s.members(false, func(name []byte) bool {
+		switch string(name) {
+		case "type":
+			return f.mark(fastSeenType) && s.exact("event")
+		case "seq":
+			num, ok := s.number()
+			if !ok || !f.mark(fastSeenSeq) {
+				return false
+			}
+			f.seq, ok = fastUint(num)
+			f.hasSeq = true
+			return ok
+		case "method":
+			return f.mark(fastSeenMethod) && s.exact(methodMessages)
+		case "params":
+			return f.mark(fastSeenParams) && s.params(f)
+		}
+		return s.other(name, fastEnvelopeNames, 1)
+	})
+	s.ws()
+	return ok
+}
+
 // params reads the envelope's params object.
 func (s *fastScanner) params(f *fastFrame) bool {
-	empty, ok := s.open('{')
-	if !ok || empty {
-		return ok
-	}
-	for {
-		name, ok := s.key()
-		if !ok {
-			return false
-		}
+	return s.members(true, func(name []byte) bool {
 		switch string(name) {
 		case "namespace":
-			ok = f.mark(fastSeenNamespace) && s.namespace(f)
+			return f.mark(fastSeenNamespace) && s.namespace(f)
 		case "timestamp":
-			var num []byte
-			if num, ok = s.number(); ok && f.mark(fastSeenTimestamp) {
-				f.ts, ok = fastFloat(num)
-				f.hasTS = true
-			} else {
-				ok = false
+			num, ok := s.number()
+			if !ok || !f.mark(fastSeenTimestamp) {
+				return false
 			}
-		case "node":
-			if ok = f.mark(fastSeenNode); ok {
-				f.node, ok = s.str()
-				f.hasNode = true
-			}
-		case "data":
-			ok = f.mark(fastSeenData) && s.data(f)
-		default:
-			ok = s.other(name, fastParamsNames, 2)
-		}
-		if !ok {
-			return false
-		}
-		if more, ok := s.next('}'); !ok || !more {
+			f.ts, ok = fastFloat(num)
+			f.hasTS = true
 			return ok
+		case "node":
+			if !f.mark(fastSeenNode) {
+				return false
+			}
+			var ok bool
+			f.node, ok = s.str()
+			f.hasNode = true
+			return ok
+		case "data":
+			return f.mark(fastSeenData) && s.data(f)
 		}
-	}
+		return s.other(name, fastParamsNames, 2)
+	})
 }
 
 // namespace reads the namespace array of strings.
@@ -600,71 +593,50 @@ func (s *fastScanner) namespace(f *fastFrame) bool {
 
 // data reads a content-block-delta's data object.
 func (s *fastScanner) data(f *fastFrame) bool {
-	empty, ok := s.open('{')
-	if !ok || empty {
-		return false
-	}
-	for {
-		name, ok := s.key()
-		if !ok {
-			return false
-		}
+	return s.members(false, func(name []byte) bool {
 		switch string(name) {
 		case "event":
-			ok = f.mark(fastSeenEvent) && s.exact("content-block-delta")
+			return f.mark(fastSeenEvent) && s.exact("content-block-delta")
 		case "index":
-			var num []byte
-			if num, ok = s.number(); ok && f.mark(fastSeenIndex) {
-				f.index, ok = fastInt(num)
-			} else {
-				ok = false
+			num, ok := s.number()
+			if !ok || !f.mark(fastSeenIndex) {
+				return false
 			}
-		case "delta":
-			ok = f.mark(fastSeenDelta) && s.delta(f)
-		default:
-			ok = s.other(name, fastDataNames, 3)
-		}
-		if !ok {
-			return false
-		}
-		if more, ok := s.next('}'); !ok || !more {
+			f.index, ok = fastInt(num)
 			return ok
+		case "delta":
+			return f.mark(fastSeenDelta) && s.delta(f)
 		}
-	}
+		return s.other(name, fastDataNames, 3)
+	})
 }
 
 // delta reads the delta object: its type and the four text fields.
 func (s *fastScanner) delta(f *fastFrame) bool {
-	empty, ok := s.open('{')
-	if !ok || empty {
-		return false
-	}
-	for {
-		name, ok := s.key()
-		if !ok {
-			return false
-		}
+	return s.members(false, func(name []byte) bool {
 		field := -1
 		switch string(name) {
 		case "type":
-			if ok = f.mark(fastSeenDeltaType); ok {
-				var sp fastSpan
-				if sp, ok = s.str(); !ok {
-					return false
-				}
-				switch string(s.b[sp.start:sp.end]) {
-				case "text-delta":
-					f.dtype = fastText
-				case "reasoning-delta":
-					f.dtype = fastReasoning
-				case "tool-call-delta":
-					f.dtype = fastArgs
-				case "data-delta":
-					f.dtype = fastData
-				default:
-					ok = false
-				}
+			if !f.mark(fastSeenDeltaType) {
+				return false
 			}
+			sp, ok := s.str()
+			if !ok {
+				return false
+			}
+			switch string(s.b[sp.start:sp.end]) {
+			case "text-delta":
+				f.dtype = fastText
+			case "reasoning-delta":
+				f.dtype = fastReasoning
+			case "tool-call-delta":
+				f.dtype = fastArgs
+			case "data-delta":
+				f.dtype = fastData
+			default:
+				return false
+			}
+			return true
 		case "text":
 			field = fastText
 		case "reasoning":
@@ -674,22 +646,16 @@ func (s *fastScanner) delta(f *fastFrame) bool {
 		case "data":
 			field = fastData
 		default:
-			ok = s.other(name, fastDeltaNames, 4)
+			return s.other(name, fastDeltaNames, 4)
 		}
-		if field >= 0 {
-			if f.hasField[field] {
-				return false
-			}
-			f.fields[field], ok = s.str()
-			f.hasField[field] = true
-		}
-		if !ok {
+		if f.hasField[field] {
 			return false
 		}
-		if more, ok := s.next('}'); !ok || !more {
-			return ok
-		}
-	}
+		var ok bool
+		f.fields[field], ok = s.str()
+		f.hasField[field] = true
+		return ok
+	})
 }
 
 // fastUint parses a JSON number as encoding/json does for a uint64:
