@@ -517,10 +517,6 @@ func (f *Fabric) publishBatch() {
 	batch := f.pubq.take()
 	f.batcher.group(batch, f.maxBatchBytes())
 	for _, g := range f.batcher.groups {
-		if g.events == 0 { // a raw message
-			f.send(batch[g.head].subject, batch[g.head].data, 0)
-			continue
-		}
 		f.send(batch[g.head].subject, f.batcher.join(batch, g), g.events)
 	}
 	f.pubq.recycle(batch)
@@ -598,18 +594,19 @@ func (b *batcher) group(msgs []pubMsg, maxBytes int) {
 	}
 }
 
-// join returns g's message: its events' EventBatch elements one after the
-// other, which is an EventBatch (a lone event's element is one as it is).
+// join returns g's message: a raw message as it is, or its events'
+// EventBatch elements one after the other, which is an EventBatch (a lone
+// event's element is one as it is).
 func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
-	if g.events == 1 {
+	if g.head == g.tail {
 		return msgs[g.head].data
+	}
+	if cap(b.buf) > 1<<20 { // the last batch was outsized: let it go
+		b.buf = nil
 	}
 	b.buf = b.buf[:0]
 	for i := g.head; i >= 0; i = b.next[i] {
 		b.buf = append(b.buf, msgs[i].data...)
-	}
-	if cap(b.buf) > 1<<20 { // after an outsized batch: let it go
-		defer func() { b.buf = nil }()
 	}
 	return b.buf
 }
