@@ -24,22 +24,14 @@ func decodeChunks(t testing.TB, chunks [][]byte, cumulative bool, maxEvent int) 
 	t.Helper()
 	d := newStreamDecoder(cumulative, maxEvent, 200, "run-")
 	out := d.b.Lifecycle(nil, canonical.StatusRunning)
-	var err error
-	for _, c := range chunks {
-		// Fed a copy that is overwritten once Feed returns: a decoder
-		// still holding bytes of its input would show it in later events.
-		buf := bytes.Clone(c)
-		out, err = d.Feed(buf, out)
-		for i := range buf {
-			buf[i] = 'X'
-		}
-		if err != nil {
-			out = d.Fail(out, err)
-			break
-		}
-		if len(d.prev) > maxEvent || cap(d.scratch) > 4*maxEvent+64 {
+	err := chunk.Feed(chunks, func(c []byte) (err error) {
+		if out, err = d.Feed(c, out); err == nil && (len(d.prev) > maxEvent || cap(d.scratch) > 4*maxEvent+64) {
 			t.Fatalf("decoder holds %d bytes of text and %d of scratch, limit %d", len(d.prev), cap(d.scratch), maxEvent)
 		}
+		return err
+	})
+	if err != nil {
+		out = d.Fail(out, err)
 	}
 	if !d.Ended() {
 		if out, err = d.End(out); err != nil {

@@ -39,3 +39,21 @@ func Bytes(data []byte) [][]byte {
 	}
 	return out
 }
+
+// Feed calls feed with a copy of each piece in turn and overwrites the
+// copy once feed has returned, so that a decoder still holding bytes of
+// its input shows it in the events it makes later. It stops at the first
+// error feed returns, and returns it.
+func Feed(pieces [][]byte, feed func(piece []byte) error) error {
+	for _, p := range pieces {
+		buf := slices.Clone(p)
+		err := feed(buf)
+		for i := range buf {
+			buf[i] = 'X'
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -30,5 +31,28 @@ func TestSplit(t *testing.T) {
 	}
 	if p := Bytes(data); len(p) != len(data) {
 		t.Fatalf("Bytes: %d pieces", len(p))
+	}
+}
+
+// Feed hands over copies, in order, overwrites each once feed returns,
+// leaves the pieces alone and stops at the first error.
+func TestFeed(t *testing.T) {
+	data := []byte("abcdef")
+	pieces := TwoWay(data, 2)
+	var seen, held [][]byte
+	stop := errors.New("stop")
+	err := Feed(append(pieces, []byte("gh")), func(p []byte) error {
+		seen = append(seen, bytes.Clone(p))
+		held = append(held, p)
+		if len(seen) == 2 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || len(seen) != 2 || string(seen[0]) != "ab" || string(seen[1]) != "cdef" {
+		t.Fatalf("err %v, fed %q", err, seen)
+	}
+	if string(held[0]) != "XX" || string(held[1]) != "XXXX" || string(data) != "abcdef" {
+		t.Fatalf("copies after feed %q, pieces %q", held, data)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/chunk"
 )
 
 // options are the Parser settings a case or fixture runs with.
@@ -50,8 +51,8 @@ func parse(t testing.TB, o options, chunks [][]byte) result {
 		err    error
 	)
 	// A borrowing parser's events are good until the next call: keep
-	// copies, and overwrite each chunk once fed, so that anything the
-	// parser still held of it would show in later events.
+	// copies (chunk.Feed overwrites each chunk once fed, so anything the
+	// parser still held of it would show in later events).
 	keep := func(from int) {
 		if o.borrow {
 			for i := from; i < len(events); i++ {
@@ -59,21 +60,15 @@ func parse(t testing.TB, o options, chunks [][]byte) result {
 			}
 		}
 	}
-	for _, c := range chunks {
+	err = chunk.Feed(chunks, func(c []byte) (err error) {
 		n := len(events)
-		buf := bytes.Clone(c)
-		events, err = p.Feed(buf, events)
+		events, err = p.Feed(c, events)
 		keep(n)
-		for i := range buf {
-			buf[i] = 'X'
-		}
-		if err != nil {
-			break
-		}
-		if n := p.buffered(); n > limit {
+		if n := p.buffered(); err == nil && n > limit {
 			t.Fatalf("parser holds %d bytes, limit %d", n, limit)
 		}
-	}
+		return err
+	})
 	if err == nil {
 		n := len(events)
 		events, err = p.End(events)
