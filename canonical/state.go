@@ -17,6 +17,7 @@ type nsState struct {
 
 // runState tracks one run's namespaces and whether it has ended.
 type runState struct {
+	root     *nsState // ns[""], the run's own namespace, looked up per event
 	ns       map[string]*nsState
 	order    []string // namespace keys in first-seen order
 	paths    map[string][]string
@@ -26,6 +27,9 @@ type runState struct {
 func nsKey(ns []string) string { return strings.Join(ns, "\x00") }
 
 func (r *runState) state(ns []string) *nsState {
+	if len(ns) == 0 && r.root != nil {
+		return r.root
+	}
 	k := nsKey(ns)
 	s := r.ns[k]
 	if s == nil {
@@ -37,6 +41,9 @@ func (r *runState) state(ns []string) *nsState {
 		r.ns[k] = s
 		r.order = append(r.order, k)
 		r.paths[k] = append([]string(nil), ns...)
+		if k == "" {
+			r.root = s
+		}
 	}
 	return s
 }
