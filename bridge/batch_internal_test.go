@@ -170,7 +170,28 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if string(m.Data) != string(want) {
 		t.Fatalf("lone event: got %x, want %x", m.Data, want)
 	}
+	// LastSeq is one JetStream API request (a message get), not a
+	// STREAM.INFO before it: it runs at the start of every run of a known
+	// thread.
+	api, err := nc.SubscribeSync("$JS.API.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	if seq, err := f.LastSeq(context.Background(), "th"); err != nil || seq != 101 {
 		t.Fatalf("LastSeq = %d, %v; want 101 (the last event of the last batch)", seq, err)
+	}
+	var reqs []string
+	for {
+		m, err := api.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		reqs = append(reqs, m.Subject)
+	}
+	if want := "$JS.API.STREAM.MSG.GET." + EventsStream; len(reqs) != 1 || reqs[0] != want {
+		t.Fatalf("LastSeq's JetStream API requests: %q, want one %s", reqs, want)
 	}
 }

@@ -47,6 +47,7 @@ type Fabric struct {
 	url      string        // what nc connected to
 	opts     []nats.Option // nc's options, for Dial
 	js       jetstream.JetStream
+	events   jetstream.Stream // the replay stream's handle: its name, for message gets
 	kv       jetstream.KeyValue
 
 	pubq      pubQueue
@@ -159,7 +160,7 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 		MaxBytes:    f.cfg.ReplayMaxBytes,
 		PersistMode: f.persistMode(ctx),
 	}
-	if _, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
+	if f.events, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("nats: replay stream %s: %w", EventsStream, err)
 	}
 	f.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ThreadsBucket, History: 1, Storage: jetstream.FileStorage})
@@ -621,11 +622,10 @@ func (f *Fabric) Dropped() uint64 { return f.dropped.Load() }
 // LastSeq returns the highest canonical seq of a thread in the replay log
 // (0 when it has none).
 func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
-	st, err := f.js.Stream(ctx, EventsStream)
-	if err != nil {
-		return 0, err
-	}
-	m, err := st.GetLastMsgForSubject(ctx, f.cfg.SubjectPrefix+".events."+subject.Token(thread)+".*")
+	// One API request: the handle from start-up names the stream (asking
+	// for it anew, a STREAM.INFO, doubled the requests and was the costlier
+	// one). A stream deleted since fails the get as it failed the info.
+	m, err := f.events.GetLastMsgForSubject(ctx, f.cfg.SubjectPrefix+".events."+subject.Token(thread)+".*")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}
