@@ -419,15 +419,21 @@ func (f *Frontend) refresh(th *Thread) {
 	if err != nil {
 		return // unknown or unreachable: the copy in memory stands
 	}
+	// The revision this instance last read or wrote (it changes only under
+	// persistMu, held here) is the common case: nothing to merge, and the
+	// record, the thread's whole history, is not decoded.
+	th.mu.Lock()
+	same := e.Revision() == th.rt.rev
+	th.mu.Unlock()
+	if same {
+		return
+	}
 	var theirs threadRecord
 	if json.Unmarshal(e.Value(), &theirs) != nil || theirs.Version != stateVersion {
 		return
 	}
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	if e.Revision() == th.rt.rev {
-		return
-	}
 	th.rt.rec = mergeRecords(th.rt.rec, theirs)
 	th.rt.known, th.rt.rev = true, e.Revision()
 	if theirs.Seq > th.seq { // events this instance did not mirror
