@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,15 +52,7 @@ func (p *pathPair) feed(frame []byte) {
 }
 
 func equalEvents(a, b []*canonical.Event) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y *canonical.Event) bool { return proto.Equal(x, y) })
 }
 
 func (p *pathPair) end() {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,15 +79,7 @@ func sameFrame(a, b *responseFrame) bool {
 func samePtr(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }
 
 func sameEvents(a, b []*canonical.Event) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y *canonical.Event) bool { return proto.Equal(x, y) })
 }
 
 // sameStream fails unless a stream of frames decodes to the same frames,
