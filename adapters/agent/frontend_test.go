@@ -711,6 +711,46 @@ func TestConcurrentSavesMerge(t *testing.T) {
 	}
 }
 
+// TestSaveDropsOldCheckpoints: a thread whose record outgrows
+// MaxStateBytes is saved with its oldest checkpoints dropped, within the
+// bound, the newest kept, and it reads back whole on a fresh instance.
+func TestSaveDropsOldCheckpoints(t *testing.T) {
+	kv := startKV(t)
+	const bound = 12_000 // the values and a checkpoint fit; all checkpoints do not
+	a := newServer(t, agent.Config{KV: kv, MaxStateBytes: bound})
+	for i := range 8 {
+		a.runToEnd(t, "long", "echo", user(fmt.Sprintf("turn %d %s", i, strings.Repeat("w", 60))), nil)
+	}
+	e, err := kv.Get(t.Context(), "agent.long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Next        int              `json:"next_checkpoint"`
+		Head        string           `json:"head"`
+		Checkpoints []map[string]any `json:"checkpoints"`
+		Values      map[string][]any `json:"values"`
+	}
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		t.Fatalf("saved record: %v", err)
+	}
+	if n := len(e.Value()); n > bound {
+		t.Fatalf("saved record is %d bytes, bound %d", n, bound)
+	}
+	if len(rec.Checkpoints) == 0 || len(rec.Checkpoints) >= rec.Next {
+		t.Fatalf("%d checkpoints kept of %d made: none dropped, or all", len(rec.Checkpoints), rec.Next)
+	}
+	if last := rec.Checkpoints[len(rec.Checkpoints)-1]["id"]; last != rec.Head {
+		t.Fatalf("newest checkpoint kept %v, head %q", last, rec.Head)
+	}
+	c := newServer(t, agent.Config{KV: kv})
+	res := c.command(t, "long", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
+	if len(msgs) != 16 || !strings.Contains(fmt.Sprint(msgs[14]), "turn 7") {
+		t.Fatalf("thread read back on a fresh instance: %d messages: %v", len(msgs), msgs)
+	}
+}
+
 // startKV starts an embedded NATS server with JetStream in a temporary
 // folder and returns a thread bucket on it.
 func startKV(t testing.TB) jetstream.KeyValue {
