@@ -147,7 +147,14 @@ func (d *Decoder) parseAction(p *pendingAction) (*action, *actionError) {
 	if p.ord > d.cfg.MaxActions {
 		return a, actionErrf(kindTooManyActions, "more than MaxActions (%d) actions in one stream", d.cfg.MaxActions)
 	}
-	if err := a.parseBody(trimFence(p.body)); err != nil {
+	// The body is read as its argument deltas carried it (an invalid byte
+	// as U+FFFD), so an error that quotes a character quotes the one the
+	// client saw, and a rendering parses back to the same error.
+	body := trimFence(p.body)
+	if !utf8.Valid(body) {
+		body = appendValidUTF8(nil, body)
+	}
+	if err := a.parseBody(body); err != nil {
 		return a, err
 	}
 	if v, ok := attrValue(p.attrs, "type"); ok {
