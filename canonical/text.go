@@ -46,23 +46,29 @@ func (a *TextAccumulator) take(p []byte) string {
 	return replaceInvalid(p)
 }
 
-// replaceInvalid replaces each invalid byte with U+FFFD. One replacement per
-// byte (not per run of bad bytes, as strings.ToValidUTF8 does) keeps the
-// output independent of where chunks were cut.
+// replaceInvalid replaces each invalid byte with U+FFFD.
 func replaceInvalid(p []byte) string {
-	var sb strings.Builder
-	sb.Grow(len(p) + 8)
+	return string(AppendValidUTF8(make([]byte, 0, len(p)+8), p))
+}
+
+// AppendValidUTF8 appends p to dst with each byte that is not part of a
+// valid UTF-8 sequence replaced by U+FFFD. One replacement per byte (not
+// per run of bad bytes, as strings.ToValidUTF8 does) keeps the output
+// independent of where chunks were cut.
+func AppendValidUTF8(dst, p []byte) []byte {
+	if utf8.Valid(p) {
+		return append(dst, p...)
+	}
 	for len(p) > 0 {
 		r, n := utf8.DecodeRune(p)
-		if r == utf8.RuneError && n <= 1 {
-			sb.WriteString("\uFFFD")
-			n = 1
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, "\uFFFD"...)
 		} else {
-			sb.Write(p[:n])
+			dst = append(dst, p[:n]...)
 		}
 		p = p[n:]
 	}
-	return sb.String()
+	return dst
 }
 
 // Flush returns what is held back (an incomplete rune: a U+FFFD per byte)

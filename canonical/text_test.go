@@ -93,3 +93,19 @@ func BenchmarkTextAccumulatorASCII(b *testing.B) {
 		_ = a.Append(p)
 	}
 }
+
+// AppendValidUTF8 keeps dst, copies valid input as it is and puts one
+// U+FFFD for each byte that is not part of a valid sequence.
+func TestAppendValidUTF8(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"plain é 😀", "plain é 😀"},
+		{"a\xa0b", "a\uFFFDb"},
+		{"\xf0\x9f\x98", "\uFFFD\uFFFD\uFFFD"}, // a cut rune: a replacement per byte
+		{"\xc3\xa9\xff\xfe", "é\uFFFD\uFFFD"},
+	} {
+		if got := string(AppendValidUTF8([]byte("pre:"), []byte(c.in))); got != "pre:"+c.want {
+			t.Errorf("AppendValidUTF8(%q) = %q, want %q", c.in, got, "pre:"+c.want)
+		}
+	}
+}

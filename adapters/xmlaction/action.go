@@ -152,7 +152,7 @@ func (d *Decoder) parseAction(p *pendingAction) (*action, *actionError) {
 	// client saw, and a rendering parses back to the same error.
 	body := trimFence(p.body)
 	if !utf8.Valid(body) {
-		body = appendValidUTF8(nil, body)
+		body = canonical.AppendValidUTF8(nil, body)
 	}
 	if err := a.parseBody(body); err != nil {
 		return a, err

@@ -364,26 +364,8 @@ func (d *Decoder) put(out []*canonical.Event, k openKind, s []byte) []*canonical
 	if d.open != k {
 		out = d.openBlock(out, k)
 	}
-	d.pend = appendValidUTF8(d.pend, s)
+	d.pend = canonical.AppendValidUTF8(d.pend, s)
 	return out
-}
-
-// appendValidUTF8 appends s with each byte that is not part of a valid
-// UTF-8 sequence replaced by U+FFFD, as the decoder's text carries it.
-func appendValidUTF8(dst, s []byte) []byte {
-	if utf8.Valid(s) {
-		return append(dst, s...)
-	}
-	for len(s) > 0 {
-		r, n := utf8.DecodeRune(s)
-		if r == utf8.RuneError && n == 1 {
-			dst = append(dst, "\uFFFD"...)
-		} else {
-			dst = append(dst, s[:n]...)
-		}
-		s = s[n:]
-	}
-	return dst
 }
 
 // openBlock closes the open block and opens one of kind k (not a tool

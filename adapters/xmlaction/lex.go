@@ -3,6 +3,8 @@ package xmlaction
 import (
 	"encoding/binary"
 	"unicode/utf8"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // The scanner's lexical helpers: special-byte search, tags, character
@@ -322,15 +324,5 @@ func validString(p []byte) string {
 	if utf8.Valid(p) {
 		return string(p)
 	}
-	out := make([]byte, 0, len(p)+8)
-	for len(p) > 0 {
-		r, n := utf8.DecodeRune(p)
-		if r == utf8.RuneError && n == 1 {
-			out = append(out, "\uFFFD"...)
-		} else {
-			out = append(out, p[:n]...)
-		}
-		p = p[n:]
-	}
-	return string(out)
+	return string(canonical.AppendValidUTF8(make([]byte, 0, len(p)+8), p))
 }
