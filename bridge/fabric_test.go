@@ -69,11 +69,11 @@ func TestEventsOnEmbeddedNATS(t *testing.T) {
 			if m.Subject != "interlingua.events.thread-nats.run-nats" {
 				t.Fatalf("subject %q", m.Subject)
 			}
-			batch := &canonical.EventBatch{}
-			if err := proto.Unmarshal(m.Data, batch); err != nil || len(batch.GetEvents()) == 0 {
+			evs, err := bridge.DecodeEvents(m.Data)
+			if err != nil || len(evs) == 0 {
 				t.Fatalf("message after event %d does not decode as a non-empty EventBatch: %v", len(got), err)
 			}
-			got = append(got, batch.GetEvents()...)
+			got = append(got, evs...)
 		case <-timeout:
 			t.Fatalf("received %d of %d events", len(got), len(lines))
 		}
@@ -200,20 +200,20 @@ func TestLongRunPublishedWhole(t *testing.T) {
 	for i := 0; i < len(evs); {
 		select {
 		case m := <-got:
-			batch := &canonical.EventBatch{}
-			if err := proto.Unmarshal(m.Data, batch); err != nil || len(batch.GetEvents()) == 0 || i+len(batch.GetEvents()) > len(evs) {
-				t.Fatalf("message after event %d: %d events, %v", i, len(batch.GetEvents()), err)
+			batch, err := bridge.DecodeEvents(m.Data)
+			if err != nil || len(batch) == 0 || i+len(batch) > len(evs) {
+				t.Fatalf("message after event %d: %d events, %v", i, len(batch), err)
 			}
 			// The message is byte for byte proto.Marshal of a batch of
 			// the run's next events.
-			want, err := proto.Marshal(&canonical.EventBatch{Events: evs[i : i+len(batch.GetEvents())]})
+			want, err := proto.Marshal(&canonical.EventBatch{Events: evs[i : i+len(batch)]})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(m.Data, want) {
-				t.Fatalf("message after event %d (%s) is not the encoding of events %d..%d", i, m.Subject, i+1, i+len(batch.GetEvents()))
+				t.Fatalf("message after event %d (%s) is not the encoding of events %d..%d", i, m.Subject, i+1, i+len(batch))
 			}
-			i += len(batch.GetEvents())
+			i += len(batch)
 		case <-timeout:
 			t.Fatalf("received %d of %d events", i, len(evs))
 		}
