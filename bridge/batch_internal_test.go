@@ -170,6 +170,20 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if string(m.Data) != string(want) {
 		t.Fatalf("lone event: got %x, want %x", m.Data, want)
 	}
+	// The subscriber can have both messages before the replay stream has
+	// stored the second: LastSeq reads the stream.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		info, err := f.events.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replay stream stored %d of the 2 messages", info.State.Msgs)
+		}
+	}
 	// LastSeq is one JetStream API request (a message get), not a
 	// STREAM.INFO before it: it runs at the start of every run of a known
 	// thread.
