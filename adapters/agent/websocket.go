@@ -56,11 +56,10 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ws, err := upgrader.Upgrade(w, r, nil)
+	c, err := wsconn.Upgrade(&upgrader, w, r, nil, f.cfg.WebSocket)
 	if err != nil {
 		return // the upgrader has answered
 	}
-	c := wsconn.New(ws, f.cfg.WebSocket)
 	th.connOpen()
 	defer th.connClose()
 	th.mu.Lock()

@@ -247,11 +247,10 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		// authenticates, so cross-origin requests are allowed.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
-	ws, err := up.Upgrade(w, r, nil)
+	conn, err := wsconn.Upgrade(&up, w, r, nil, f.cfg.WebSocket)
 	if err != nil {
 		return // Upgrade has answered with an HTTP error
 	}
-	conn := wsconn.New(ws, f.cfg.WebSocket)
 	readCtx := context.WithoutCancel(r.Context())
 	s := f.newSession(readCtx, true)
 	s.out = func(m *ev.SessionMessage, _ bool) error {

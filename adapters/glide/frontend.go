@@ -161,17 +161,17 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.forget(c)
-	ws, uerr := f.up.Upgrade(w, r, nil)
-	if uerr != nil {
-		return // the Upgrader has replied with the HTTP error
-	}
-	c.serve(wsconn.New(ws, wsconn.Config{
+	ws, uerr := wsconn.Upgrade(&f.up, w, r, nil, wsconn.Config{
 		MaxMessageBytes: f.cfg.MaxMessageBytes,
 		SendQueue:       f.cfg.SendQueue,
 		WriteTimeout:    f.cfg.WriteTimeout,
 		PingInterval:    f.cfg.PingInterval,
 		Logger:          f.cfg.Logger,
-	}))
+	})
+	if uerr != nil {
+		return // the Upgrader has replied with the HTTP error
+	}
+	c.serve(ws)
 }
 
 // admit registers a connection unless shutting down or at MaxConnections.

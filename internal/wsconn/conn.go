@@ -18,9 +18,10 @@ import (
 // writeLoop, fed by a bounded queue. Send, SendText, Close, Done and Err may
 // be called from any goroutine; Read from one goroutine at a time.
 type Conn struct {
-	ws  *websocket.Conn
-	cfg Config
-	out chan frame // the send queue; writeLoop is its only receiver
+	ws   *websocket.Conn
+	cfg  Config
+	out  chan frame // the send queue; writeLoop is its only receiver
+	held *heldConn  // ws's network connection if made by Upgrade, else nil
 
 	once    sync.Once
 	closing chan struct{} // closed when the Conn starts to end; the fields below are set before
@@ -54,6 +55,7 @@ func New(ws *websocket.Conn, cfg Config) *Conn {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	c.held, _ = ws.NetConn().(*heldConn)
 	ws.SetReadLimit(cfg.MaxMessageBytes)
 	ws.SetPongHandler(func(string) error {
 		c.extendRead()
@@ -347,7 +349,7 @@ func (c *Conn) writeLoop() {
 		}
 		select {
 		case f := <-c.out:
-			if err := c.write(f, time.Now().Add(c.cfg.WriteTimeout)); err != nil {
+			if err := c.writeQueued(f); err != nil {
 				c.endWrite(err)
 			}
 		case <-ping.C:
@@ -360,6 +362,30 @@ func (c *Conn) writeLoop() {
 			return
 		}
 	}
+}
+
+// writeQueued writes f and the frames queued behind it when it was taken,
+// held (see heldConn) so that they reach the network in one write. It stops
+// early if the Conn starts to end. Frames queued meanwhile wait for the next
+// call, which comes at once: no frame waits for another to batch with, and
+// the loop gets to its ping and closing cases between bursts.
+func (c *Conn) writeQueued(f frame) error {
+	n := len(c.out)
+	c.held.hold()
+	err := c.write(f, time.Now().Add(c.cfg.WriteTimeout))
+burst:
+	for ; err == nil && n > 0; n-- {
+		select {
+		case <-c.closing:
+			break burst
+		default:
+		}
+		err = c.write(<-c.out, time.Now().Add(c.cfg.WriteTimeout))
+	}
+	if rerr := c.held.release(); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // write writes one data frame.
@@ -377,17 +403,23 @@ func (c *Conn) finish() {
 		if t := time.Now().Add(c.cfg.WriteTimeout); t.Before(d) {
 			d = t
 		}
+		c.held.hold()
+		var err error
 	flush:
-		for {
+		for err == nil {
 			select {
 			case f := <-c.out:
-				if err := c.write(f, d); err != nil {
-					c.cfg.Logger.Debug("wsconn: flush before close failed", "code", c.code, "err", err)
-					return // the write side is broken: no close frame either
-				}
+				err = c.write(f, d)
 			default:
 				break flush
 			}
+		}
+		if rerr := c.held.release(); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			c.cfg.Logger.Debug("wsconn: flush before close failed", "code", c.code, "err", err)
+			return // the write side is broken: no close frame either
 		}
 	}
 	if c.code == 0 {

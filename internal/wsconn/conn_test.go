@@ -20,8 +20,14 @@ import (
 // TestSendConcurrent checks the single-writer property: frames sent by 50
 // goroutines at once arrive whole, none lost, each goroutine's in the order
 // it sent them. The queue holds every frame, so no Send finds it full: this
-// test is about interleaving, not backpressure.
+// test is about interleaving, not backpressure. It runs on a Conn from
+// Upgrade, whose writer holds bursts, and on one from New.
 func TestSendConcurrent(t *testing.T) {
+	t.Run("Upgrade", func(t *testing.T) { testSendConcurrent(t, pair) })
+	t.Run("New", func(t *testing.T) { testSendConcurrent(t, plainPair) })
+}
+
+func testSendConcurrent(t *testing.T, pair func(testing.TB, wsconn.Config) (*wsconn.Conn, *websocket.Conn)) {
 	const senders, perSender = 50, 200
 	c, client := pair(t, wsconn.Config{SendQueue: senders * perSender})
 
@@ -460,5 +466,120 @@ func TestSendWaitCutsOffStalledPeer(t *testing.T) {
 	}
 	if _, ce := readToClose(t, client); ce.Code != wsconn.ClosePolicyViolation {
 		t.Fatalf("client got close %d, want 1008", ce.Code)
+	}
+}
+
+// TestQueuedFramesAreOneWrite checks that frames queued together reach the
+// network in one write on a Conn made by Upgrade, and one write each on one
+// made by New, which holds nothing. The first frame's write is stalled so
+// that the rest queue up behind it.
+func TestQueuedFramesAreOneWrite(t *testing.T) {
+	const n = 100 // behind the first frame; under the default SendQueue
+	for _, tt := range []struct {
+		name    string
+		upgrade bool
+		writes  int
+	}{{"Upgrade", true, 1}, {"New", false, n}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, client, nc := serve(t, wsconn.Config{}, tt.upgrade)
+			start := nc.writeCount()
+			open := nc.stall()
+			if err := c.SendText([]byte("0")); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(timeout); nc.writeCount() == start; {
+				if time.Now().After(deadline) {
+					t.Fatal("the first frame was never written")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for i := 1; i <= n; i++ {
+				if err := c.SendText([]byte(strconv.Itoa(i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := nc.writeCount()
+			open()
+			_ = client.SetReadDeadline(time.Now().Add(timeout))
+			for i := 0; i <= n; i++ {
+				_, p, err := client.ReadMessage()
+				if err != nil || string(p) != strconv.Itoa(i) {
+					t.Fatalf("message %d = %q, %v", i, p, err)
+				}
+			}
+			if got := nc.writeCount() - before; got != tt.writes {
+				t.Errorf("%d queued frames took %d writes, want %d", n, got, tt.writes)
+			}
+		})
+	}
+}
+
+// TestPongsAmidBursts checks that control frames gorilla's read side writes
+// while the writer holds a burst (pongs to the client's pings) go out whole
+// and between frames: the client reads every data frame in order and a pong
+// for every ping. Data frames of 3 KiB make bursts that overflow the held
+// bytes (maxHeld) as well as ones that do not.
+func TestPongsAmidBursts(t *testing.T) {
+	const frames, pings = 5000, 200
+	c, client := pair(t, wsconn.Config{SendQueue: frames})
+	go func() { // keep reading so that the server answers pings
+		for {
+			if _, _, err := c.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	pongs := make(chan struct{}, pings)
+	client.SetPongHandler(func(string) error { pongs <- struct{}{}; return nil })
+	pingErr := make(chan error, 1)
+	go func() {
+		for range pings {
+			if err := client.WriteControl(websocket.PingMessage, nil, time.Now().Add(timeout)); err != nil {
+				pingErr <- err
+				return
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		pingErr <- nil
+	}()
+	payload := func(i int) string {
+		return strconv.Itoa(i) + " " + strings.Repeat("x", i%3000)
+	}
+	go func() {
+		for i := range frames {
+			if err := c.SendText([]byte(payload(i))); err != nil {
+				return
+			}
+		}
+	}()
+	_ = client.SetReadDeadline(time.Now().Add(timeout))
+	for i := range frames {
+		_, p, err := client.ReadMessage()
+		if err != nil || string(p) != payload(i) {
+			t.Fatalf("message %d: %d bytes, %v", i, len(p), err)
+		}
+	}
+	if err := <-pingErr; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendText([]byte("last")); err != nil { // gets pongs sent after the data read
+		t.Fatal(err)
+	}
+	if _, p, err := client.ReadMessage(); err != nil || string(p) != "last" {
+		t.Fatalf("last message = %q, %v", p, err)
+	}
+	for deadline := time.After(timeout); len(pongs) < pings; {
+		// Pongs are handled in ReadMessage; any late ones follow "last".
+		select {
+		case <-deadline:
+			t.Fatalf("%d pongs for %d pings", len(pongs), pings)
+		default:
+		}
+		if err := c.SendText([]byte("more")); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := client.ReadMessage(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -2,8 +2,9 @@
 // Interlingua's WebSocket frontends (LangChain agent protocol, Glide
 // chatStream, Evergreen proto3-JSON) and backend clients, server or client
 // side alike, enforcing two rules those packages would otherwise each
-// re-implement. Upgrading or dialling, subprotocols and compression stay
-// with the caller's websocket.Upgrader or websocket.Dialer.
+// re-implement. Subprotocols and compression stay with the caller's
+// websocket.Upgrader or websocket.Dialer; a server upgrades with Upgrade, a
+// client dials and wraps the connection with New.
 //
 // One writer. gorilla/websocket (doc.go, "Concurrency") allows one concurrent
 // caller of the write methods and one of the read methods; only Close and
@@ -16,6 +17,14 @@
 // elsewhere are the control frames gorilla itself writes with WriteControl
 // while reading: pong replies, the echo of a peer's close frame, and the
 // 1009 or 1002 close it sends when a message is too big or malformed.
+//
+// Writes in bursts. gorilla/websocket writes each frame to the network
+// connection with its own write, a syscall per streamed delta. A server-side
+// Conn made by Upgrade (the frontends') instead puts the frames the writer
+// finds queued together, and any control frame gorilla writes meanwhile, on
+// the wire in one write, up to 64 KiB at a time. A frame is never held back
+// waiting for one that has not been queued, so a lone delta goes out at once.
+// A Conn made by New over a dialled connection writes frame by frame.
 //
 // Bounded buffers, slow consumers cut off. Frames wait for the writer in a
 // queue of Config.SendQueue frames. Send never blocks and never grows the

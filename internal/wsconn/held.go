@@ -1,0 +1,121 @@
+package wsconn
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/gorilla/websocket"
+)
+
+// Upgrade upgrades r to a WebSocket with up, as up.Upgrade does, and wraps it
+// in a Conn (see New) whose writer puts the frames queued together on the
+// wire in one write: gorilla/websocket writes each frame with its own write
+// to the network connection, one syscall per delta on a streaming socket.
+// Nothing is held back to wait for a frame that has not been queued yet; see
+// heldConn. On error the Upgrader has replied to the client, as with
+// up.Upgrade.
+func Upgrade(up *websocket.Upgrader, w http.ResponseWriter, r *http.Request, responseHeader http.Header, cfg Config) (*Conn, error) {
+	ws, err := up.Upgrade(&heldHijacker{ResponseWriter: w}, r, responseHeader)
+	if err != nil {
+		return nil, err
+	}
+	return New(ws, cfg), nil
+}
+
+// heldHijacker hands gorilla's Upgrader the hijacked connection wrapped in a
+// heldConn. It unwraps w with http.ResponseController, so middleware that
+// wraps the ResponseWriter needs only an Unwrap method.
+type heldHijacker struct {
+	http.ResponseWriter
+}
+
+func (h *heldHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &heldConn{Conn: c}, brw, nil
+}
+
+// maxHeld bounds the bytes a heldConn collects before it writes them: a
+// write that would take it past maxHeld writes the held bytes and itself
+// together (writev on TCP), so a burst of large frames costs one syscall per
+// maxHeld or so, and a single frame larger than it one syscall.
+const maxHeld = 64 << 10
+
+// heldBufs recycles the held bytes' buffers: a connection needs one only
+// while its writer is in a burst, and 10k idle connections need none.
+var heldBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// heldConn is the network connection under a Conn made by Upgrade. Between
+// hold and release, which writeLoop calls around the frames it found queued,
+// every write (gorilla's data frames, and any control frame gorilla's read
+// side writes meanwhile, such as a pong) is appended to buf instead of
+// written; release writes them all at once. Writes stay in the order gorilla
+// made them, as wmu orders both against release. Deadlines are not
+// intercepted: gorilla sets one per frame and cutOff may shorten it from
+// another goroutine while a release is blocked in the write.
+type heldConn struct {
+	net.Conn
+
+	wmu  sync.Mutex // serialises writes to Conn; guards the fields below
+	held bool
+	buf  *[]byte // from heldBufs while held and non-empty
+}
+
+// Write writes p, or appends it to the held bytes while held.
+func (h *heldConn) Write(p []byte) (int, error) {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if !h.held {
+		return h.Conn.Write(p)
+	}
+	if h.buf == nil {
+		h.buf = heldBufs.Get().(*[]byte)
+	}
+	if len(*h.buf)+len(p) <= maxHeld {
+		*h.buf = append(*h.buf, p...)
+		return len(p), nil
+	}
+	held := len(*h.buf)
+	bufs := net.Buffers{*h.buf, p}
+	n, err := bufs.WriteTo(h.Conn)
+	h.putBuf()
+	return max(int(n)-held, 0), err
+}
+
+// hold starts collecting writes. A nil h (a Conn not made by Upgrade)
+// ignores hold and release.
+func (h *heldConn) hold() {
+	if h == nil {
+		return
+	}
+	h.wmu.Lock()
+	h.held = true
+	h.wmu.Unlock()
+}
+
+// release stops collecting writes and writes the held bytes, in one write.
+func (h *heldConn) release() error {
+	if h == nil {
+		return nil
+	}
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	h.held = false
+	if h.buf == nil {
+		return nil
+	}
+	_, err := h.Conn.Write(*h.buf)
+	h.putBuf()
+	return err
+}
+
+// putBuf returns the held bytes' buffer to heldBufs, empty.
+func (h *heldConn) putBuf() {
+	*h.buf = (*h.buf)[:0]
+	heldBufs.Put(h.buf)
+	h.buf = nil
+}
