@@ -186,16 +186,31 @@ func (t *Thread) messagesLocked() []json.RawMessage {
 	return msgs
 }
 
-func (t *Thread) setMessagesLocked(msgs []json.RawMessage) {
+// appendMessagesLocked appends msgs to the "messages" state key. It
+// splices them into the stored array rather than decoding it and joining
+// it again: a thread steps many times over a growing history, and decoding
+// the whole history at every step made each step of a long conversation
+// cost in proportion to its length. The stored value is always valid JSON
+// (this package writes it, or decodes it from a record or a snapshot), so
+// one that starts with '[' is an array. Any other value (null, or a
+// snapshot's non-array) is replaced, as decoding it into a slice did, and
+// so is an empty array.
+func (t *Thread) appendMessagesLocked(msgs []json.RawMessage) {
 	if t.rt.rec.Values == nil {
 		t.rt.rec.Values = map[string]json.RawMessage{}
 	}
-	b := []byte{'['}
-	for i, m := range msgs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, m...)
+	old := bytes.TrimSpace(t.rt.rec.Values["messages"])
+	if len(old) < 2 || old[0] != '[' || len(bytes.TrimSpace(old[1:len(old)-1])) == 0 {
+		t.rt.rec.Values["messages"] = joinArray(msgs) // not an array, or empty
+		return
+	}
+	n := len(old) + len(msgs)
+	for _, m := range msgs {
+		n += len(m)
+	}
+	b := append(make([]byte, 0, n), old[:len(old)-1]...) // a copy: checkpoints share old
+	for _, m := range msgs {
+		b = append(append(b, ','), m...)
 	}
 	t.rt.rec.Values["messages"] = append(b, ']')
 }
@@ -294,7 +309,7 @@ func (t *Thread) addMessagesLocked(msgs []json.RawMessage, update map[string]jso
 		}
 	}
 	if len(msgs) > 0 {
-		t.setMessagesLocked(append(t.messagesLocked(), msgs...))
+		t.appendMessagesLocked(msgs)
 	}
 	if node != "" {
 		u := map[string]json.RawMessage{}

@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// decodeAppend is how messages were appended before appendMessagesLocked:
+// decode the stored array, append, join.
+func decodeAppend(stored json.RawMessage, msgs []json.RawMessage) json.RawMessage {
+	var cur []json.RawMessage
+	if stored != nil {
+		_ = json.Unmarshal(stored, &cur)
+	}
+	return joinArray(append(cur, msgs...))
+}
+
+// randomMessages is n messages as compact JSON, as the runtime makes them.
+func randomMessages(rng *rand.Rand, n int) []json.RawMessage {
+	texts := []string{"", "hi", "ünï ☃", `q"uote\`, "<tag>&", "\u2028x", "[1,2]", "a,b]"}
+	out := make([]json.RawMessage, n)
+	for i := range out {
+		m := map[string]any{"id": fmt.Sprint("m", rng.IntN(1e6)), "type": []string{"human", "ai", "tool"}[rng.IntN(3)], "content": texts[rng.IntN(len(texts))]}
+		if rng.IntN(4) == 0 {
+			m["tool_calls"] = []any{map[string]any{"id": "c1", "args": map[string]any{"x": []any{1, nil, "y"}}}}
+		}
+		out[i], _ = json.Marshal(m)
+	}
+	return out
+}
+
+// TestAppendMessages checks appendMessagesLocked against decoding and
+// joining, over random histories: the same bytes for a stored compact array
+// (what this package stores) or for a value that is not an array; the same
+// JSON for an array written with white space. A checkpoint holding the old
+// value keeps it.
+func TestAppendMessages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 500 {
+		add := randomMessages(rng, 1+rng.IntN(3))
+		var stored json.RawMessage
+		spaced := false
+		switch k := rng.IntN(10); {
+		case k < 5:
+			stored = joinArray(randomMessages(rng, rng.IntN(6)))
+		case k < 7: // an array as a person or another tool might write it
+			var parts []string
+			for _, m := range randomMessages(rng, rng.IntN(4)) {
+				parts = append(parts, string(m))
+			}
+			stored = json.RawMessage(" [ " + strings.Join(parts, " ,\n ") + " ]\t")
+			spaced = true
+		case k < 9:
+			stored = json.RawMessage([]string{`null`, `{"a":[1]}`, `"[x]"`, `7`, `[]`, ` [ ] `}[rng.IntN(6)])
+		default: // no key
+		}
+		th := &Thread{}
+		th.rt.rec.Values = map[string]json.RawMessage{"other": json.RawMessage(`1`)}
+		if stored != nil {
+			th.rt.rec.Values["messages"] = stored
+		}
+		checkpoint := cloneValues(th.rt.rec.Values)
+		before := bytes.Clone(stored)
+
+		th.appendMessagesLocked(add)
+		got, want := th.rt.rec.Values["messages"], decodeAppend(stored, add)
+		if !json.Valid(got) {
+			t.Fatalf("case %d: %q + %d messages = invalid JSON %q", i, stored, len(add), got)
+		}
+		if spaced {
+			var g, w any
+			_ = json.Unmarshal(got, &g)
+			_ = json.Unmarshal(want, &w)
+			if !reflect.DeepEqual(g, w) {
+				t.Fatalf("case %d: %q + %q = %q, want the JSON of %q", i, stored, add, got, want)
+			}
+		} else if !bytes.Equal(got, want) {
+			t.Fatalf("case %d: %q + %q = %q, want %q", i, stored, add, got, want)
+		}
+		if !bytes.Equal(checkpoint["messages"], before) || string(th.rt.rec.Values["other"]) != "1" {
+			t.Fatalf("case %d: a checkpoint's messages changed to %q", i, checkpoint["messages"])
+		}
+	}
+}
+
+// BenchmarkAppendMessages is one step's append to a 1,000-message history
+// (64 KB): appendMessagesLocked, and decodeAppend for comparison.
+func BenchmarkAppendMessages(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	history := joinArray(randomMessages(rng, 1000))
+	add := []json.RawMessage{json.RawMessage(`{"id":"m","type":"ai","content":"` + strings.Repeat("x", 200) + `"}`)}
+	b.Run("splice", func(b *testing.B) {
+		th := &Thread{}
+		b.SetBytes(int64(len(history)))
+		b.ReportAllocs()
+		for b.Loop() {
+			th.rt.rec.Values = map[string]json.RawMessage{"messages": history}
+			th.appendMessagesLocked(add)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(history)))
+		b.ReportAllocs()
+		for b.Loop() {
+			decodeAppend(history, add)
+		}
+	})
+}
