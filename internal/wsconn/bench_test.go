@@ -10,11 +10,18 @@ import (
 )
 
 // BenchmarkSend measures a 100-byte text frame from Send to a client that
-// reads it, end to end over loopback. The sender holds a credit per frame in
-// flight and the reader returns it, so the queue never overflows. Allocations
-// are the whole process's: they include the client's read (gorilla's
-// NextReader allocates one reader per message).
+// reads it, end to end over loopback, on a Conn from Upgrade (frames queued
+// together go out in one write) and from New (a write per frame). The
+// sender holds a credit per frame in flight and the reader returns it, so
+// the queue never overflows. Allocations are the whole process's: they
+// include the client's read (gorilla's NextReader allocates one reader per
+// message).
 func BenchmarkSend(b *testing.B) {
+	b.Run("Upgrade", func(b *testing.B) { benchmarkSend(b, pair) })
+	b.Run("New", func(b *testing.B) { benchmarkSend(b, plainPair) })
+}
+
+func benchmarkSend(b *testing.B, pair func(testing.TB, wsconn.Config) (*wsconn.Conn, *websocket.Conn)) {
 	c, client := pair(b, wsconn.Config{})
 	credits := make(chan struct{}, 128) // half the default SendQueue
 	read := make(chan error, 1)
