@@ -161,7 +161,7 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.forget(c)
-	ws, uerr := wsconn.Upgrade(&f.up, w, r, nil, wsconn.Config{
+	wc, uerr := wsconn.Upgrade(&f.up, w, r, nil, wsconn.Config{
 		MaxMessageBytes: f.cfg.MaxMessageBytes,
 		SendQueue:       f.cfg.SendQueue,
 		WriteTimeout:    f.cfg.WriteTimeout,
@@ -171,7 +171,7 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 	if uerr != nil {
 		return // the Upgrader has replied with the HTTP error
 	}
-	c.serve(ws)
+	c.serve(wc)
 }
 
 // admit registers a connection unless shutting down or at MaxConnections.
