@@ -475,16 +475,13 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 	}
 	t1 := slices.Max(ends)
 	// Upstream stamps are complete once each stream's last frame is out.
+	finished := awaitUpstream(sts, upstreamWait)
 	for i, st := range sts {
 		if st == nil {
 			continue
 		}
-		select {
-		case <-st.done:
-		case <-time.After(5 * time.Second):
-			if errs[i] == nil {
-				errs[i] = errors.New("upstream did not finish the stream")
-			}
+		if !finished[i] && errs[i] == nil {
+			errs[i] = errors.New("upstream did not finish the stream")
 		}
 		m.book.forget(keys[i])
 	}
@@ -573,4 +570,40 @@ func (a *sideAcc) side(streams int) *Side {
 		s.BytesPerDelta = math.Round(float64(a.mem.bytes) / float64(a.deltas))
 	}
 	return s
+}
+
+// upstreamWait is how long a round waits, after its clients are done, for
+// the upstream streams to finish writing.
+const upstreamWait = 5 * time.Second
+
+// awaitUpstream reports which of the upstream streams (nil: none) finished
+// within d, one deadline for all: a wait of d per stream made a round whose
+// upstream streams never started (their clients failed first) take d each,
+// 2 hours for 1,500 streams.
+func awaitUpstream(sts []*stamps, d time.Duration) []bool {
+	finished := make([]bool, len(sts))
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	expired := false
+	for i, st := range sts {
+		if st == nil {
+			continue
+		}
+		select {
+		case <-st.done:
+			finished[i] = true
+			continue
+		default:
+		}
+		if expired {
+			continue
+		}
+		select {
+		case <-st.done:
+			finished[i] = true
+		case <-deadline.C:
+			expired = true
+		}
+	}
+	return finished
 }

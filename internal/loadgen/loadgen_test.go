@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +246,38 @@ PASS
 	if missed != 1 || missing != 8 {
 		t.Errorf("missed %d, missing %d: %+v", missed, missing, tg)
 	}
+}
+
+// TestAwaitUpstream: the streams that finished, before or during the wait,
+// are reported finished and the others not; and the wait is one deadline
+// for all, not one per stream (300 streams that never finish take 2 s,
+// where a deadline each would take 10 minutes, past go test's timeout).
+func TestAwaitUpstream(t *testing.T) {
+	const never = 300
+	open := func() *stamps { return &stamps{done: make(chan struct{})} }
+	early, late := open(), open()
+	early.finish()
+	sts := []*stamps{early, nil, late}
+	for range never {
+		sts = append(sts, open())
+	}
+	go func() {
+		time.Sleep(time.Millisecond)
+		late.finish()
+	}()
+	got := awaitUpstream(sts, 2*time.Second)
+	want := make([]bool, len(sts))
+	want[0], want[2] = true, true
+	if !slices.Equal(got, want) {
+		t.Fatalf("finished: first three %v, %d of %d others; want %v and none", got[:3], count(got[3:]), never, want[:3])
+	}
+}
+
+func count(bs []bool) (n int) {
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
