@@ -48,7 +48,8 @@ func init() {
 	})
 	// Backend type "agent": a client of an upstream agent-protocol server.
 	// Options: url (required), assistant_id, transport (sse | websocket),
-	// headers, timeout, max_event_bytes, max_pending_events.
+	// headers, timeout, max_event_bytes, max_pending_events, keep_streams,
+	// keep_stream_idle.
 	registerBackend("agent", func(opts *yaml.Node, d BackendDeps) (canonical.Backend, error) {
 		var c agent.BackendConfig
 		if err := DecodeOptions(opts, &c); err != nil {

@@ -47,6 +47,13 @@ type BackendConfig struct {
 	// MaxPendingEvents bounds the WebSocket events held while waiting for
 	// the run.start answer. Default 10,000.
 	MaxPendingEvents int `yaml:"max_pending_events"`
+	// KeepStreams bounds the threads whose event stream (SSE transport)
+	// stays open after a run ends, for the thread's next run. Default 256;
+	// negative keeps none.
+	KeepStreams int `yaml:"keep_streams"`
+	// KeepStreamIdle is how long a kept event stream waits for its
+	// thread's next run before it is closed. Default 30s.
+	KeepStreamIdle time.Duration `yaml:"keep_stream_idle"`
 	// HTTPClient makes the HTTP requests. Default: a client without a total
 	// timeout (streams are long) on a pool of the backend's own that keeps
 	// up to 256 idle connections to the upstream.
@@ -70,8 +77,8 @@ func (c BackendConfig) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("transport: %q is not sse or websocket", c.Transport))
 	}
-	if c.Timeout < 0 || c.MaxEventBytes < 0 || c.MaxPendingEvents < 0 {
-		errs = append(errs, errors.New("timeout, max_event_bytes and max_pending_events must not be negative (zero is the default)"))
+	if c.Timeout < 0 || c.MaxEventBytes < 0 || c.MaxPendingEvents < 0 || c.KeepStreamIdle < 0 {
+		errs = append(errs, errors.New("timeout, max_event_bytes, max_pending_events and keep_stream_idle must not be negative (zero is the default)"))
 	}
 	return errors.Join(errs...)
 }
@@ -82,10 +89,21 @@ func (c BackendConfig) Validate() error {
 // events with their namespaces. Closing a run that has not ended cancels it
 // upstream (POST /threads/{id}/runs/{run_id}/cancel, LangGraph's REST
 // endpoint; the protocol has no cancel command).
+//
+// Over SSE a thread's event stream outlives the run that opened it, as the
+// SDK's ThreadStream does: the protocol's thread stream never ends (a
+// server must not close it when a run ends), so closing it after each run
+// cost the thread's next run a new connection and a request before its
+// first event. The backend keeps it, up to KeepStreams threads for
+// KeepStreamIdle each, and the next run reads on from it after its command.
 type Backend struct {
 	cfg  BackendConfig
 	base string          // URL without a trailing slash
 	own  *http.Transport // the pool made when the config has no HTTPClient
+
+	mu     sync.Mutex
+	kept   map[string]*eventStream // by thread: open streams between runs
+	closed bool
 }
 
 // NewBackend returns a backend; it fails on an invalid config.
@@ -97,6 +115,8 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Second)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, 4<<20)
 	cfg.MaxPendingEvents = cmp.Or(cfg.MaxPendingEvents, 10_000)
+	cfg.KeepStreams = cmp.Or(cfg.KeepStreams, 256)
+	cfg.KeepStreamIdle = cmp.Or(cfg.KeepStreamIdle, 30*time.Second)
 	var own *http.Transport
 	if cfg.HTTPClient == nil {
 		own = http.DefaultTransport.(*http.Transport).Clone()
@@ -113,8 +133,18 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	return &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), own: own}, nil
 }
 
-// Close releases the idle upstream connections of the backend's own pool.
+// Close closes the kept event streams and releases the idle upstream
+// connections of the backend's own pool. Running runs go on.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	kept := b.kept
+	b.kept = nil
+	b.mu.Unlock()
+	for _, es := range kept {
+		es.idle.Stop()
+		es.close()
+	}
 	if b.own != nil {
 		b.own.CloseIdleConnections()
 	}
@@ -203,6 +233,64 @@ func runInput(req *canonical.Request) json.RawMessage {
 	return b
 }
 
+// eventStream is one open POST /threads/{id}/stream/events. Its decoder
+// carries the SSE parser's state from one run of the thread to the next.
+type eventStream struct {
+	thread string
+	body   io.ReadCloser
+	sdec   *SSEDecoder
+	buf    []byte
+	cancel context.CancelFunc // ends the request
+	idle   *time.Timer        // while kept: closes it after KeepStreamIdle
+}
+
+func (es *eventStream) close() {
+	es.cancel()
+	es.body.Close()
+}
+
+// takeStream returns the thread's kept event stream, if any, for a run.
+func (b *Backend) takeStream(thread string) *eventStream {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	es := b.kept[thread]
+	if es != nil {
+		delete(b.kept, thread)
+		es.idle.Stop() // if it fired, expire finds the stream gone
+	}
+	return es
+}
+
+// keepStream keeps a stream whose run ended for the thread's next run, or
+// closes it when KeepStreams are kept or the thread has one already.
+func (b *Backend) keepStream(es *eventStream) {
+	b.mu.Lock()
+	if b.closed || len(b.kept) >= b.cfg.KeepStreams || b.kept[es.thread] != nil {
+		b.mu.Unlock()
+		es.close()
+		return
+	}
+	if b.kept == nil {
+		b.kept = map[string]*eventStream{}
+	}
+	b.kept[es.thread] = es
+	es.idle = time.AfterFunc(b.cfg.KeepStreamIdle, func() { b.expire(es) })
+	b.mu.Unlock()
+}
+
+// expire closes a kept stream that no run took within KeepStreamIdle.
+func (b *Backend) expire(es *eventStream) {
+	b.mu.Lock()
+	mine := b.kept[es.thread] == es
+	if mine {
+		delete(b.kept, es.thread)
+	}
+	b.mu.Unlock()
+	if mine {
+		es.close()
+	}
+}
+
 // upStream is one upstream run.
 type upStream struct {
 	b      *Backend
@@ -210,21 +298,26 @@ type upStream struct {
 	cancel context.CancelFunc
 	thread string
 	run    string // upstream run id (from run.start)
+	after  uint64 // the command's applied_through_seq
 
 	// SSE
-	body io.ReadCloser
-	sdec *SSEDecoder
-	buf  []byte
+	es      *eventStream
+	sdec    *SSEDecoder // es.sdec
+	unwatch func() bool // stops the run's context from ending es
+	reused  bool        // es was kept from an earlier run and no event of this run came yet
+	broken  bool        // es failed (read or decode): it ends with the run
 	// WebSocket
 	conn    *wsconn.Conn
 	wdec    *Decoder
 	pending [][]byte // frames read before the command's answer
 
-	out    []*canonical.Event
-	marked bool
-	eof    bool
-	ended  atomic.Bool // the run's terminal event was returned (read by Close)
-	once   sync.Once
+	out      []*canonical.Event
+	marked   bool
+	eof      bool
+	ended    atomic.Bool // the run's terminal event was returned (read by Close)
+	once     sync.Once
+	relMu    sync.Mutex // release runs once, from Recv or Close
+	released bool
 }
 
 func (s *upStream) decoder() *Decoder {
@@ -296,33 +389,61 @@ func (s *upStream) startSSE(cmd []byte) error {
 	if err != nil {
 		return err
 	}
-	filter, _ := json.Marshal(map[string]any{"channels": allChannels, "since": after})
-	sreq, _ := http.NewRequestWithContext(s.ctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/stream/events", bytes.NewReader(filter))
+	s.after = after
+	if es := b.takeStream(s.thread); es != nil {
+		es.sdec.nextRun(after)
+		s.use(es, true)
+		return nil
+	}
+	es, err := s.openStream()
+	if err != nil {
+		s.cancelUpstream()
+		return err
+	}
+	s.use(es, false)
+	return nil
+}
+
+// openStream opens the thread's event stream from the command's seq. The
+// request outlives the run (the stream may be kept for the thread's next
+// one); the run's context ends it while the run reads it (use).
+func (s *upStream) openStream() (*eventStream, error) {
+	b := s.b
+	ctx, cancel := context.WithCancel(context.Background())
+	filter, _ := json.Marshal(map[string]any{"channels": allChannels, "since": s.after})
+	sreq, _ := http.NewRequestWithContext(ctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/stream/events", bytes.NewReader(filter))
 	sreq.Header.Set("Content-Type", "application/json")
 	sreq.Header.Set("Accept", "text/event-stream")
 	s.header(sreq.Header)
-	connectTimer := time.AfterFunc(b.cfg.Timeout, s.cancel) // headers must come within Timeout
+	connectTimer := time.AfterFunc(b.cfg.Timeout, cancel) // headers must come within Timeout
+	stopRun := context.AfterFunc(s.ctx, cancel)
 	sresp, err := b.cfg.HTTPClient.Do(sreq)
 	connectTimer.Stop()
+	stopRun()
 	if err != nil {
-		s.cancelUpstream()
-		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: opening the event stream: %v", err)
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: opening the event stream: %v", err)
 	}
 	if sresp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(sresp.Body, 64<<10))
 		sresp.Body.Close()
-		s.cancelUpstream()
-		return httpFailure(sresp.StatusCode, body)
+		cancel()
+		return nil, httpFailure(sresp.StatusCode, body)
 	}
 	if mt, _, _ := mime.ParseMediaType(sresp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		sresp.Body.Close()
-		s.cancelUpstream()
-		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the event stream's Content-Type is %q, not text/event-stream", sresp.Header.Get("Content-Type"))
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the event stream's Content-Type is %q, not text/event-stream", sresp.Header.Get("Content-Type"))
 	}
-	s.body = sresp.Body
-	s.sdec = NewSSEDecoder(after, b.cfg.MaxEventBytes)
-	s.buf = make([]byte, 32<<10)
-	return nil
+	return &eventStream{thread: s.thread, body: sresp.Body, sdec: NewSSEDecoder(s.after, b.cfg.MaxEventBytes),
+		buf: make([]byte, 32<<10), cancel: cancel}, nil
+}
+
+// use makes es the run's event stream; the run's context ending (its
+// client left) ends the stream, and with it a read in progress.
+func (s *upStream) use(es *eventStream, reused bool) {
+	s.es, s.sdec, s.reused = es, es.sdec, reused
+	s.unwatch = context.AfterFunc(s.ctx, es.cancel)
 }
 
 // httpFailure maps a non-200 answer: the body's {"error","message"} if any.
@@ -412,6 +533,10 @@ func (s *upStream) Recv() (*canonical.Event, error) {
 	s.out = s.out[1:]
 	if _, ok := canonical.TerminalOf(ev); ok {
 		s.ended.Store(true)
+		if len(s.out) == 0 { // the stream is free now, for the thread's next run
+			s.eof = true
+			s.release()
+		}
 	}
 	if !s.marked { // the frontend then keeps this upstream agent's state as reported
 		s.marked = true
@@ -426,18 +551,27 @@ func (s *upStream) Recv() (*canonical.Event, error) {
 // fill reads from the upstream and decodes, ending the run on a failure.
 func (s *upStream) fill() {
 	if s.sdec != nil {
-		n, err := s.body.Read(s.buf)
+		n, err := s.es.body.Read(s.es.buf)
 		if n > 0 {
 			var ferr error
-			if s.out, ferr = s.sdec.Feed(s.buf[:n], s.out); ferr != nil {
+			if s.out, ferr = s.sdec.Feed(s.es.buf[:n], s.out); ferr != nil {
+				s.broken = true
 				s.out = s.sdec.fail(s.out, canonical.AsError(ferr))
 				return
 			}
+			if len(s.out) > 0 {
+				s.reused = false
+			}
 		}
 		if err != nil {
+			s.broken = true
 			if s.ctx.Err() != nil {
 				s.cancelUpstream() // our client left: the upstream run must stop too
 				s.out = s.sdec.fail(s.out, canonical.AsError(s.ctx.Err()))
+				return
+			}
+			if s.reused { // the kept stream ended while it waited: none of the run is lost
+				s.reopen()
 				return
 			}
 			s.out, _ = s.sdec.End(s.out)
@@ -483,10 +617,47 @@ func (d *Decoder) fail(out []*canonical.Event, err *canonical.Error) []*canonica
 	return d.terminal(&canonical.Event{Namespace: []string{}}, st, err, "", out)
 }
 
-// release closes the connection once the run has ended.
+// reopen replaces a kept event stream that ended before the run's first
+// event (the server or the connection closed it while it waited) with a
+// new one from the command's seq.
+func (s *upStream) reopen() {
+	s.unwatch()
+	s.es.close()
+	es, err := s.openStream()
+	s.relMu.Lock() // Close may be releasing the run meanwhile
+	switch {
+	case err == nil && s.released:
+		es.close()
+		err = canonical.Errorf(canonical.CodeCanceled, "agent upstream: the run was closed")
+	case err == nil:
+		s.broken = false
+		s.use(es, false)
+	}
+	s.relMu.Unlock()
+	if err != nil {
+		s.out = s.sdec.fail(s.out, canonical.AsError(err))
+	}
+}
+
+// release ends the run's use of its connection once the run has ended: an
+// event stream whose run ended as the upstream said (not cut off, not cut
+// short by the run's context) is kept for the thread's next run, anything
+// else is closed.
 func (s *upStream) release() {
-	if s.body != nil {
-		s.body.Close()
+	s.relMu.Lock()
+	defer s.relMu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	if s.es != nil {
+		// ended (an atomic, stored by Recv after the last read) orders
+		// the reads of broken after its writes.
+		if s.unwatch() && s.ended.Load() && !s.broken {
+			s.b.keepStream(s.es)
+		} else {
+			s.es.close()
+		}
 	}
 	if s.conn != nil {
 		_ = s.conn.Close(wsconn.CloseNormal, "")

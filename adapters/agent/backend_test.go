@@ -42,6 +42,7 @@ func newBackend(t testing.TB, url, transport string) *agent.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.Close() }) // its kept event streams
 	return b
 }
 

@@ -825,6 +825,14 @@ func NewSSEDecoder(afterSeq uint64, maxEventBytes int) *SSEDecoder {
 	return d
 }
 
+// nextRun readies the decoder of a kept thread stream for the thread's
+// next run, whose command was applied through seq after: the run state
+// starts afresh, the parser goes on from where the last run's read left
+// it (an event it holds in part is the stream's next one).
+func (d *SSEDecoder) nextRun(after uint64) {
+	d.Decoder = Decoder{AfterSeq: after, MaxBlockBytes: d.MaxBlockBytes, slow: d.slow}
+}
+
 // Feed takes a chunk of the stream and appends the canonical events it
 // completes.
 func (d *SSEDecoder) Feed(chunk []byte, out []*canonical.Event) ([]*canonical.Event, error) {

@@ -15,3 +15,10 @@ func EncodeFrames(enc *Encoder, ev *canonical.Event) ([][]byte, error) {
 
 // Update is the -update flag (one flag set serves both test packages).
 var Update = update
+
+// KeptStreams counts the event streams b keeps open between runs.
+func KeptStreams(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.kept)
+}

@@ -112,7 +112,7 @@ func newClient(p string, o clientOptions) (client, error) {
 		if err != nil {
 			return nil, err
 		}
-		return backendClient{be, tr.CloseIdleConnections}, nil
+		return backendClient{be, func() { _ = be.Close(); tr.CloseIdleConnections() }}, nil
 	case "glide":
 		u := "ws://" + strings.TrimPrefix(o.base, "http://")
 		if rest, ok := strings.CutPrefix(o.base, "https://"); ok {

@@ -1,0 +1,186 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/canonical"
+	agentpeer "github.com/interlingua-dev/interlingua/conformance/peers/agent"
+)
+
+// streamCountingPeer is the reference peer behind a server that counts the
+// event streams opened on it (POST /threads/{id}/stream/events).
+func streamCountingPeer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	p, err := agentpeer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streams atomic.Int64
+	h := p.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/stream/events") {
+			streams.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		p.Close()
+		ts.Close()
+	})
+	return ts, &streams
+}
+
+func keepBackend(t *testing.T, cfg agent.BackendConfig) *agent.Backend {
+	t.Helper()
+	cfg.Timeout = wait
+	b, err := agent.NewBackend(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func resumeRequest(thread string) *canonical.Request {
+	req := request(thread, "research-agent")
+	req.RunId += "-resume"
+	req.Resume = map[string]*structpb.Value{"int-1": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"approved": structpb.NewBoolValue(true)}})}
+	return req
+}
+
+// TestBackendKeepsThreadStream: a thread's second run (the resume of its
+// interrupted first) reads on from the event stream the first run opened,
+// and decodes to the same events as over a stream of its own (the golden
+// file TestBackendDecodesPeer keeps, made with a backend per run). When
+// the kept stream was closed while it waited, the run opens another and
+// loses nothing; a run cut short by its context keeps none; with
+// keep_streams negative none is kept.
+func TestBackendKeepsThreadStream(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("testdata", "backend", "research-agent.events.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoRuns := func(t *testing.T, b *agent.Backend, thread string, between func()) {
+		t.Helper()
+		got := render(t, collect(t, b, request(thread, "research-agent")))
+		between()
+		got = append(append(got, "--- resume\n"...), render(t, collect(t, b, resumeRequest(thread)))...)
+		if !bytes.Equal(got, want) {
+			t.Errorf("events differ from a stream per run:\n%s", got)
+		}
+	}
+	t.Run("kept", func(t *testing.T) {
+		ts, streams := streamCountingPeer(t)
+		b := keepBackend(t, agent.BackendConfig{URL: ts.URL})
+		twoRuns(t, b, "keep-1", func() {
+			if n := agent.KeptStreams(b); n != 1 {
+				t.Errorf("after the first run %d streams kept, want 1", n)
+			}
+		})
+		if n := streams.Load(); n != 1 {
+			t.Errorf("%d event streams opened for two runs of one thread, want 1", n)
+		}
+	})
+	t.Run("closed while kept", func(t *testing.T) {
+		ts, streams := streamCountingPeer(t)
+		b := keepBackend(t, agent.BackendConfig{URL: ts.URL})
+		twoRuns(t, b, "keep-2", ts.CloseClientConnections)
+		if n := streams.Load(); n != 2 {
+			t.Errorf("%d event streams opened, want 2 (the kept one was closed)", n)
+		}
+	})
+	t.Run("not kept", func(t *testing.T) {
+		ts, streams := streamCountingPeer(t)
+		b := keepBackend(t, agent.BackendConfig{URL: ts.URL, KeepStreams: -1})
+		twoRuns(t, b, "keep-3", func() {})
+		if n, kept := streams.Load(), agent.KeptStreams(b); n != 2 || kept != 0 {
+			t.Errorf("keep_streams -1: %d event streams opened, %d kept; want 2 and 0", n, kept)
+		}
+	})
+	t.Run("cancelled run", func(t *testing.T) {
+		ts, _ := streamCountingPeer(t)
+		b := keepBackend(t, agent.BackendConfig{URL: ts.URL})
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := b.Start(ctx, request("keep-4", "hang-agent"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if _, err := canonical.Collect(st); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if n := agent.KeptStreams(b); n != 0 {
+			t.Errorf("a cancelled run left %d streams kept", n)
+		}
+	})
+	t.Run("idle", func(t *testing.T) {
+		ts, _ := streamCountingPeer(t)
+		b := keepBackend(t, agent.BackendConfig{URL: ts.URL, KeepStreamIdle: time.Millisecond})
+		collect(t, b, request("keep-5", "research-agent"))
+		for deadline := time.Now().Add(wait); agent.KeptStreams(b) != 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the kept stream was not closed after keep_stream_idle")
+			}
+		}
+	})
+}
+
+// BenchmarkThreadRuns: two runs of one thread (a short script, run again)
+// through the backend against the reference peer on loopback, with the
+// thread's event stream kept between them and without (keep_streams -1):
+// what a conversation's later turns save.
+func BenchmarkThreadRuns(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		keep int
+	}{{"kept", 0}, {"fresh", -1}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := agentpeer.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(p.Handler())
+			defer func() { p.Close(); ts.Close() }()
+			be, err := agent.NewBackend(agent.BackendConfig{URL: ts.URL, Timeout: wait, KeepStreams: c.keep})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				thread := "bench-" + strconv.Itoa(i)
+				for run := range 2 {
+					req := request(thread, "failing-agent")
+					req.RunId += "-" + strconv.Itoa(run)
+					st, err := be.Start(context.Background(), req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := canonical.Collect(st); err != nil {
+						b.Fatal(err)
+					}
+					st.Close()
+				}
+			}
+		})
+	}
+}
