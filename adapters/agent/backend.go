@@ -154,13 +154,17 @@ func (b *Backend) Close() error {
 // Start implements canonical.Backend.
 func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
 	thread := cmp.Or(req.GetThreadId(), req.GetRunId(), "interlingua-"+nuid.Next())
+	// Only a thread of the client's own can have a next run to keep the
+	// stream for (the bridge names a run's thread after the run when the
+	// client gave none).
+	ownThread := req.GetThreadId() != "" && req.GetThreadId() != req.GetRunId()
 	assistant := cmp.Or(b.cfg.AssistantID, req.GetTarget())
 	cmd, err := command1(req, assistant)
 	if err != nil {
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread}
+	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread, keep: ownThread}
 	if b.cfg.Transport == "websocket" {
 		err = s.startWS(cmd)
 	} else {
@@ -299,6 +303,7 @@ type upStream struct {
 	thread string
 	run    string // upstream run id (from run.start)
 	after  uint64 // the command's applied_through_seq
+	keep   bool   // the stream may be kept for the thread's next run
 
 	// SSE
 	es      *eventStream
@@ -653,7 +658,7 @@ func (s *upStream) release() {
 	if s.es != nil {
 		// ended (an atomic, stored by Recv after the last read) orders
 		// the reads of broken after its writes.
-		if s.unwatch() && s.ended.Load() && !s.broken {
+		if s.unwatch() && s.keep && s.ended.Load() && !s.broken {
 			s.b.keepStream(s.es)
 		} else {
 			s.es.close()

@@ -66,8 +66,9 @@ func resumeRequest(thread string) *canonical.Request {
 // and decodes to the same events as over a stream of its own (the golden
 // file TestBackendDecodesPeer keeps, made with a backend per run). When
 // the kept stream was closed while it waited, the run opens another and
-// loses nothing; a run cut short by its context keeps none; with
-// keep_streams negative none is kept.
+// loses nothing; a run cut short by its context keeps none, nor does a
+// run on a thread named for it alone; with keep_streams negative none is
+// kept.
 func TestBackendKeepsThreadStream(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join("testdata", "backend", "research-agent.events.golden"))
 	if err != nil {
@@ -128,6 +129,18 @@ func TestBackendKeepsThreadStream(t *testing.T) {
 		st.Close()
 		if n := agent.KeptStreams(b); n != 0 {
 			t.Errorf("a cancelled run left %d streams kept", n)
+		}
+	})
+	t.Run("no thread of its own", func(t *testing.T) {
+		ts, _ := streamCountingPeer(t)
+		b := keepBackend(t, agent.BackendConfig{URL: ts.URL})
+		for _, thread := range []string{"", "r-keep-6"} { // none, or the run's id (the bridge's naming)
+			req := request("keep-6", "failing-agent")
+			req.ThreadId = thread
+			collect(t, b, req)
+			if n := agent.KeptStreams(b); n != 0 {
+				t.Errorf("thread %q: a run's own thread kept %d streams; it has no next run", thread, n)
+			}
 		}
 	})
 	t.Run("idle", func(t *testing.T) {
