@@ -3,6 +3,8 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -196,4 +198,103 @@ func BenchmarkThreadRuns(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestBackendKeptStreamDisrupted: runs of threads whose streams are kept,
+// with the upstream's connections cut at random moments and runs closed
+// by their client after their first event (a thread takes no more runs
+// after a run so disturbed: the upstream may still be running it). Every
+// run that starts ends with one terminal event, its last; every run
+// nothing disturbed decodes to the same events as over a stream of its
+// own; and nothing leaks (goleak, in TestMain), with the race detector on
+// in CI. The replacement of a kept stream a cut closed is exercised here
+// when a cut lands after its run; TestBackendKeepsThreadStream makes it
+// happen every time.
+func TestBackendKeptStreamDisrupted(t *testing.T) {
+	ts, streams := streamCountingPeer(t)
+	ref := render(t, collect(t, keepBackend(t, agent.BackendConfig{URL: ts.URL, KeepStreams: -1}), request("ref", "failing-agent")))
+	// A command on a pooled connection the cut closed fails (a POST is not
+	// retried); each command gets a connection of its own here, so the
+	// cuts reach the event streams, running and kept.
+	b := keepBackend(t, agent.BackendConfig{URL: ts.URL, HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}})
+	rng := rand.New(rand.NewPCG(1, 2))
+	runs := 0
+	for i := range 60 {
+		thread := "disrupted-" + strconv.Itoa(i)
+		for run := range 3 {
+			req := request(thread, "failing-agent")
+			req.RunId += "-" + strconv.Itoa(run)
+			if !disruptedRun(t, b, ts, req, rng, ref) {
+				break
+			}
+			runs++
+		}
+	}
+	// Streams were kept: fewer were opened than runs went undisturbed.
+	if n := streams.Load(); n > int64(runs) {
+		t.Errorf("%d event streams opened for %d undisturbed runs", n, runs)
+	}
+	t.Logf("%d undisturbed runs, %d event streams opened", runs, streams.Load())
+}
+
+// disruptedRun runs req, cut or left at random, checks its events, and
+// reports whether nothing disturbed it (its thread may take another run).
+func disruptedRun(t *testing.T, b *agent.Backend, ts *httptest.Server, req *canonical.Request, rng *rand.Rand, ref []byte) bool {
+	t.Helper()
+	cut, leave := rng.IntN(4) == 0, rng.IntN(6) == 0
+	cutDone := make(chan struct{})
+	if cut {
+		delay := time.Duration(rng.IntN(500)) * time.Microsecond
+		go func() {
+			defer close(cutDone)
+			time.Sleep(delay)
+			ts.CloseClientConnections()
+		}()
+	} else {
+		close(cutDone)
+	}
+	defer func() { <-cutDone }() // a cut lands in its own run, or on the stream kept after it
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	st, err := b.Start(ctx, req)
+	if err != nil {
+		if !cut {
+			t.Fatalf("%s: start: %v", req.RunId, err)
+		}
+		return false
+	}
+	defer st.Close()
+	var events []*canonical.Event
+	for {
+		ev, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", req.RunId, err)
+		}
+		events = append(events, ev)
+		if leave {
+			return false
+		}
+	}
+	if len(events) == 0 {
+		t.Fatalf("%s: no events", req.RunId)
+	}
+	for j, ev := range events {
+		if _, ok := canonical.TerminalOf(ev); ok != (j == len(events)-1) {
+			t.Fatalf("%s: event %d of %d is terminal: %v", req.RunId, j, len(events), ok)
+		}
+	}
+	for _, e := range events {
+		e.ThreadId, e.RunId = "", ""
+	}
+	got := render(t, events)
+	if !bytes.Equal(got, ref) {
+		if !cut {
+			t.Fatalf("%s: undisturbed run over a kept stream:\n%s\nwant\n%s", req.RunId, got, ref)
+		}
+		return false // the cut reached it
+	}
+	return true
 }

@@ -238,7 +238,7 @@ const cancelledLifecycle = `{"namespace":[],"data":{"event":"failed","error":"ca
 func (p *Peer) play(ctx context.Context, t *thread, run string, lines []Line) {
 	defer p.wg.Done()
 	cut := false // the run was cancelled before its end
-	for _, l := range lines {
+	for i, l := range lines {
 		if l.DelayMs > 0 && !sleep(ctx, time.Duration(l.DelayMs)*time.Millisecond) {
 			cut = true
 			break
@@ -266,16 +266,26 @@ func (p *Peer) play(ctx context.Context, t *thread, run string, lines []Line) {
 		if l.Method == "lifecycle" && bytes.Contains(l.Params, []byte(`"namespace":[]`)) && bytes.Contains(l.Params, []byte(`"interrupted"`)) {
 			t.interrupted = true
 		}
+		if i == len(lines)-1 {
+			// The run is over when its last event can be read: a client
+			// that starts the next run on seeing it must not be refused.
+			t.endLocked(run)
+		}
 		p.mu.Unlock()
 	}
 	p.mu.Lock()
 	if cut {
 		t.appendLocked("lifecycle", json.RawMessage(cancelledLifecycle))
 	}
+	t.endLocked(run) // (a next run may be active already: it stays)
+	p.mu.Unlock()
+}
+
+// endLocked marks run, if it is the thread's active run, as over.
+func (t *thread) endLocked(run string) {
 	if t.active == run {
 		t.active, t.cancelRun = "", nil
 	}
-	p.mu.Unlock()
 }
 
 // sleep waits d; false when ctx ended first.
