@@ -572,11 +572,21 @@ func (t *Thread) pump(ar *activeRun) {
 	defer close(ar.done)
 	defer ar.stream.Close()
 	var out []wireEvent
-	final := false // the run's state is to be saved before the pump ends
+	// Steps are saved beside the run (saveSoon). The state as of the last
+	// one is saved before the run's end is appended, as when each step was
+	// saved in turn: a client that sees the end and reads the thread on
+	// another instance finds the run's turn there. The run's last state is
+	// saved before the thread can be let go.
+	asked := false // saveSoon was asked since the last saveNow
+	final := false // the terminal event made a step
 	for {
 		ev, err := ar.stream.Recv()
 		if err != nil {
 			if !errors.Is(err, io.EOF) || !ar.ended {
+				if asked {
+					t.saveNow()
+					asked = false
+				}
 				t.mu.Lock()
 				if !ar.ended {
 					ce := canonical.AsError(err)
@@ -589,28 +599,26 @@ func (t *Thread) pump(ar *activeRun) {
 			}
 			break
 		}
+		if _, end := canonical.TerminalOf(ev); end && asked {
+			t.saveNow()
+			asked = false
+		}
 		t.mu.Lock()
 		out = t.handleLocked(ar, ev, out[:0])
 		save := ar.steps > 0
 		ar.steps = 0
 		t.mu.Unlock()
 		if ar.ended {
-			final = final || save
+			final = save
 			break
 		}
-		if save { // a step: saved meanwhile, and once more at the end
+		if save {
 			t.saveSoon()
-			final = true
+			asked = true
 		}
 	}
-	if final || !ar.ended || ar.steps > 0 {
-		// The run's last state is written before the thread can be let
-		// go (an instance that runs its next run reads it from the KV
-		// bucket); a save still pending is this one.
-		t.mu.Lock()
-		t.rt.saveAgain = false
-		t.mu.Unlock()
-		t.persist()
+	if final || asked || !ar.ended || ar.steps > 0 {
+		t.saveNow()
 	}
 	t.mu.Lock()
 	if t.rt.active == ar { // the stream failed before a terminal event could be handled
@@ -870,15 +878,16 @@ func (t *Thread) applyInjectedLocked() {
 	t.addMessagesLocked(msgs, nil, "__input__", "update", t.rt.rec.LastRun)
 }
 
-// saveSoon saves the thread on a goroutine of its own, so that the pump
-// goes on to the run's next events: a step's save (a KV write, 300-450 µs
-// here unloaded) was on the path of the message that followed it, and of
-// a run's first text delta. One save runs at a time; asked for meanwhile,
-// one more follows, of the state as it is then, so steps that come faster
-// than KV writes share a save. The first save, which creates the record,
-// is made at once: until it exists, another instance asked for the thread
-// (a client resuming there) does not know it. Called by a pump (which
-// holds a count of f.wg, so the Add cannot race Close's Wait).
+// saveSoon saves the thread on a goroutine of its own, so that a run's
+// events, or a command's answer, do not wait for the KV write (300-450 µs
+// here unloaded): a step's save was on the path of the message that
+// followed it, and run.start's on the path of every client that opens its
+// stream once the command is answered, as the SDK does. One save runs at
+// a time; asked for meanwhile, one more follows, of the state as it is
+// then, so steps that come faster than KV writes share a save. The first
+// save, which creates the record, is made at once: until it exists,
+// another instance asked for the thread (a client resuming there) does
+// not know it; so are saves once the frontend is closing.
 func (t *Thread) saveSoon() {
 	if t.f.cfg.KV == nil {
 		return
@@ -889,14 +898,33 @@ func (t *Thread) saveSoon() {
 		t.persist()
 		return
 	}
-	defer t.mu.Unlock()
 	t.rt.saveAgain = true
 	if t.rt.saving {
+		t.mu.Unlock()
 		return
 	}
-	t.rt.saving = true
+	t.f.runMu.Lock() // orders the Add against Close's Wait
+	if t.f.isClosed() {
+		t.f.runMu.Unlock()
+		t.rt.saveAgain = false
+		t.mu.Unlock()
+		t.persist()
+		return
+	}
 	t.f.wg.Add(1)
+	t.f.runMu.Unlock()
+	t.rt.saving = true
+	t.mu.Unlock()
 	go t.saveLoop()
+}
+
+// saveNow saves the thread and returns once it is saved; a save asked of
+// saveSoon and not yet begun is this one.
+func (t *Thread) saveNow() {
+	t.mu.Lock()
+	t.rt.saveAgain = false
+	t.mu.Unlock()
+	t.persist()
 }
 
 func (t *Thread) saveLoop() {
