@@ -91,7 +91,12 @@
 // applied_through_seq on every channel, decoded by Decoder into canonical
 // events with namespaces, graph nodes, usage, message ids and the
 // passthrough channels kept. Closing a run that has not ended cancels it
-// upstream with POST /threads/{id}/runs/{run_id}/cancel.
+// upstream with POST /threads/{id}/runs/{run_id}/cancel. Over SSE, a
+// thread's event stream stays open after a run that ended as the upstream
+// said, for the thread's next run (as the SDK's ThreadStream keeps its
+// stream): the next run sends its command and reads on, and a kept stream
+// found closed is replaced from the command's seq. Runs on a thread named
+// for them alone (no thread from the client) keep none.
 //
 // # Stated degradations
 //
@@ -147,6 +152,7 @@
 // client that stops reading is cut off by internal/wsconn (1008).
 //
 // The backend's BackendConfig bounds one upstream event (MaxEventBytes,
-// 4 MiB) and the WebSocket events held before the command's answer
-// (MaxPendingEvents, 10,000).
+// 4 MiB), the WebSocket events held before the command's answer
+// (MaxPendingEvents, 10,000), and the event streams kept between runs
+// (KeepStreams, 256 threads; KeepStreamIdle, 30 s each).
 package agent
