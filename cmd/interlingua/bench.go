@@ -16,7 +16,7 @@ import (
 )
 
 const benchUsage = `Usage:
-  interlingua bench --pair FRONTEND:BACKEND --streams N --deltas M [--rate R] [--json]
+  interlingua bench --pair FRONTEND:BACKEND --streams N --deltas M [--rate R [--spread D]] [--json]
   interlingua bench --idle N [--json]
   interlingua bench --cluster --streams N --deltas M [--json]
   interlingua bench --report FILE [--converters FILE]
@@ -49,6 +49,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		streams    = fs.Int("streams", 1, "concurrent `streams`")
 		deltas     = fs.Int("deltas", 1000, "text `deltas` per stream")
 		rate       = fs.Float64("rate", 0, "pace the load at `R` deltas/s across all streams (0: unpaced)")
+		spread     = fs.Duration("spread", 0, "with --rate, start the streams evenly over `D` (default: 1/R apart)")
 		rounds     = fs.Int("rounds", 3, "measured `rounds` per path, alternating direct and bridged")
 		warmup     = fs.Int("warmup", 1, "unmeasured warm-up `rounds` per path (-1: none)")
 		text       = fs.String("delta-text", "tok ", "`text` of each delta")
@@ -121,7 +122,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 		var r *loadgen.Result
 		r, err = loadgen.Run(ctx, loadgen.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
-			Rate: *rate, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
+			Rate: *rate, Spread: *spread, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
 			CPUProfile: *cpuProf, MemProfile: *memProf, Fabric: *fabricExp,
 			External: *external, ServerProcs: *serverPros})
 		out, md = r, func(w io.Writer) { loadgen.WriteMarkdown(w, r) }

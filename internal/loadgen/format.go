@@ -8,7 +8,11 @@ import (
 
 // WriteMarkdown writes a pair's result as a markdown table.
 func WriteMarkdown(w io.Writer, r *Result) {
-	fmt.Fprintf(w, "### %s: %d streams × %d deltas%s\n\n", r.Pair, r.Streams, r.Deltas, rateText(r.Rate))
+	spread := ""
+	if r.SpreadMS > 0 {
+		spread = fmt.Sprintf(", starts spread over %s ms", trim(r.SpreadMS))
+	}
+	fmt.Fprintf(w, "### %s: %d streams × %d deltas%s%s\n\n", r.Pair, r.Streams, r.Deltas, rateText(r.Rate), spread)
 	if r.Direct == nil {
 		fe, be, _ := strings.Cut(r.Pair, ":")
 		if r.LatencyFrom == "upstream" {

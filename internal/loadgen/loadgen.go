@@ -38,6 +38,10 @@ type Options struct {
 	// streams (each stream one delta every Streams/Rate seconds); 0 sends
 	// as fast as the path allows.
 	Rate float64
+	// Spread, with Rate, starts the streams evenly over this time rather
+	// than 1/Rate apart (100 streams at 10,000 deltas/s start within 10 ms:
+	// each start then waits behind the others').
+	Spread time.Duration
 	// Rounds is the number of measured rounds per mode, alternating direct
 	// and bridged. Default 3.
 	Rounds int
@@ -119,8 +123,10 @@ type Result struct {
 	Streams int     `json:"streams"`
 	Deltas  int     `json:"deltas"`
 	Rate    float64 `json:"rate"`
-	Rounds  int     `json:"rounds"`
-	Procs   int     `json:"procs"`
+	// SpreadMS is the time the stream starts were spread over (Spread).
+	SpreadMS float64 `json:"spread_ms,omitempty"`
+	Rounds   int     `json:"rounds"`
+	Procs    int     `json:"procs"`
 	// LatencyFrom says what delta latency is measured from: "upstream"
 	// (the peer's send stamp) or "previous-delta" (scripted: the interval
 	// between deltas at the client).
@@ -186,6 +192,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res := &Result{Pair: o.Frontend + ":" + o.Backend, Streams: o.Streams, Deltas: o.Deltas, Rate: o.Rate,
 		Rounds: o.Rounds, Procs: runtime.GOMAXPROCS(0), LatencyFrom: "upstream"}
+	if o.Rate > 0 && o.Spread > 0 {
+		res.SpreadMS = float64(o.Spread) / float64(time.Millisecond)
+	}
 	var interval time.Duration
 	if o.Rate > 0 {
 		interval = time.Duration(float64(o.Streams) / o.Rate * float64(time.Second))
@@ -442,7 +451,10 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 	}
 	baseRSS, _ := procStatus(h.pid)
 	var stagger time.Duration
-	if o.Rate > 0 {
+	switch {
+	case o.Rate > 0 && o.Spread > 0:
+		stagger = o.Spread / time.Duration(n)
+	case o.Rate > 0:
 		stagger = time.Duration(float64(time.Second) / o.Rate)
 	}
 	start := make(chan struct{})

@@ -118,6 +118,24 @@ func TestRunRefusesUnknownProtocols(t *testing.T) {
 	}
 }
 
+// TestSpreadStarts: with Spread the streams of a paced pair start over
+// that time, every delta arrives on both paths, and the result and its
+// table say so.
+func TestSpreadStarts(t *testing.T) {
+	r, err := Run(context.Background(), Options{Frontend: "triton", Backend: "triton", Streams: 4, Deltas: 3, Rate: 400, Spread: 20 * time.Millisecond, Rounds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.SpreadMS != 20 || r.Direct == nil || r.Direct.Errors != 0 || r.Bridged.Errors != 0 || r.Direct.Deltas != 12 || r.Bridged.Deltas != 12 {
+		t.Fatalf("spread %v ms; direct %+v; bridged %+v", r.SpreadMS, r.Direct, r.Bridged)
+	}
+	var b bytes.Buffer
+	WriteMarkdown(&b, r)
+	if !strings.HasPrefix(b.String(), "### triton:triton: 4 streams × 3 deltas, paced at 400 deltas/s in total, starts spread over 20 ms\n") {
+		t.Fatalf("table heading: %.120q", b.String())
+	}
+}
+
 func TestPacedScriptedRoundsToMilliseconds(t *testing.T) {
 	r, err := Run(context.Background(), Options{Frontend: "triton", Backend: "scripted", Streams: 2, Deltas: 5, Rate: 3000, Rounds: 1})
 	if err != nil {
