@@ -640,6 +640,10 @@ func (s *upStream) reopen() {
 	}
 	s.relMu.Unlock()
 	if err != nil {
+		if s.ctx.Err() != nil { // our client left meanwhile, as in fill
+			s.cancelUpstream()
+			err = s.ctx.Err()
+		}
 		s.out = s.sdec.fail(s.out, canonical.AsError(err))
 	}
 }
