@@ -307,7 +307,6 @@ type upStream struct {
 
 	// SSE
 	es      *eventStream
-	sdec    *SSEDecoder // es.sdec
 	unwatch func() bool // stops the run's context from ending es
 	reused  bool        // es was kept from an earlier run and no event of this run came yet
 	broken  bool        // es failed (read or decode): it ends with the run
@@ -326,8 +325,8 @@ type upStream struct {
 }
 
 func (s *upStream) decoder() *Decoder {
-	if s.sdec != nil {
-		return &s.sdec.Decoder
+	if s.es != nil {
+		return &s.es.sdec.Decoder
 	}
 	return s.wdec
 }
@@ -447,7 +446,7 @@ func (s *upStream) openStream() (*eventStream, error) {
 // use makes es the run's event stream; the run's context ending (its
 // client left) ends the stream, and with it a read in progress.
 func (s *upStream) use(es *eventStream, reused bool) {
-	s.es, s.sdec, s.reused = es, es.sdec, reused
+	s.es, s.reused = es, reused
 	s.unwatch = context.AfterFunc(s.ctx, es.cancel)
 }
 
@@ -555,13 +554,13 @@ func (s *upStream) Recv() (*canonical.Event, error) {
 
 // fill reads from the upstream and decodes, ending the run on a failure.
 func (s *upStream) fill() {
-	if s.sdec != nil {
-		n, err := s.es.body.Read(s.es.buf)
+	if es := s.es; es != nil {
+		n, err := es.body.Read(es.buf)
 		if n > 0 {
 			var ferr error
-			if s.out, ferr = s.sdec.Feed(s.es.buf[:n], s.out); ferr != nil {
+			if s.out, ferr = es.sdec.Feed(es.buf[:n], s.out); ferr != nil {
 				s.broken = true
-				s.out = s.sdec.fail(s.out, canonical.AsError(ferr))
+				s.out = es.sdec.fail(s.out, canonical.AsError(ferr))
 				return
 			}
 			if len(s.out) > 0 {
@@ -572,14 +571,14 @@ func (s *upStream) fill() {
 			s.broken = true
 			if s.ctx.Err() != nil {
 				s.cancelUpstream() // our client left: the upstream run must stop too
-				s.out = s.sdec.fail(s.out, canonical.AsError(s.ctx.Err()))
+				s.out = es.sdec.fail(s.out, canonical.AsError(s.ctx.Err()))
 				return
 			}
 			if s.reused { // the kept stream ended while it waited: none of the run is lost
 				s.reopen()
 				return
 			}
-			s.out, _ = s.sdec.End(s.out)
+			s.out, _ = es.sdec.End(s.out)
 		}
 		return
 	}
@@ -644,7 +643,7 @@ func (s *upStream) reopen() {
 			s.cancelUpstream()
 			err = s.ctx.Err()
 		}
-		s.out = s.sdec.fail(s.out, canonical.AsError(err))
+		s.out = s.es.sdec.fail(s.out, canonical.AsError(err)) // the replaced stream's decoder: the run's state
 	}
 }
 

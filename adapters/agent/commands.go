@@ -122,7 +122,11 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 	// in one place and state is read where it is kept. If none does, it
 	// runs here on the latest record, read meanwhile (two NATS round
 	// trips, 140 and 200 µs here unloaded, then take the time of one; the
-	// read is wasted when another instance answers).
+	// read is wasted when another instance answers). Alone, or running the
+	// thread, this instance has neither to do.
+	if f.cfg.Cluster == nil || th.owned() {
+		return f.executeLocal(th, cmd)
+	}
 	refreshed := make(chan struct{})
 	go func() {
 		defer close(refreshed)

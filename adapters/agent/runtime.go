@@ -906,9 +906,8 @@ func (t *Thread) saveSoon() {
 	t.f.runMu.Lock() // orders the Add against Close's Wait
 	if t.f.isClosed() {
 		t.f.runMu.Unlock()
-		t.rt.saveAgain = false
 		t.mu.Unlock()
-		t.persist()
+		t.saveNow()
 		return
 	}
 	t.f.wg.Add(1)
