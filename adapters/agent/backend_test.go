@@ -232,7 +232,7 @@ func TestBackendErrors(t *testing.T) {
 	if canonical.CodeOf(err) != canonical.CodeUnavailable {
 		t.Errorf("server down: %v", err)
 	}
-	for _, c := range []agent.BackendConfig{{}, {URL: "ftp://x"}, {URL: "http://x", Transport: "grpc"}, {URL: "http://x", Timeout: -1}} {
+	for _, c := range []agent.BackendConfig{{}, {URL: "ftp://x"}, {URL: "http://x", Transport: "grpc"}, {URL: "http://x", Timeout: -1}, {URL: "http://x", KeepStreamIdle: -1}} {
 		if _, err := agent.NewBackend(c); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
