@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -125,12 +126,19 @@ type mirrorMsg struct {
 	NS     []string        `json:"n"`           //
 	Run    string          `json:"r,omitempty"` // lifecycle events: the run, for agent.getTree
 	Status string          `json:"s,omitempty"` // lifecycle events: the status
+	Pinned bool            `json:"p,omitempty"` // replays: a namespace's state kept past the buffer
 	Frame  json.RawMessage `json:"f"`           // the complete envelope
 }
 
 // appendMirrorMsg encodes a record for p.agent.events.<T> by hand: it runs
 // once per event on the instance that owns the run.
 func appendMirrorMsg(b []byte, origin string, rec *record) []byte {
+	return appendMirrorMsgPinned(b, origin, rec, false)
+}
+
+// appendMirrorMsgPinned is appendMirrorMsg for a replay, which also
+// carries the owner's pinned states.
+func appendMirrorMsgPinned(b []byte, origin string, rec *record, pinned bool) []byte {
 	b = append(b, `{"o":`...)
 	b = appendString(b, origin)
 	b = append(b, `,"q":`...)
@@ -148,6 +156,9 @@ func appendMirrorMsg(b []byte, origin string, rec *record) []byte {
 		b = appendString(b, rec.run)
 		b = append(b, `,"s":`...)
 		b = appendString(b, rec.status)
+	}
+	if pinned {
+		b = append(b, `,"p":true`...)
 	}
 	b = append(b, `,"f":`...)
 	b = append(b, rec.frame...)
@@ -181,7 +192,7 @@ func (t *Thread) followLocked() {
 		return
 	}
 	t.evSub = sub
-	t.backfillLocked()
+	t.catchUpLocked()
 }
 
 // mirror appends an event another instance appended. Events arrive in
@@ -237,28 +248,99 @@ const maxReplayBytes = 900 << 10
 // (bounded by the reply timeout), so readers attach after the catch-up
 // and live events wait behind it, in order.
 func (t *Thread) backfillLocked() {
-	c := t.f.cfg.Cluster
-	if t.rt.active != nil || len(t.rt.queue) > 0 {
-		return // the thread's runs are here
-	}
-	req := append([]byte(`{"id":0,"method":"`+replayMethod+`","params":{"since":`), strconv.FormatUint(t.seq, 10)...)
-	ctx, cancel := context.WithTimeout(t.f.closingCtx, min(c.ForwardTimeout, 2*time.Second))
-	defer cancel()
-	msg, err := c.Conn.RequestWithContext(ctx, c.cmdSubject(t.id), append(req, "}}"...))
-	if err != nil || msg.Header.Get(hdrErrorCode) != "" {
-		return // no instance runs the thread (or it did not answer): nothing to catch up
-	}
-	for line := range bytes.SplitSeq(msg.Data, []byte{'\n'}) {
-		var m mirrorMsg
-		if json.Unmarshal(line, &m) == nil {
-			t.mirrorLocked(&m)
+	msgs, _ := t.askReplayLocked(t.seq)
+	t.pinMirroredLocked(msgs)
+	for i := range msgs {
+		if !msgs[i].Pinned {
+			t.mirrorLocked(&msgs[i])
 		}
 	}
 }
 
+// catchUpLocked is the backfill of a thread just loaded from its record,
+// whose buffer opens with the record's state at the record's seq. That
+// seq can be past events a client has read on the owner (the owner saves
+// beside its run), so the owner's whole buffer is asked for, and it
+// replaces the opening state when it is at least as new: this instance
+// then replays what the owner replays, pinned states included, and a
+// client resuming here from any seq the owner still buffers misses
+// nothing.
+func (t *Thread) catchUpLocked() {
+	msgs, ok := t.askReplayLocked(0)
+	if !ok {
+		return
+	}
+	first, last := uint64(0), uint64(0)
+	for _, m := range msgs {
+		if !m.Pinned && m.Seq > 0 && len(m.Frame) > 0 {
+			if first == 0 {
+				first = m.Seq
+			}
+			last = m.Seq
+		}
+	}
+	if first != 0 && last >= t.seq {
+		t.pinned, t.latest = nil, map[string]uint64{}
+		t.buf = ring{max: t.buf.max}
+		t.seq = first - 1
+	}
+	t.pinMirroredLocked(msgs)
+	for i := range msgs {
+		if !msgs[i].Pinned {
+			t.mirrorLocked(&msgs[i])
+		}
+	}
+}
+
+// askReplayLocked asks the instance running the thread's runs for its
+// buffered events after since; ok is false when none answered. t.mu is
+// held.
+func (t *Thread) askReplayLocked(since uint64) (msgs []mirrorMsg, ok bool) {
+	c := t.f.cfg.Cluster
+	if t.rt.active != nil || len(t.rt.queue) > 0 {
+		return nil, false // the thread's runs are here
+	}
+	req := append([]byte(`{"id":0,"method":"`+replayMethod+`","params":{"since":`), strconv.FormatUint(since, 10)...)
+	ctx, cancel := context.WithTimeout(t.f.closingCtx, min(c.ForwardTimeout, 2*time.Second))
+	defer cancel()
+	msg, err := c.Conn.RequestWithContext(ctx, c.cmdSubject(t.id), append(req, "}}"...))
+	if err != nil || msg.Header.Get(hdrErrorCode) != "" {
+		return nil, false // no instance runs the thread (or it did not answer): nothing to catch up
+	}
+	for line := range bytes.SplitSeq(msg.Data, []byte{'\n'}) {
+		var m mirrorMsg
+		if json.Unmarshal(line, &m) == nil {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs, true
+}
+
+// pinMirroredLocked pins the owner's states a replay carries, each unless
+// this instance holds a newer state of its namespace.
+func (t *Thread) pinMirroredLocked(msgs []mirrorMsg) {
+	for _, m := range msgs {
+		if !m.Pinned || m.Method != methodValues || m.Seq == 0 || len(m.Frame) == 0 {
+			continue
+		}
+		if m.NS == nil {
+			m.NS = []string{}
+		}
+		k := nsKey(m.NS)
+		if t.latest[k] >= m.Seq {
+			continue
+		}
+		t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
+		t.pinned = append(t.pinned, record{seq: m.Seq, method: m.Method, ns: m.NS, frame: m.Frame})
+		t.latest[k] = m.Seq
+	}
+	t.trimPinnedLocked()
+}
+
 // replayLinesLocked is the owner's answer to replayMethod: its buffered
 // events after since, one mirror message per line, the newest that fit in
-// maxReplayBytes.
+// maxReplayBytes, after the pinned states newer than since that fit too
+// (marked "p"), so a reader of the replay gets each namespace's state.
 func (t *Thread) replayLinesLocked(since uint64) []byte {
 	oldest := t.oldest()
 	first := max(since+1, oldest)
@@ -271,7 +353,19 @@ func (t *Thread) replayLinesLocked(since uint64) []byte {
 		}
 		size += len(rec.frame) + 160
 	}
+	var pins []*record
+	for i := range t.pinned {
+		p := &t.pinned[i]
+		if p.seq > since && p.seq < first && size+len(p.frame)+160 <= maxReplayBytes {
+			pins = append(pins, p)
+			size += len(p.frame) + 160
+		}
+	}
 	b := make([]byte, 0, size)
+	for _, p := range pins {
+		b = appendMirrorMsgPinned(b, t.f.origin, p, true)
+		b = append(b, '\n')
+	}
 	for s := first; s <= t.seq; s++ {
 		rec := t.buf.at(int(s - oldest))
 		b = appendMirrorMsg(b, t.f.origin, rec)

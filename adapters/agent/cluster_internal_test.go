@@ -30,8 +30,12 @@ func TestMirrorMessageRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %v", b, err)
 		}
 		got := record{seq: m.Seq, method: m.Method, custom: m.Custom, ns: m.NS, frame: m.Frame, run: m.Run, status: m.Status}
-		if d := cmp.Diff(rec, got, cmp.AllowUnexported(record{})); d != "" || m.Origin != f.origin {
-			t.Fatalf("round trip (-want +got): %s, origin %q", d, m.Origin)
+		if d := cmp.Diff(rec, got, cmp.AllowUnexported(record{})); d != "" || m.Origin != f.origin || m.Pinned {
+			t.Fatalf("round trip (-want +got): %s, origin %q, pinned %v", d, m.Origin, m.Pinned)
+		}
+		var p mirrorMsg // a replay's pinned state
+		if err := json.Unmarshal(appendMirrorMsgPinned(nil, f.origin, &rec, true), &p); err != nil || !p.Pinned || p.Seq != rec.seq {
+			t.Fatalf("pinned: %+v %v", p, err)
 		}
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
@@ -20,12 +22,16 @@ type instance struct {
 
 // newCluster starts n agent frontends that share one NATS server: the
 // thread bucket and the agent subjects, each with its own runner.
-func newCluster(t *testing.T, n int) []instance {
+func newCluster(t *testing.T, n int) []instance { return newClusterOf(t, n, agent.Config{}) }
+
+// newClusterOf is newCluster with each frontend configured as cfg.
+func newClusterOf(t *testing.T, n int, cfg agent.Config) []instance {
 	kv, connect := startFabric(t)
 	var out []instance
 	for range n {
 		nc := connect()
-		out = append(out, instance{newServer(t, agent.Config{KV: kv, Cluster: &agent.Cluster{Conn: nc}}), nc})
+		cfg.KV, cfg.Cluster = kv, &agent.Cluster{Conn: nc}
+		out = append(out, instance{newServer(t, cfg), nc})
 	}
 	return out
 }
@@ -168,4 +174,64 @@ func TestClusterResumeOnOtherInstance(t *testing.T) {
 	if strings.Join(restB, "\n") != strings.Join(restA, "\n") {
 		t.Fatalf("resumed on B after seq %s:\n%s\nA:\n%s", last, strings.Join(restB, "\n"), strings.Join(restA, "\n"))
 	}
+}
+
+// TestClusterReplayOnOtherInstance: an instance that loads a thread while
+// another runs it replays what the owner replays, byte for byte: from the
+// start (the state, pinned once it left the owner's buffer, then the
+// buffer) and after every seq the owner still buffers. Before, it opened
+// its buffer with the saved record's state at the record's seq, which the
+// owner saves beside its run, so a reader behind that seq got a gap here
+// and none on the owner.
+func TestClusterReplayOnOtherInstance(t *testing.T) {
+	const bufferEvents = 4
+	c := newClusterOf(t, 2, agent.Config{BufferEvents: bufferEvents})
+	a, b := c[0], c[1]
+	const filter = `"channels":["lifecycle","messages","values","checkpoints"]`
+	_, ended := a.runToEnd(t, "replay", "stream", user("first"), map[string]any{"deltas": 10})
+	live := a.openSSE(t, "replay", `{`+filter+`,"since":`+strconv.FormatUint(ended, 10)+`}`, nil)
+	run, _ := a.runStart(t, "replay", "stream", user("go"), map[string]any{"hang": true, "deltas": 3})
+	var last string
+	for {
+		e := live.next(false)
+		last = e.ID
+		if strings.Contains(string(e.Data), `"content-block-delta"`) {
+			break // the run now hangs until cancelled
+		}
+	}
+	upTo := func(st *stream) []string { // the replay, up to the live reader's last frame
+		var out []string
+		for {
+			e := st.next(false)
+			out = append(out, e.ID+" "+e.Event+" "+string(e.Data))
+			if e.ID == last {
+				return out
+			}
+		}
+	}
+	onA := upTo(a.openSSE(t, "replay", "{"+filter+"}", nil))
+	if len(onA) != bufferEvents+1 || !strings.Contains(onA[0], `"method":"values"`) || !strings.Contains(onA[0], `"content":"go"`) {
+		t.Fatalf("the owner's replay is not the pinned state and its %d buffered events:\n%s", bufferEvents, strings.Join(onA, "\n"))
+	}
+	onB := upTo(b.openSSE(t, "replay", "{"+filter+"}", nil))
+	if d := cmp.Diff(onA, onB); d != "" {
+		t.Fatalf("replay on B (-A +B):\n%s", d)
+	}
+	for _, fr := range onA[1:] {
+		since := strings.Fields(fr)[0]
+		body := "{" + filter + `,"since":` + since + "}"
+		fromA, fromB := a.openSSE(t, "replay", body, nil), b.openSSE(t, "replay", body, nil)
+		if since == last {
+			continue // nothing after it yet
+		}
+		if d := cmp.Diff(upTo(fromA), upTo(fromB)); d != "" {
+			t.Fatalf("after seq %s (-A +B):\n%s", since, d)
+		}
+	}
+	resp, err := http.Post(b.URL+"/threads/replay/runs/"+run+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("cancel on B: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	live.untilTerminal()
 }

@@ -70,8 +70,10 @@
 // thread mirrors them into its buffer, so SSE streams and WebSocket
 // subscriptions anywhere see the same frames with the same seqs, and a
 // client resuming on another instance with its last seq gets the rest
-// exactly once (an instance that loads the thread, or sees a jump, first
-// asks the owner for the buffered events it lacks). Commands sent to any
+// exactly once (an instance that sees a jump first asks the owner for the
+// buffered events it lacks; one that loads the thread takes the owner's
+// whole buffer and pinned states, so it replays what the owner replays
+// from any seq). Commands sent to any
 // instance — run.start, input.respond, input.inject, state.*,
 // agent.getTree and the REST cancel — are executed by the instance running
 // the thread's runs (request/reply on <prefix>.agent.cmd.<thread>), so runs

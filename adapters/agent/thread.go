@@ -198,14 +198,20 @@ func (t *Thread) restartLocked(seq uint64) {
 			t.pinned = append(t.pinned, *rec)
 		}
 	}
+	t.trimPinnedLocked()
+	t.buf = ring{max: t.buf.max}
+	t.seq = seq
+}
+
+// trimPinnedLocked forgets the oldest pinned states past
+// maxNamespacesKept.
+func (t *Thread) trimPinnedLocked() {
 	if n := len(t.pinned) - maxNamespacesKept; n > 0 {
 		for _, p := range t.pinned[:n] {
 			delete(t.latest, nsKey(p.ns))
 		}
 		t.pinned = slices.Delete(t.pinned, 0, n)
 	}
-	t.buf = ring{max: t.buf.max}
-	t.seq = seq
 }
 
 // noteStatus records a lifecycle status for agent.getTree and reconnect.
