@@ -136,7 +136,7 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
 		// A read takes every response the upstream has sent (up to 32
 		// KiB), so a burst is decoded, and written on, at once.
-		b.own.ReadBufferSize = 32 << 10
+		b.own.ReadBufferSize = readBufSize
 		b.client = &http.Client{Transport: b.own}
 	}
 	if b.log == nil {
@@ -327,6 +327,16 @@ func (b *Backend) inputs(ctx context.Context, model string) (modelInputs, error)
 	return in, nil
 }
 
+// readBufSize is what one read of a streamed response takes, as much as
+// the transport's buffer holds (Backend's ReadBufferSize).
+const readBufSize = 32 << 10
+
+// readBufs holds the streams' read buffers between runs: allocating one
+// per run was 28 KB of the 68 KB the bridge allocated per Triton run. A
+// stream puts its buffer back from Recv once the response has ended
+// (never from Close, which may run during a read).
+var readBufs = sync.Pool{New: func() any { return new([readBufSize]byte) }}
+
 // stream is one upstream response read as canonical events; Recv reads
 // the body, so no goroutine runs behind it.
 type stream struct {
@@ -336,7 +346,7 @@ type stream struct {
 	object  bool // /generate: one JSON object
 	b       *Backend
 	dec     *streamDecoder
-	buf     []byte
+	buf     *[readBufSize]byte // from readBufs while the response is read
 	pending []*canonical.Event
 	next    int
 	once    sync.Once
@@ -355,9 +365,9 @@ func (s *stream) Recv() (*canonical.Event, error) {
 			continue
 		}
 		if s.buf == nil {
-			s.buf = make([]byte, 32<<10)
+			s.buf = readBufs.Get().(*[readBufSize]byte)
 		}
-		n, err := s.body.Read(s.buf)
+		n, err := s.body.Read(s.buf[:])
 		if n > 0 {
 			var ferr error
 			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
@@ -374,6 +384,10 @@ func (s *stream) Recv() (*canonical.Event, error) {
 			}
 		default:
 			s.pending = s.dec.Fail(s.pending, s.readError(err))
+		}
+		if s.dec.Ended() { // no more reads: the buffer goes to the next run
+			readBufs.Put(s.buf)
+			s.buf = nil
 		}
 	}
 	ev := s.pending[s.next]
