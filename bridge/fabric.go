@@ -305,6 +305,7 @@ type pubQueue struct {
 	wake  chan struct{} // capacity 1: publish what is queued now
 	lazy  chan struct{} // capacity 1: publish it within nats.publish_delay
 	room  chan struct{} // closed when the loop takes a batch; nil until someone waits
+	quiet int           // batches in a row that fitted in spareKeep (see take)
 }
 
 // push queues m, or returns a channel that is closed when the loop has
@@ -356,17 +357,31 @@ func (q *pubQueue) signalLazy() {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// spareKeep is the largest spare array pubQueue keeps after a batch that
-// would fit in it: a larger one, sized for bursts, is let go once they end.
-const spareKeep = 4096
+// spareKeep is the largest spare array pubQueue keeps for good: a larger
+// one, sized for bursts, is let go once spareQuiet batches in a row would
+// have fitted in spareKeep. Letting it go at the first such batch made an
+// unpaced run, whose batch sizes swing between hundreds and tens of
+// thousands, grow a new array from nothing about every tenth batch: a
+// sixth of the bytes the bridge allocated per delta.
+const (
+	spareKeep  = 4096
+	spareQuiet = 64
+)
 
 // take returns what is queued and empties the queue.
 func (q *pubQueue) take() []pubMsg {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	batch, spare := q.msgs, q.spare
-	if cap(spare) > spareKeep && len(batch) <= spareKeep {
-		spare = nil
+	switch {
+	case cap(spare) <= spareKeep && cap(batch) <= spareKeep:
+		q.quiet = 0
+	case len(batch) > spareKeep:
+		q.quiet = 0
+	default:
+		if q.quiet++; q.quiet >= spareQuiet && cap(spare) > spareKeep {
+			spare = nil
+		}
 	}
 	q.msgs, q.spare = spare[:0], nil
 	if q.room != nil {

@@ -235,3 +235,36 @@ func TestPubQueueBound(t *testing.T) {
 		t.Fatalf("after room: %d queued, %d dropped", n, f.Dropped())
 	}
 }
+
+// TestPubQueueKeepsArraysThroughSwings: batches whose sizes swing between
+// tens of thousands and hundreds, as an unpaced run's do, reuse the
+// queue's two arrays instead of growing new ones; once spareQuiet batches
+// in a row are small, the arrays sized for the bursts are let go.
+func TestPubQueueKeepsArraysThroughSwings(t *testing.T) {
+	q := &pubQueue{max: 65_536, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}
+	cycle := func(n int) {
+		for range n {
+			if q.push(pubMsg{subject: "s"}, false, false) != nil {
+				t.Fatal("queue full")
+			}
+		}
+		q.recycle(q.take())
+	}
+	for _, n := range []int{20_000, 300, 20_000, 300} { // warm up both arrays
+		cycle(n)
+	}
+	allocs := testing.AllocsPerRun(5, func() {
+		for _, n := range []int{300, 20_000, 900, 12_000, 300} {
+			cycle(n)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per swing of batch sizes: the arrays are not reused", allocs)
+	}
+	for range spareQuiet + 1 {
+		cycle(300)
+	}
+	if c1, c2 := cap(q.msgs), cap(q.spare); c1 > spareKeep || c2 > spareKeep {
+		t.Fatalf("after %d small batches the queue keeps arrays of %d and %d messages", spareQuiet+1, c1, c2)
+	}
+}
