@@ -184,9 +184,9 @@ func TestBurstIsOneMessage(t *testing.T) {
 			t.Fatalf("the replay stream stored %d of the 2 messages", info.State.Msgs)
 		}
 	}
-	// LastSeq is one JetStream API request (a message get), not a
-	// STREAM.INFO before it: it runs at the start of every run of a known
-	// thread.
+	// LastSeq is one JetStream request (a direct get of the thread's last
+	// message), not a STREAM.INFO before it, nor the API's message get: it
+	// runs at the start of every run of a known thread.
 	api, err := nc.SubscribeSync("$JS.API.>")
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,40 @@ func TestBurstIsOneMessage(t *testing.T) {
 		}
 		reqs = append(reqs, m.Subject)
 	}
-	if want := "$JS.API.STREAM.MSG.GET." + EventsStream; len(reqs) != 1 || reqs[0] != want {
+	if want := "$JS.API.DIRECT.GET." + EventsStream + ".interlingua.events.th.*"; len(reqs) != 1 || reqs[0] != want {
 		t.Fatalf("LastSeq's JetStream API requests: %q, want one %s", reqs, want)
+	}
+}
+
+// BenchmarkLastSeq: the replay-log read at the start of every run of a
+// known thread, against the embedded server.
+func BenchmarkLastSeq(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Defaults()
+	f, err := StartFabric(context.Background(), cfg.NATS, b.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	p := f.publisher("th", "run", true)
+	for seq := range uint64(50) {
+		e := canonical.NewTextDelta(0, "tok ")
+		e.ThreadId, e.RunId, e.Seq = "th", "run", seq+1
+		p.publish(e)
+	}
+	p.flush(true)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if seq, _ := f.LastSeq(context.Background(), "th"); seq == 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the replay log did not store the events")
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if seq, err := f.LastSeq(context.Background(), "th"); err != nil || seq != 50 {
+			b.Fatalf("LastSeq = %d, %v", seq, err)
+		}
 	}
 }

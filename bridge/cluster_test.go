@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -196,3 +198,55 @@ func waitFor(t testing.TB, cond func() bool) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A thread's seq continues on whichever instance runs it next: B, which
+// never ran the thread, reads the last seq from the replay log (a direct
+// get of the thread's last message, whatever its run).
+func TestThreadSeqContinuesOnOtherInstance(t *testing.T) {
+	ns := natsServer(t)
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	body := `{"target":"echo","threadId":"t-cont","inputs":[{"name":"prompt","node":{"data":"b25lIHR3byB0aHJlZQ=="}}]}`
+	first, code := postRun(t, a.URL, body)
+	if code != 200 {
+		t.Fatalf("on A: %d", code)
+	}
+	last := first[len(first)-1].GetSeq()
+	if last != uint64(len(first)) {
+		t.Fatalf("on A: last seq %d of %d events", last, len(first))
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		st, err := js.Stream(context.Background(), bridge.EventsStream)
+		if err == nil {
+			if m, err := st.GetLastMsgForSubject(context.Background(), "interlingua.events.t-cont.*"); err == nil {
+				if evs, err := bridge.DecodeEvents(m.Data); err == nil && evs[len(evs)-1].GetSeq() == last {
+					break
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replay log did not store A's run")
+		}
+	}
+	second, code := postRun(t, b.URL, body)
+	if code != 200 {
+		t.Fatalf("on B: %d", code)
+	}
+	for i, ev := range second {
+		if want := last + uint64(i) + 1; ev.GetSeq() != want {
+			t.Fatalf("on B, event %d has seq %d, want %d", i, ev.GetSeq(), want)
+		}
+	}
+	if b.Bridge().Running() != 0 || a.Bridge().Running() != 0 {
+		t.Fatal("a run is still running")
+	}
+}
