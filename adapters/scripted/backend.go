@@ -143,6 +143,9 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	ctx, cancel := context.WithCancel(ctx)
 	s := &stream{ctx: ctx, cancel: cancel, f: f, b: canonical.NewBuilder(), tools: b.cfg.Tools}
 	s.b.MessageID = req.GetRunId() + "-"
+	if f.hang {
+		s.seen = &canonical.Guard{}
+	}
 	s.pending = s.b.Lifecycle(s.pending, canonical.StatusRunning)
 	switch req.GetTarget() {
 	case "echo":
@@ -215,6 +218,11 @@ type stream struct {
 	f      faults
 	b      *canonical.Builder
 	tools  canonical.Tools
+	// seen observes what Recv returned, on a run asked to hang: the hang
+	// drops the events its step made after the first content delta (a
+	// block's finish, the message's), which the builder counts as sent,
+	// so what the run still owes when cancelled is taken from seen.
+	seen *canonical.Guard
 
 	plan    []func() bool // steps; a step appends to pending and reports whether it is done
 	pending []*canonical.Event
@@ -256,6 +264,9 @@ func (s *stream) Recv() (*canonical.Event, error) {
 	}
 	ev := s.pending[s.next]
 	s.next++
+	if s.seen != nil {
+		s.seen.Observe(ev)
+	}
 	if _, delta := ev.GetKind().(*canonical.KindBlockDelta); s.f.hang && delta && !s.b.Ended() {
 		// Hang after the first content delta (so every frontend has sent
 		// its first response): the next Recv waits for cancellation.
@@ -268,6 +279,11 @@ func (s *stream) Recv() (*canonical.Event, error) {
 
 func (s *stream) abort(err error) {
 	ce := canonical.AsError(err)
+	if s.seen != nil {
+		s.pending = s.seen.End(s.pending, canonical.StatusCancelled, ce)
+		s.b.End(nil, canonical.StatusCancelled, ce) // the builder is done: Recv ends after these
+		return
+	}
 	s.pending = s.b.End(s.pending, canonical.StatusCancelled, ce)
 }
 

@@ -135,21 +135,40 @@ func TestBadParameters(t *testing.T) {
 	}
 }
 
+// TestHangEndsOnCancel: a run that hangs after its first content delta,
+// cancelled there, is a valid run of the model ending cancelled, on every
+// target: what it still owes (finishes of its open block and message)
+// comes before the terminal event.
 func TestHangEndsOnCancel(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := New(Config{}).Start(ctx, request("echo", "a b", map[string]any{"hang": true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _ := s.Recv()
-	cancel()
-	rest, _ := canonical.Collect(s)
-	evs := append([]*canonical.Event{first}, rest...)
-	if err := canonical.Validate(evs); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := canonical.TerminalOf(evs[len(evs)-1]); st != canonical.StatusCancelled {
-		t.Fatalf("terminal %v", evs[len(evs)-1])
+	for _, target := range []string{"echo", "demo-agent", "demo-approval", "stream", "cortex-example"} {
+		t.Run(target, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := New(Config{Tools: calc{}}).Start(ctx, request(target, "a b", map[string]any{"hang": true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evs []*canonical.Event
+			for {
+				ev, err := s.Recv()
+				if err != nil {
+					t.Fatalf("ended before a content delta: %v", err)
+				}
+				evs = append(evs, ev)
+				if _, ok := ev.GetKind().(*canonical.KindBlockDelta); ok {
+					break
+				}
+			}
+			cancel()
+			rest, _ := canonical.Collect(s)
+			evs = append(evs, rest...)
+			if err := canonical.Validate(evs); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := canonical.TerminalOf(evs[len(evs)-1]); st != canonical.StatusCancelled {
+				t.Fatalf("terminal %v", evs[len(evs)-1])
+			}
+		})
 	}
 }
 
