@@ -390,7 +390,7 @@ func (t *Thread) ownLocked() {
 			t.f.cfg.Logger.Warn("commands for the thread's run cannot reach this instance", "thread", t.id, "err", err)
 			return
 		}
-		t.cmdSub = sub
+		t.cmdSub, t.cmdSubNew = sub, true
 	case !owning && t.cmdSub != nil:
 		_ = t.cmdSub.Unsubscribe()
 		t.cmdSub = nil
@@ -410,6 +410,29 @@ const (
 // cancelMethod is the forwarded form of POST /threads/{t}/runs/{r}/cancel;
 // it is accepted only on p.agent.cmd.<T>.
 const cancelMethod = "interlingua.cancel"
+
+// settleSub waits until a command subscription this instance has just
+// made is known to the NATS server, before the command that made it (a
+// run.start) is answered: a client told its run started may send the next
+// command (a cancel, another run.start) to any instance, whose forward
+// must find this one, not "no responders" (a cancel answered 404, a second
+// run started beside the first). One round trip, when a run starts on a
+// thread this instance did not own.
+func (t *Thread) settleSub() {
+	c := t.f.cfg.Cluster
+	if c == nil {
+		return
+	}
+	t.mu.Lock()
+	settle := t.cmdSubNew
+	t.cmdSubNew = false
+	t.mu.Unlock()
+	if settle {
+		if err := c.Conn.FlushTimeout(c.ForwardTimeout); err != nil {
+			t.f.cfg.Logger.Warn("thread's command subscription not confirmed by the NATS server", "thread", t.id, "err", err)
+		}
+	}
+}
 
 // serveForwarded executes a command another instance received for this
 // thread and replies with its result.

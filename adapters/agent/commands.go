@@ -142,6 +142,7 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 
 // executeLocal executes a command on this instance's copy of the thread.
 func (f *Frontend) executeLocal(th *Thread, cmd *command) ([]byte, uint64, *protoError) {
+	defer th.settleSub()
 	switch cmd.method {
 	case "run.start":
 		return f.runStart(th, cmd.params, cmd.principal)

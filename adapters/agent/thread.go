@@ -107,6 +107,7 @@ type Thread struct {
 	// thread is in memory; cmdSub takes commands for the thread while this
 	// instance runs or queues its runs (cluster.go).
 	evSub, cmdSub *nats.Subscription
+	cmdSubNew     bool   // cmdSub was just made: settleSub flushes it to the server
 	evSubject     string // p.agent.events.<T>, made once
 
 	rt runtime // state and runs (runtime.go)
