@@ -78,7 +78,10 @@
 // agent.getTree and the REST cancel — are executed by the instance running
 // the thread's runs (request/reply on <prefix>.agent.cmd.<thread>), so runs
 // queue in one place; when no instance runs it, the receiving one does,
-// after reloading the thread's record if another instance saved it.
+// after reloading the thread's record if another instance saved it. A
+// command that makes this instance the owner is answered only once the
+// NATS server has its subscription, so the client's next command, sent
+// anywhere, reaches it.
 //
 // A backend that
 // reports state itself (the agent backend marks its events; others are
