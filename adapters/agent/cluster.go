@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -249,12 +248,7 @@ const maxReplayBytes = 900 << 10
 // and live events wait behind it, in order.
 func (t *Thread) backfillLocked() {
 	msgs, _ := t.askReplayLocked(t.seq)
-	t.pinMirroredLocked(msgs)
-	for i := range msgs {
-		if !msgs[i].Pinned {
-			t.mirrorLocked(&msgs[i])
-		}
-	}
+	t.applyReplayLocked(msgs)
 }
 
 // catchUpLocked is the backfill of a thread just loaded from its record,
@@ -284,6 +278,12 @@ func (t *Thread) catchUpLocked() {
 		t.buf = ring{max: t.buf.max}
 		t.seq = first - 1
 	}
+	t.applyReplayLocked(msgs)
+}
+
+// applyReplayLocked takes in the owner's replay answer: its pinned states,
+// then its buffered events in order.
+func (t *Thread) applyReplayLocked(msgs []mirrorMsg) {
 	t.pinMirroredLocked(msgs)
 	for i := range msgs {
 		if !msgs[i].Pinned {
@@ -330,8 +330,7 @@ func (t *Thread) pinMirroredLocked(msgs []mirrorMsg) {
 		if t.latest[k] >= m.Seq {
 			continue
 		}
-		t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
-		t.pinned = append(t.pinned, record{seq: m.Seq, method: m.Method, ns: m.NS, frame: m.Frame})
+		t.pinLocked(record{seq: m.Seq, method: m.Method, ns: m.NS, frame: m.Frame})
 		t.latest[k] = m.Seq
 	}
 	t.trimPinnedLocked()

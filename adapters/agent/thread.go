@@ -163,12 +163,8 @@ func (t *Thread) storeLocked(rec record) {
 	if old, ok := t.buf.push(rec); ok && old.method == methodValues {
 		k := nsKey(old.ns)
 		if t.latest[k] == old.seq { // still the namespace's current state: pin it
-			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
-			t.pinned = append(t.pinned, old)
-			if len(t.pinned) > maxNamespacesKept {
-				delete(t.latest, nsKey(t.pinned[0].ns))
-				t.pinned = t.pinned[1:]
-			}
+			t.pinLocked(old)
+			t.trimPinnedLocked()
 		} else if t.latest[k] < old.seq {
 			delete(t.latest, k)
 		}
@@ -193,15 +189,21 @@ func (t *Thread) restartLocked(seq uint64) {
 		if rec.method != methodValues {
 			continue
 		}
-		k := nsKey(rec.ns)
-		if t.latest[k] == rec.seq {
-			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
-			t.pinned = append(t.pinned, *rec)
+		if t.latest[nsKey(rec.ns)] == rec.seq {
+			t.pinLocked(*rec)
 		}
 	}
 	t.trimPinnedLocked()
 	t.buf = ring{max: t.buf.max}
 	t.seq = seq
+}
+
+// pinLocked keeps rec, a values event, as its namespace's state past the
+// buffer, in place of the one pinned before.
+func (t *Thread) pinLocked(rec record) {
+	k := nsKey(rec.ns)
+	t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
+	t.pinned = append(t.pinned, rec)
 }
 
 // trimPinnedLocked forgets the oldest pinned states past
