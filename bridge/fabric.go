@@ -379,15 +379,10 @@ func (q *pubQueue) take() []pubMsg {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	batch, spare := q.msgs, q.spare
-	switch {
-	case cap(spare) <= spareKeep && cap(batch) <= spareKeep:
-		q.quiet = 0
-	case len(batch) > spareKeep:
-		q.quiet = 0
-	default:
-		if q.quiet++; q.quiet >= spareQuiet && cap(spare) > spareKeep {
-			spare = nil
-		}
+	if len(batch) > spareKeep || cap(batch) <= spareKeep && cap(spare) <= spareKeep {
+		q.quiet = 0 // a burst, or no array sized for one
+	} else if q.quiet++; q.quiet >= spareQuiet && cap(spare) > spareKeep {
+		spare = nil
 	}
 	q.msgs, q.spare = spare[:0], nil
 	if q.room != nil {
