@@ -24,25 +24,42 @@ type record struct {
 // ring is a bounded buffer of the most recent records; its seqs are
 // contiguous (every event of the thread enters it). It grows as events
 // arrive, up to max, then overwrites the oldest.
+//
+// The records are held in arrays of ringChunk, added as the ring fills
+// and never moved. One array grown by append allocated five times the
+// full ring and copied four: 6.2 MB and 39,000 copied records to fill the
+// default 10,000 (120 bytes each), a third of all the bytes allocated in
+// an unpaced agent-to-agent benchmark. Chunks allocate the ring once.
 type ring struct {
-	recs []record
-	head int // index of the oldest record
-	n    int
-	max  int
+	chunks [][]record // ringChunk records each; the last up to max
+	head   int        // position of the oldest record
+	n      int
+	max    int
 }
 
-func (r *ring) at(i int) *record { return &r.recs[(r.head+i)%len(r.recs)] }
+// ringChunk is the records of one of a ring's arrays (30 KB).
+const ringChunk = 256
+
+// at returns the i-th oldest record. Positions run from 0 to max-1:
+// while the ring fills, head is 0 and record i is at position i.
+func (r *ring) at(i int) *record {
+	p := (r.head + i) % r.max
+	return &r.chunks[p/ringChunk][p%ringChunk]
+}
 
 // push appends rec, returning the record it evicted (ok false when none).
 func (r *ring) push(rec record) (old record, evicted bool) {
-	if r.n < r.max { // not full yet: head is 0 and recs grows
-		r.recs = append(r.recs, rec)
+	if r.n < r.max { // not full yet
+		if r.n%ringChunk == 0 {
+			r.chunks = append(r.chunks, make([]record, min(ringChunk, r.max-r.n)))
+		}
+		*r.at(r.n) = rec
 		r.n++
 		return record{}, false
 	}
-	old = r.recs[r.head]
-	r.recs[r.head] = rec
-	r.head = (r.head + 1) % len(r.recs)
+	oldest := r.at(0)
+	old, *oldest = *oldest, rec
+	r.head = (r.head + 1) % r.max
 	return old, true
 }
 
