@@ -678,44 +678,51 @@ const (
 func lastSeqOf(data []byte) (uint64, error) {
 	var last []byte
 	found := false
-	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0, protowire.ParseError(n)
+	err := walkFields(data, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		if num != batchEventsField || typ != protowire.BytesType {
+			return 0
 		}
-		b = b[n:]
-		if num == batchEventsField && typ == protowire.BytesType {
-			last, n = protowire.ConsumeBytes(b)
-			found = true
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
+		last, n = protowire.ConsumeBytes(v)
+		found = true
+		return n
+	})
+	if err != nil {
+		return 0, err
 	}
 	if !found {
 		return 0, errEmptyBatch
 	}
 	var seq uint64 // as in proto3, absent is 0 and the last occurrence wins
-	for b := last; len(b) > 0; {
+	err = walkFields(last, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
+		if num != eventSeqField || typ != protowire.VarintType {
+			return 0
+		}
+		seq, n = protowire.ConsumeVarint(v)
+		return n
+	})
+	return seq, err
+}
+
+// walkFields calls take with each field of the protobuf message b and the
+// bytes from its value on; take consumes the value and returns its length,
+// or returns 0 to have it skipped. A field number and wire type that do
+// not match a known field make an unknown field, as in proto.Unmarshal.
+func walkFields(b []byte, take func(num protowire.Number, typ protowire.Type, v []byte) int) error {
+	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, protowire.ParseError(n)
+			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if num == eventSeqField && typ == protowire.VarintType {
-			seq, n = protowire.ConsumeVarint(b)
-		} else {
+		if n = take(num, typ, b); n == 0 {
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if n < 0 {
-			return 0, protowire.ParseError(n)
+			return protowire.ParseError(n)
 		}
 		b = b[n:]
 	}
-	return seq, nil
+	return nil
 }
 
 // Close publishes what is queued, flushes and closes the connection, then
