@@ -56,7 +56,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		procs      = fs.Int("procs", 0, "GOMAXPROCS for the run (0: unchanged)")
 		timeout    = fs.Duration("timeout", 10*time.Minute, "bound on one round")
 		asJSON     = fs.Bool("json", false, "print one JSON object instead of a markdown table")
-		cpuProf    = fs.String("cpuprofile", "", "write a CPU profile of the last bridged round to `file`")
+		cpuProf    = fs.String("cpuprofile", "", "write a CPU profile of one more bridged round, left out of the figures (with --cluster: of the last saturated round), to `file`")
 		memProf    = fs.String("memprofile", "", "write an allocation profile of the run to `file`")
 		idle       = fs.Int("idle", 0, "open `N` idle streaming connections to a child interlingua serve")
 		cluster    = fs.Bool("cluster", false, "measure two instances over NATS")

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -133,6 +135,23 @@ func TestSpreadStarts(t *testing.T) {
 	WriteMarkdown(&b, r)
 	if !strings.HasPrefix(b.String(), "### triton:triton: 4 streams × 3 deltas, paced at 400 deltas/s in total, starts spread over 20 ms\n") {
 		t.Fatalf("table heading: %.120q", b.String())
+	}
+}
+
+// The CPU profile is of a bridged round of its own: the measured rounds'
+// figures count their deltas only, and the profile is written.
+func TestCPUProfileRoundIsNotMeasured(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	r, err := Run(context.Background(), Options{Frontend: "triton", Backend: "triton", Streams: 2, Deltas: 20, Rounds: 2, CPUProfile: prof})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Direct == nil || r.Direct.Deltas != 80 || r.Bridged.Deltas != 80 || r.Bridged.Errors != 0 {
+		t.Fatalf("direct %+v; bridged %+v; want 80 deltas each (2 rounds of 2 x 20)", r.Direct, r.Bridged)
+	}
+	data, err := os.ReadFile(prof)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b { // pprof's gzip
+		t.Fatalf("profile: %d bytes, %v", len(data), err)
 	}
 }
 

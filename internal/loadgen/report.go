@@ -39,7 +39,7 @@ type scenario struct {
 	opts  Options
 	res   *Result
 	err   error
-	prof  string // CPU profile of the last bridged round
+	prof  string // CPU profile of a bridged round after the measured ones
 }
 
 // target is one line of the targets table.
@@ -324,7 +324,7 @@ func WriteReport(ctx context.Context, o ReportOptions) error {
 	// Profiles of the misses.
 	fmt.Fprintln(w, "## Profiles of missed targets")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "CPU profiles of the last bridged round of each load scenario (the whole process: clients, peers and bridge), and allocation profiles of the converter benchmarks, are kept in `%s`. Top entries by flat time:\n\n", o.ProfileDir)
+	fmt.Fprintf(w, "CPU profiles of one more bridged round of each load scenario, run after the measured rounds and left out of their figures (the whole process: clients, peers and bridge), and allocation profiles of the converter benchmarks, are kept in `%s`. Top entries by flat time:\n\n", o.ProfileDir)
 	seen := map[string]bool{}
 	for _, t := range targets {
 		if t.ok || !t.measured {
