@@ -334,11 +334,10 @@ type run struct {
 	next  int
 	ended bool // the terminal event was taken
 
-	upBuf    canonical.Buffered // up, when it tells what it holds
-	sameRead bool               // the event Recv returned last was held by up
-	readAt   time.Time          // the time stamped on the events of up's last read
-	shared   int                // events after the first stamped with readAt
-	once     sync.Once
+	upBuf  canonical.Buffered // up, when it tells what it holds
+	readAt time.Time          // the time stamped on the events of up's last read
+	shared int                // events after the first stamped with readAt
+	once   sync.Once
 
 	// ahead, once readAhead runs, carries the events it takes (stamped,
 	// sequenced and published) to Recv; it is closed after the terminal
@@ -386,6 +385,7 @@ func (r *run) take() (*canonical.Event, error) {
 	if r.next == len(r.owed) { // reuse the queue's backing array
 		r.owed, r.next = r.owed[:0], 0
 	}
+	sameRead := false // the event taken is one up held (never so for the guard's own)
 	if len(r.owed) == 0 && r.pub != nil {
 		// The events taken so far have reached the frontend (it asks for
 		// the next one after writing them): publish them now, before
@@ -402,18 +402,18 @@ func (r *run) take() (*canonical.Event, error) {
 		// process in an unpaced Triton run, whose deltas arrive many to a
 		// read. A backend that holds more than one read's events gets a
 		// fresh time every stampShare events at least.
-		r.sameRead = r.upBuf != nil && r.upBuf.Buffered() > 0 && r.shared < stampShare
+		sameRead = r.upBuf != nil && r.upBuf.Buffered() > 0 && r.shared < stampShare
 		ev, err := r.up.Recv()
 		if err != nil {
 			st, ce := r.failure(err)
 			r.owed = r.guard.End(r.owed, st, ce)
-			r.sameRead = false
+			sameRead = false
 			continue
 		}
 		if v := r.guard.Observe(ev); v != nil {
 			r.b.log.Warn("backend event refused", "run", r.id, "backend", r.backend, "err", v.Message)
 			r.owed = r.guard.End(r.owed, canonical.StatusFailed, v)
-			r.sameRead = false
+			sameRead = false
 			continue
 		}
 		r.owed = append(r.owed, ev)
@@ -422,7 +422,7 @@ func (r *run) take() (*canonical.Event, error) {
 	r.owed[r.next] = nil
 	r.next++
 	ev.ThreadId, ev.RunId = r.threadID, r.id
-	if r.sameRead && !r.readAt.IsZero() {
+	if sameRead && !r.readAt.IsZero() {
 		r.shared++
 	} else {
 		r.readAt, r.shared = r.b.now(), 0
