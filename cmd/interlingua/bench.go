@@ -31,6 +31,9 @@ direct path). Output: a markdown table, or with --json one object with pair,
 streams, deltas, direct (null without a direct path), bridged (each
 deltas_per_sec, ttfd_p50_us, ttfd_p99_us, delta_p50_us, delta_p99_us,
 rss_bytes, ...), throughput_ratio, added_delta_p50_us, added_delta_p99_us.
+With --proxy (FRONTEND = BACKEND) a third path joins the alternation: the
+peer behind a reverse proxy that translates nothing (net/http/httputil),
+reported as proxy and proxy_added_*: what any hop costs on this machine.
 
 --idle opens N idle streaming connections (half SSE, half WebSocket) to a
 child "interlingua serve" and reports its RSS. --cluster measures two
@@ -66,6 +69,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		external   = fs.Bool("external", false, "run the server as a child \"interlingua serve\" (scripted backend only) so CPU and RSS are its own")
 		serverPros = fs.Int("server-procs", 0, "with --external: the server's `GOMAXPROCS`")
 		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: sync-persist, async-persist or no-replay (not the configuration as given)")
+		proxy      = fs.Bool("proxy", false, "with a direct path: also measure the load through a reverse proxy that translates nothing (net/http/httputil), what any hop costs here")
 		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
 	)
 	fs.Usage = func() {
@@ -123,7 +127,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		var r *loadgen.Result
 		r, err = loadgen.Run(ctx, loadgen.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
 			Rate: *rate, Spread: *spread, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
-			CPUProfile: *cpuProf, MemProfile: *memProf, Fabric: *fabricExp,
+			CPUProfile: *cpuProf, MemProfile: *memProf, Fabric: *fabricExp, Proxy: *proxy,
 			External: *external, ServerProcs: *serverPros})
 		out, md = r, func(w io.Writer) { loadgen.WriteMarkdown(w, r) }
 	default:

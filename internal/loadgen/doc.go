@@ -39,6 +39,10 @@
 // the bridge; with the scripted backend it is its delay_ms parameter, so
 // per-stream intervals there are whole milliseconds.
 //
+// Options.Proxy adds a third path where there is a direct one: the peer
+// behind a reverse proxy that translates nothing (net/http/httputil), in
+// the same alternation, the measure of what any hop costs on this machine.
+//
 // Options.External runs the server as a child `interlingua serve` (the
 // embedded default configuration, scripted backend) so that CPU and RSS
 // are the server's alone, optionally on one core (ServerProcs).

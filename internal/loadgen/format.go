@@ -25,6 +25,13 @@ func WriteMarkdown(w io.Writer, r *Result) {
 		for _, row := range rows(r.Bridged, r.Bridged) {
 			fmt.Fprintf(w, "| %s | %s |\n", row[0], row[2])
 		}
+	} else if r.Proxy != nil {
+		fmt.Fprintln(w, "| figure | direct | no-op proxy | bridged | proxy vs direct | bridged vs direct |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|")
+		prows, brows := rows(r.Direct, r.Proxy), rows(r.Direct, r.Bridged)
+		for i, row := range brows {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", row[0], row[1], prows[i][2], row[2], prows[i][3], row[3])
+		}
 	} else {
 		fmt.Fprintln(w, "| figure | direct | bridged | bridged vs direct |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|")
@@ -43,7 +50,7 @@ func WriteMarkdown(w io.Writer, r *Result) {
 	for _, s := range []struct {
 		name string
 		side *Side
-	}{{"direct", r.Direct}, {"bridged", r.Bridged}} {
+	}{{"direct", r.Direct}, {"proxy", r.Proxy}, {"bridged", r.Bridged}} {
 		if s.side != nil && s.side.FirstError != "" {
 			fmt.Fprintf(w, "First %s error: %s\n", s.name, s.side.FirstError)
 		}

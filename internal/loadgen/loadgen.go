@@ -73,6 +73,11 @@ type Options struct {
 	// (FabricAsyncPersist, FabricSyncPersist, FabricNoReplay); empty
 	// measures it as configured.
 	Fabric string
+	// Proxy adds a third path where there is a direct one: the same load
+	// through a reverse proxy that translates nothing (see noopProxy), in
+	// the same alternation, so the report can tell what any hop costs
+	// here from what the instance adds to it.
+	Proxy bool
 }
 
 func (o *Options) defaults() {
@@ -134,6 +139,15 @@ type Result struct {
 	LatencyFrom string `json:"latency_from"`
 	Direct      *Side  `json:"direct"`
 	Bridged     *Side  `json:"bridged"`
+	// Proxy is the no-op reverse proxy's path (Options.Proxy), and the
+	// Proxy… figures compare it with direct as the Added… ones compare
+	// bridged.
+	Proxy                  *Side    `json:"proxy,omitempty"`
+	ProxyThroughputRatio   *float64 `json:"proxy_throughput_ratio,omitempty"`
+	ProxyAddedDeltaP50us   *float64 `json:"proxy_added_delta_p50_us,omitempty"`
+	ProxyAddedDeltaP99us   *float64 `json:"proxy_added_delta_p99_us,omitempty"`
+	ProxyAddedTTFDP99us    *float64 `json:"proxy_added_ttfd_p99_us,omitempty"`
+	ProxyAddedCPUPerMDelta *float64 `json:"proxy_added_cpu_sec_per_mdelta,omitempty"`
 	// ThroughputRatio is bridged/direct deltas per second.
 	ThroughputRatio   *float64 `json:"throughput_ratio"`
 	AddedDeltaP50us   *float64 `json:"added_delta_p50_us"`
@@ -325,6 +339,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		direct = &mode{name: "direct", cl: dcl, book: book, prompt: bench, acc: &sideAcc{}}
 		modes = []*mode{direct, bridged}
 	}
+	var proxy *mode
+	if o.Proxy && direct != nil {
+		px, err := newNoopProxy(up.base(), o.Backend == "evergreen", o.Streams)
+		if err != nil {
+			return nil, err
+		}
+		defer px.close()
+		pcl, err := newClient(o.Backend, clientSpec{base: px.base, target: benchTarget, streams: o.Streams, mode: "proxy"})
+		if err != nil {
+			return nil, err
+		}
+		defer pcl.close()
+		proxy = &mode{name: "proxy", cl: pcl, book: book, prompt: bench, acc: &sideAcc{}}
+		modes = []*mode{direct, proxy, bridged}
+	}
 
 	res.LoadBefore = loadAvg()
 	h := &harness{o: o, pid: pid}
@@ -369,6 +398,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.AddedTTFDP50us = ptr(b.TTFDP50us - d.TTFDP50us)
 		res.AddedTTFDP99us = ptr(b.TTFDP99us - d.TTFDP99us)
 		res.AddedCPUPerMDelta = ptr(b.CPUSecPerMDelta - d.CPUSecPerMDelta)
+	}
+	if proxy != nil {
+		d, p := res.Direct, proxy.acc.side(o.Streams)
+		res.Proxy = p
+		res.ProxyThroughputRatio = ptr(p.DeltasPerSec / d.DeltasPerSec)
+		res.ProxyAddedDeltaP50us = ptr(p.DeltaP50us - d.DeltaP50us)
+		res.ProxyAddedDeltaP99us = ptr(p.DeltaP99us - d.DeltaP99us)
+		res.ProxyAddedTTFDP99us = ptr(p.TTFDP99us - d.TTFDP99us)
+		res.ProxyAddedCPUPerMDelta = ptr(p.CPUSecPerMDelta - d.CPUSecPerMDelta)
 	}
 	return res, nil
 }

@@ -1,0 +1,66 @@
+package loadgen
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// noopProxy is the reference hop: the standard library's reverse proxy
+// (net/http/httputil) in front of an upstream peer, passing requests and
+// responses through unchanged and writing each chunk of a response the
+// moment it is read (FlushInterval -1). It translates nothing, so the same
+// load through it measures what a hop costs on this machine (a socket
+// read, a socket write and a wake-up per delta, on both sides of a
+// process); the bridged path's excess over it is what translating and
+// everything else the instance does cost.
+type noopProxy struct {
+	srv  *server
+	tr   *http.Transport
+	base string // the peer's base URL with the proxy's address
+}
+
+// newNoopProxy proxies to the peer at base (http:// or ws://). With h2c
+// both of its sides speak HTTP/2 without TLS (gRPC needs it: Evergreen);
+// otherwise HTTP/1.1, WebSocket upgrades included (Glide).
+func newNoopProxy(base string, h2c bool, streams int) (*noopProxy, error) {
+	up, err := url.Parse(base)
+	if err != nil {
+		return nil, err
+	}
+	scheme := up.Scheme
+	if up.Scheme == "ws" {
+		up.Scheme = "http"
+	}
+	tr := &http.Transport{
+		MaxIdleConns: streams + 16, MaxIdleConnsPerHost: streams + 16,
+		DisableCompression: true, IdleConnTimeout: time.Minute,
+		WriteBufferSize: 4 << 10, ReadBufferSize: 32 << 10,
+	}
+	if h2c {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(up) },
+		Transport:     tr,
+		FlushInterval: -1,
+		// A client that ends its stream early is the harness's doing, not
+		// the proxy's: nothing to log.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	srv, err := serve(rp, h2c)
+	if err != nil {
+		return nil, err
+	}
+	return &noopProxy{srv: srv, tr: tr, base: scheme + "://" + srv.addr()}, nil
+}
+
+func (p *noopProxy) close() {
+	p.srv.close()
+	p.tr.CloseIdleConnections()
+}
