@@ -36,7 +36,7 @@ func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs = append(msgs, pubMsg{subject: f.EventSubject(thread, run), thread: thread, data: data, event: true})
+		msgs = append(msgs, pubMsg{subject: f.EventSubject(thread, run), thread: thread, data: data, events: 1})
 		order[thread] = append(order[thread], ev.Seq)
 	}
 	return msgs, order
@@ -58,7 +58,7 @@ func TestBatcherGroupProperty(t *testing.T) {
 		for _, g := range b.groups {
 			m := msgs[g.head]
 			if g.events == 0 {
-				if m.event || g.tail != g.head || b.next[g.head] != -1 {
+				if m.events != 0 || g.tail != g.head || b.next[g.head] != -1 {
 					t.Fatalf("case %d: raw group %+v", i, g)
 				}
 				seen[g.head] = true
@@ -66,7 +66,7 @@ func TestBatcherGroupProperty(t *testing.T) {
 			}
 			n := 0
 			for j := g.head; j >= 0; j = b.next[j] {
-				if seen[j] || !msgs[j].event || msgs[j].subject != m.subject {
+				if seen[j] || msgs[j].events == 0 || msgs[j].subject != m.subject {
 					t.Fatalf("case %d: message %d in group %+v", i, j, g)
 				}
 				seen[j] = true
@@ -143,9 +143,10 @@ func TestBurstIsOneMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.slab = b
-		f.pubq.msgs = append(f.pubq.msgs, pubMsg{subject: p.subject, thread: "th", data: data, event: true})
+		f.pubq.msgs = append(f.pubq.msgs, pubMsg{subject: p.subject, thread: "th", data: data, events: 1})
 	}
 	f.pubq.mu.Unlock()
+	p.held = len(p.slab) // those are queued, not held
 	f.pubq.wake <- struct{}{}
 	m, err := sub.NextMsg(5 * time.Second)
 	if err != nil {
@@ -155,11 +156,16 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if string(m.Data) != string(want) {
 		t.Fatalf("burst: got %d bytes, want one EventBatch of 100 events (%d bytes)", len(m.Data), len(want))
 	}
-	// A run's publisher queues without waking the loop; flush (the run
-	// asking for its next event) wakes it.
+	// A run's publisher holds its events, queues them without waking the
+	// loop (the backend holds no more), and flush (the run asking for its
+	// next event) wakes it.
 	p.publish(ev(101))
+	if n := len(f.pubq.msgs); n != 0 {
+		t.Fatalf("publish queued %d messages: the publisher holds its events until queueHeld", n)
+	}
+	p.queueHeld()
 	if len(f.pubq.wake)+len(f.pubq.lazy) != 0 {
-		t.Fatal("publish woke the publish loop")
+		t.Fatal("queueing woke the publish loop")
 	}
 	p.flush(false)
 	m, err = sub.NextMsg(5 * time.Second)

@@ -54,6 +54,11 @@ type thread struct {
 	mu   sync.Mutex
 	seq  uint64
 	refs int // runs in flight
+	// holder is the publisher of the thread's last event, which may hold
+	// it (and those before it) unqueued: another run of the thread queues
+	// them before its own, so that the replay log has the thread's events
+	// in seq order.
+	holder *publisher
 }
 
 // NewBridge returns a bridge; fabric may be nil.
@@ -205,6 +210,29 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	r.up = up
 	r.upBuf, _ = up.(canonical.Buffered)
 	return r, nil
+}
+
+// publishLocked hands ev, the thread's latest event, to p, after queueing
+// the events another run of the thread holds: the replay log then has the
+// thread's events in seq order (a run's next one reads its last seq from
+// there). Called with t.mu held.
+func (t *thread) publishLocked(p *publisher, ev *canonical.Event) {
+	if t.holder != p && t.holder != nil {
+		t.holder.queueHeld()
+	}
+	t.holder = p
+	p.publish(ev)
+}
+
+// queueHeld queues the events p, a publisher of one of the thread's runs,
+// holds.
+func (t *thread) queueHeld(p *publisher) {
+	t.mu.Lock()
+	p.queueHeld()
+	if t.holder == p {
+		t.holder = nil
+	}
+	t.mu.Unlock()
 }
 
 // acquireThread returns the thread's counter with a reference taken.
@@ -386,10 +414,11 @@ func (r *run) take() (*canonical.Event, error) {
 		r.owed, r.next = r.owed[:0], 0
 	}
 	sameRead := false // the event taken is one up held (never so for the guard's own)
-	if len(r.owed) == 0 && r.pub != nil {
+	if len(r.owed) == 0 && r.pub != nil && (r.upBuf == nil || r.upBuf.Buffered() == 0) {
 		// The events taken so far have reached the frontend (it asks for
-		// the next one after writing them): publish them now, before
-		// waiting on the backend.
+		// the next one after writing them), and the backend holds no
+		// more: publish them now, before waiting on it.
+		r.queueHeld()
 		r.pub.flush(false)
 	}
 	for len(r.owed) == 0 {
@@ -437,7 +466,7 @@ func (r *run) take() (*canonical.Event, error) {
 	t.seq++
 	ev.Seq = t.seq
 	if r.pub != nil {
-		r.pub.publish(ev)
+		t.publishLocked(r.pub, ev)
 	}
 	t.mu.Unlock()
 	if _, ok := canonical.TerminalOf(ev); ok {
@@ -445,6 +474,9 @@ func (r *run) take() (*canonical.Event, error) {
 	}
 	return ev, nil
 }
+
+// queueHeld queues the events the run's publisher holds.
+func (r *run) queueHeld() { r.thread.queueHeld(r.pub) }
 
 // Buffered returns how many events Recv returns without waiting.
 // Frontends use it to write a burst of events at once and flush only
@@ -543,6 +575,7 @@ func (r *run) finish() {
 			<-done
 		}
 		if r.pub != nil {
+			r.queueHeld()
 			r.pub.flush(true)
 		}
 		b := r.b

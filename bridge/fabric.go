@@ -270,25 +270,25 @@ func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
 		f.drop(ev, err)
 		return
 	}
-	f.enqueue(ev, pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), data: data, event: true}, must, true)
+	f.enqueue(pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), data: data, events: 1}, must, true)
 }
 
 // enqueue queues m; with wake false it leaves waking the publish loop to
 // the caller (publisher.flush), unless it has to wait for room.
-func (f *Fabric) enqueue(ev *canonical.Event, m pubMsg, must, wake bool) {
+func (f *Fabric) enqueue(m pubMsg, must, wake bool) {
 	for {
 		room := f.pubq.push(m, must, wake)
 		if room == nil {
 			return
 		}
 		if !must {
-			f.drop(ev, errors.New("publish queue full"))
+			f.dropMsg(m, errors.New("publish queue full"))
 			return
 		}
 		select {
 		case <-room:
 		case <-f.stop:
-			f.drop(ev, errors.New("fabric closed"))
+			f.dropMsg(m, errors.New("fabric closed"))
 			return
 		}
 	}
@@ -405,59 +405,93 @@ func (q *pubQueue) recycle(batch []pubMsg) {
 
 // publisher publishes one run's events: PublishEvent with the subject
 // built once and the encodings carved from shared arrays instead of one
-// allocation each. It belongs to the run's goroutine.
+// allocation each. It belongs to the run's goroutine; its held events
+// are guarded by the lock of the run's thread (see run.take).
 //
 // A run whose client is on this instance gets each event in process, and
-// NATS is for observers and replay: its events are queued without waking
-// the publish loop, flush wakes it once the frontend has written them and
-// comes back for more, and the loop lets them wait up to
+// NATS is for observers and replay: its events are held by the publisher
+// and queued together, without waking the publish loop, once the backend
+// holds no more (run.take calls queueHeld before a read that may wait);
+// flush then wakes the loop, which lets them wait up to
 // nats.publish_delay for others to join them. Publishing each at once put
 // the publish loop, the NATS client's flusher, the server and JetStream
 // to work between the event and the client's socket write: at 10 streams
 // of 100 deltas/s the latency the bridge adds was about 180 µs at the
-// median and 430 µs at p99, against 100 and 230 with the delay. A run
-// owned for another instance (must) wakes the loop at once: NATS is its
-// client's only path.
+// median and 430 µs at p99, against 100 and 230 with the delay. Queueing
+// each event on its own took the queue's lock per event, contended by
+// every run: 3% of an unpaced Triton run's CPU. A run owned for another
+// instance (must) queues each event at once and wakes the loop: NATS is
+// its client's only path.
 type publisher struct {
 	f       *Fabric
 	subject string
 	thread  string
 	must    bool
-	slab    []byte      // encodings of queued events, then free room
+	slab    []byte      // encodings of queued events, then of held ones, then free room
+	held    int         // slab[held:] are the held events' EventBatch elements
+	nheld   int         // events held
 	unsent  atomic.Bool // events queued since the last wake-up
 }
 
 // Sizes of a publisher's arrays: the first, and the largest they double
-// to (a text delta's encoding is about 100 bytes).
+// to (a text delta's encoding is about 100 bytes). heldMax bounds the
+// events held, so that a backend that always has more (an unpaced stream
+// arriving faster than it is written) still has its events queued every
+// so often.
 const (
 	slabFirst = 512
 	slabMax   = 4 << 10
+	heldMax   = 64
 )
 
 func (f *Fabric) publisher(thread, run string, must bool) *publisher {
 	return &publisher{f: f, subject: f.EventSubject(thread, run), thread: thread, must: must}
 }
 
-// publish queues ev, as PublishEvent does.
+// publish holds ev (queues it at once when must), as PublishEvent does.
+// Called with the thread's lock held.
 func (p *publisher) publish(ev *canonical.Event) {
 	if cap(p.slab)-len(p.slab) < 128 {
+		p.queueHeld() // held events are one run of bytes in one array
 		p.slab = make([]byte, 0, min(max(2*cap(p.slab), slabFirst), slabMax))
+		p.held = 0
 	}
 	// The next event's bytes go after these, never into them (a queued
-	// message is read by the publish loop while the run goes on).
+	// message is read by the publish loop while the run goes on). An
+	// append that outgrows the array copies the held bytes along.
 	data, b, err := appendBatchElem(p.slab, ev)
 	if err != nil {
 		p.f.drop(ev, err)
 		return
 	}
 	p.slab = b
+	if p.must {
+		p.held = len(b)
+		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, data: data, events: 1}, true, true)
+	} else {
+		p.nheld++
+		if p.nheld >= heldMax {
+			p.queueHeld()
+		}
+	}
 	if cap(b) > slabMax { // a large event outgrew the array: not kept for the next
-		p.slab = nil
+		p.queueHeld()
+		p.slab, p.held = nil, 0
 	}
-	if !p.must {
-		p.unsent.Store(true)
+}
+
+// queueHeld queues the held events as one message (EventBatch elements
+// one after the other), without waking the loop. Called with the thread's
+// lock held.
+func (p *publisher) queueHeld() {
+	if p.nheld == 0 {
+		return
 	}
-	p.f.enqueue(ev, pubMsg{subject: p.subject, thread: p.thread, data: data, event: true}, p.must, p.must)
+	end := len(p.slab)
+	m := pubMsg{subject: p.subject, thread: p.thread, data: p.slab[p.held:end:end], events: p.nheld}
+	p.held, p.nheld = end, 0
+	p.unsent.Store(true)
+	p.f.enqueue(m, false, false)
 }
 
 // flush wakes the publish loop for the events queued since the last
@@ -481,20 +515,29 @@ func (f *Fabric) Publish(subject string, data []byte) {
 	}
 }
 
-// pubMsg is a queued message: an event (one EventBatch element, which
-// the publish loop may put into one message with the run's next ones) or a
+// pubMsg is a queued message: events (EventBatch elements, which the
+// publish loop may put into one message with the run's next ones) or a
 // raw message, published as it is.
 type pubMsg struct {
 	subject string
-	thread  string // an event's thread id
+	thread  string // the events' thread id
 	data    []byte
-	event   bool
+	events  int // 0: a raw message
 }
 
 func (f *Fabric) drop(ev *canonical.Event, err error) {
 	n := f.dropped.Add(1)
 	if n == 1 || n%1000 == 0 {
 		f.log.Warn("event not published", "thread", ev.GetThreadId(), "run", ev.GetRunId(), "err", err, "dropped", n)
+	}
+}
+
+// dropMsg counts a queued message's events as dropped (a raw message as one).
+func (f *Fabric) dropMsg(m pubMsg, err error) {
+	k := uint64(max(m.events, 1))
+	n := f.dropped.Add(k)
+	if n <= k || n/1000 != (n-k)/1000 {
+		f.log.Warn("event not published", "subject", m.subject, "events", m.events, "err", err, "dropped", n)
 	}
 }
 
@@ -599,7 +642,7 @@ func (b *batcher) group(msgs []pubMsg, maxBytes int) {
 	for i := range msgs {
 		b.next[i] = -1
 		m := &msgs[i]
-		if !m.event {
+		if m.events == 0 {
 			b.groups = append(b.groups, pubGroup{head: i, tail: i})
 			continue
 		}
@@ -608,13 +651,13 @@ func (b *batcher) group(msgs []pubMsg, maxBytes int) {
 			if msgs[g.head].subject == m.subject && g.size+len(m.data) <= maxBytes {
 				b.next[g.tail] = i
 				g.tail = i
-				g.events++
+				g.events += m.events
 				g.size += len(m.data)
 				continue
 			}
 		}
 		b.open[m.thread] = len(b.groups)
-		b.groups = append(b.groups, pubGroup{head: i, tail: i, events: 1, size: len(m.data)})
+		b.groups = append(b.groups, pubGroup{head: i, tail: i, events: m.events, size: len(m.data)})
 	}
 }
 
@@ -769,9 +812,10 @@ const batchHdrMax = 1 + binary.MaxVarintLen32
 
 // appendBatchElem appends ev to b as one element of an EventBatch (field
 // 1: tag, length, ev's encoding) and returns the element and the grown b.
-// Room for the longest header goes first and the header is written at its
-// end once the length is known, so the event is encoded in place, never
-// moved; the unused bytes before the element stay in b.
+// Room for the longest header goes first, the event is encoded after it,
+// and once its length is known the header is written and the encoding
+// moved down to meet it: elements appended one after another are then one
+// EventBatch as they lie (a publisher queues them so, see queueHeld).
 func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err error) {
 	start := len(b)
 	b = append(b, make([]byte, batchHdrMax)...)
@@ -779,10 +823,10 @@ func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err err
 	if b, err = appendEvent(b, ev); err != nil {
 		return nil, b[:start], err
 	}
-	n := uint64(len(b) - body)
-	at := body - protowire.SizeTag(1) - protowire.SizeVarint(n)
-	protowire.AppendVarint(protowire.AppendTag(b[at:at:body], 1, protowire.BytesType), n)
-	return b[at:len(b):len(b)], b, nil
+	n := len(b) - body
+	hdr := protowire.AppendVarint(protowire.AppendTag(b[start:start:body], 1, protowire.BytesType), uint64(n))
+	end := start + len(hdr) + copy(b[start+len(hdr):], b[body:])
+	return b[start:end:end], b[:end], nil
 }
 
 // appendEvent appends ev's protobuf encoding to b. Block deltas (the per

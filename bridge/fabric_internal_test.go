@@ -3,7 +3,9 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -162,46 +164,65 @@ func BenchmarkFabricPublish(b *testing.B) {
 	}
 }
 
-// The publisher's encodings share arrays but never overlap: each queued
-// message is proto.Marshal of a batch of its event, whatever sizes come between,
-// and an array grown past slabMax by a large event is not kept.
+// The publisher's encodings share arrays but never overlap: whatever
+// sizes come between and wherever its held events are queued, each queued
+// message is proto.Marshal of a batch of the events it holds, in order,
+// none is lost or repeated, at most heldMax events go in one message, and
+// an array grown past slabMax by a large event is not kept. A publisher
+// that must deliver queues each event as a message of its own.
 func TestPublisherEncodings(t *testing.T) {
-	f := &Fabric{pubq: pubQueue{max: 10_000, wake: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
-	p := f.publisher("t", "r", false)
-	var want [][]byte
-	for i := range 300 {
-		text := "tok "
-		switch i % 97 {
-		case 50:
-			text = string(bytes.Repeat([]byte("x"), 10_000))
-		case 60:
-			text = string(bytes.Repeat([]byte("y"), 300))
-		}
-		ev := canonical.NewTextDelta(uint32(i%3), text)
-		ev.ThreadId, ev.RunId, ev.Seq = "t", "r", uint64(i+1)
-		if i%50 == 49 { // not a delta: proto.Marshal's path
-			ev = &canonical.Event{ThreadId: "t", RunId: "r", Seq: uint64(i + 1), Kind: &canonical.KindBlockFinish{BlockFinish: &canonical.BlockFinish{Index: 1}}}
-		}
-		b, err := proto.Marshal(&canonical.EventBatch{Events: []*canonical.Event{ev}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, b)
-		p.publish(ev)
-		if cap(p.slab) > slabMax {
-			t.Fatalf("event %d: kept a %d-byte array", i, cap(p.slab))
-		}
-	}
-	got := f.pubq.take()
-	if len(got) != len(want) {
-		t.Fatalf("%d messages queued, want %d", len(got), len(want))
-	}
-	for i, m := range got {
-		if m.subject != f.EventSubject("t", "r") {
-			t.Fatalf("subject %q", m.subject)
-		}
-		if !bytes.Equal(m.data, want[i]) {
-			t.Fatalf("message %d is not its event's encoding as a batch of one", i)
+	for _, must := range []bool{false, true} {
+		for c := range 20 {
+			rng := rand.New(rand.NewPCG(uint64(c), 11))
+			f := &Fabric{pubq: pubQueue{max: 10_000, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+			p := f.publisher("t", "r", must)
+			var evs []*canonical.Event
+			for i := range 300 {
+				text := "tok "
+				switch i % 97 {
+				case 50:
+					text = string(bytes.Repeat([]byte("x"), 10_000))
+				case 60:
+					text = string(bytes.Repeat([]byte("y"), 300))
+				}
+				ev := canonical.NewTextDelta(uint32(i%3), text)
+				ev.ThreadId, ev.RunId, ev.Seq = "t", "r", uint64(i+1)
+				if i%50 == 49 { // not a delta: proto.Marshal's path
+					ev = &canonical.Event{ThreadId: "t", RunId: "r", Seq: uint64(i + 1), Kind: &canonical.KindBlockFinish{BlockFinish: &canonical.BlockFinish{Index: 1}}}
+				}
+				evs = append(evs, ev)
+				p.publish(ev)
+				if cap(p.slab) > slabMax {
+					t.Fatalf("event %d: kept a %d-byte array", i, cap(p.slab))
+				}
+				if rng.IntN(5) == 0 { // the backend holds no more: run.take queues
+					p.queueHeld()
+				}
+			}
+			p.queueHeld()
+			if len(f.pubq.wake)+len(f.pubq.lazy) != 0 && !must {
+				t.Fatal("queueing held events woke the publish loop")
+			}
+			next := 0
+			for i, m := range f.pubq.take() {
+				if m.subject != f.EventSubject("t", "r") || m.thread != "t" {
+					t.Fatalf("message %d: subject %q, thread %q", i, m.subject, m.thread)
+				}
+				if m.events < 1 || m.events > heldMax || (must && m.events != 1) || next+m.events > len(evs) {
+					t.Fatalf("message %d carries %d events (%d before it, must %v)", i, m.events, next, must)
+				}
+				want, err := proto.Marshal(&canonical.EventBatch{Events: evs[next : next+m.events]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(m.data, want) {
+					t.Fatalf("case %d, message %d is not the encoding of a batch of events %d to %d", c, i, next+1, next+m.events)
+				}
+				next += m.events
+			}
+			if next != len(evs) {
+				t.Fatalf("%d events queued, want %d", next, len(evs))
+			}
 		}
 	}
 }
@@ -276,5 +297,53 @@ func TestPubQueueKeepsArraysThroughSwings(t *testing.T) {
 	}
 	if c1, c2 := cap(q.msgs), cap(q.spare); c1 > spareKeep || c2 > spareKeep {
 		t.Fatalf("after %d small batches the queue keeps arrays of %d and %d messages", spareQuiet+1, c1, c2)
+	}
+}
+
+// Runs of one thread that hold their events and queue them at their own
+// times still queue the thread's events in seq order, whatever the
+// interleaving: a run taking the next seq first queues what another run
+// of the thread holds. (The replay log is read for a thread's last seq.)
+func TestThreadEventsQueueInSeqOrder(t *testing.T) {
+	for c := range 200 {
+		rng := rand.New(rand.NewPCG(uint64(c), 13))
+		f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}, pubq: pubQueue{max: 100_000, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+		th := &thread{}
+		runs := make([]*publisher, 1+rng.IntN(3))
+		for i := range runs {
+			runs[i] = f.publisher("th", fmt.Sprint("r", i), rng.IntN(4) == 0)
+		}
+		for range 1 + rng.IntN(400) {
+			p := runs[rng.IntN(len(runs))]
+			if rng.IntN(4) == 0 { // that run's backend holds no more
+				th.queueHeld(p)
+				continue
+			}
+			th.mu.Lock()
+			th.seq++
+			ev := canonical.NewTextDelta(0, "tok ")
+			ev.ThreadId, ev.RunId, ev.Seq = "th", p.subject, th.seq
+			th.publishLocked(p, ev)
+			th.mu.Unlock()
+		}
+		for _, p := range runs { // the runs end
+			th.queueHeld(p)
+		}
+		var last uint64
+		for _, m := range f.pubq.take() {
+			evs, err := DecodeEvents(m.data)
+			if err != nil || len(evs) != m.events {
+				t.Fatalf("case %d: message of %d events decodes to %d, %v", c, m.events, len(evs), err)
+			}
+			for _, ev := range evs {
+				if ev.GetSeq() != last+1 || ev.GetRunId() != m.subject {
+					t.Fatalf("case %d: seq %d (run %s) queued after seq %d, in a message of %s", c, ev.GetSeq(), ev.GetRunId(), last, m.subject)
+				}
+				last = ev.GetSeq()
+			}
+		}
+		if last != th.seq {
+			t.Fatalf("case %d: %d of %d events queued", c, last, th.seq)
+		}
 	}
 }

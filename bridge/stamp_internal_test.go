@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,5 +135,56 @@ func TestHeldEventsShareATimeBoundedly(t *testing.T) {
 		default:
 			run = 1
 		}
+	}
+}
+
+// A run's events go to the publish queue a backend read at a time: those
+// of one read are held until the backend holds no more (the run is about
+// to wait on it) and are then queued as one message, without waking the
+// publish loop; the run's end queues the rest and wakes it.
+func TestEventsOfOneReadAreQueuedTogether(t *testing.T) {
+	bl := canonical.NewBuilder()
+	var evs []*canonical.Event
+	evs = bl.Lifecycle(evs, canonical.StatusRunning)
+	evs = bl.StartMessage(evs, "m1", "assistant")
+	evs = bl.Text(evs, "a")
+	evs = bl.Text(evs, "b")
+	evs = bl.Text(evs, "c")
+	evs = bl.Text(evs, "d")
+	evs = bl.End(evs, canonical.StatusCompleted, nil)
+	reads := [][]*canonical.Event{evs[:4], evs[4:5], evs[5:]}
+
+	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}, pubq: pubQueue{max: 1000, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)},
+		stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+	b := NewBridge(NewRouter([]Route{{Target: "reads", Backend: "reads"}}, map[string]canonical.Backend{"reads": readsBackend{reads}}, nil),
+		f, slog.New(slog.DiscardHandler))
+	s, err := b.Run(context.Background(), &canonical.Request{Target: "reads"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []int // events per queued message, as each Recv returns
+	for {
+		_ = s.(canonical.Buffered).Buffered()
+		ev, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, end := canonical.TerminalOf(ev); !end && len(f.pubq.wake) != 0 {
+			t.Fatalf("seq %d: the publish loop was woken at once", ev.GetSeq())
+		}
+		f.pubq.mu.Lock()
+		for _, m := range f.pubq.msgs[len(queued):] {
+			queued = append(queued, m.events)
+		}
+		f.pubq.mu.Unlock()
+	}
+	if want := []int{4, 1, 5}; !slices.Equal(queued, want) {
+		t.Fatalf("events per queued message %v, want %v (the reads)", queued, want)
+	}
+	if len(f.pubq.wake) != 1 {
+		t.Fatal("the run's end did not wake the publish loop")
 	}
 }

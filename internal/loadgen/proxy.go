@@ -36,7 +36,7 @@ func newNoopProxy(base string, h2c bool, streams int) (*noopProxy, error) {
 		up.Scheme = "http"
 	}
 	tr := &http.Transport{
-		MaxIdleConns: streams + 16, MaxIdleConnsPerHost: streams + 16,
+		MaxIdleConns: 2*streams + 16, MaxIdleConnsPerHost: 2*streams + 16,
 		DisableCompression: true, IdleConnTimeout: time.Minute,
 		WriteBufferSize: 4 << 10, ReadBufferSize: 32 << 10,
 	}
