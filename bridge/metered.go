@@ -46,7 +46,8 @@ type metered struct {
 	delta                     bool  // a delta has passed
 	firstDelta                time.Duration
 	events                    int
-	ttfd, interval            prometheus.Observer
+	ttfd                      prometheus.Observer
+	interval                  metrics.Tally
 	span                      trace.Span
 	release                   func() // the API key's run slot
 	done                      bool
@@ -58,7 +59,7 @@ func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.R
 		Stream: s, b: b, target: target, frontend: fe, backend: backend, span: span, release: release,
 		thread: req.GetThreadId(), run: req.GetRunId(), start: b.now(),
 		ttfd:     metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
-		interval: metrics.DeltaInterval.WithLabelValues(fe, backend),
+		interval: metrics.DeltaInterval.Series(fe, backend).Tally(),
 	}
 }
 
@@ -109,6 +110,7 @@ func (m *metered) Close() error {
 
 func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
 	m.release()
+	m.interval.Flush()
 	outcome := "abandoned"
 	switch st {
 	case canonical.StatusCompleted:

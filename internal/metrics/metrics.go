@@ -30,9 +30,7 @@ var (
 	TimeToFirstDelta = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "interlingua_time_to_first_delta_seconds", Help: "From run start to its first content delta.", Buckets: latencyBuckets,
 	}, []string{"frontend", "backend"})
-	DeltaInterval = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "interlingua_delta_interval_seconds", Help: "Between consecutive content deltas of a run.", Buckets: latencyBuckets,
-	}, []string{"frontend", "backend"})
+	DeltaInterval = NewTallyHistogram("interlingua_delta_interval_seconds", "Between consecutive content deltas of a run.", latencyBuckets)
 	SlowConsumers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "interlingua_slow_consumer_cutoffs_total", Help: "Clients cut off because they did not read fast enough.",
 	}, []string{"protocol"})
