@@ -164,6 +164,13 @@ func BenchmarkFabricPublish(b *testing.B) {
 	}
 }
 
+// queueFabric is a fabric without NATS: what is published stays in its
+// queue (of at most max messages) for the test to take.
+func queueFabric(max int) *Fabric {
+	return &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}, pubq: pubQueue{max: max, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)},
+		stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+}
+
 // The publisher's encodings share arrays but never overlap: whatever
 // sizes come between and wherever its held events are queued, each queued
 // message is proto.Marshal of a batch of the events it holds, in order,
@@ -174,7 +181,7 @@ func TestPublisherEncodings(t *testing.T) {
 	for _, must := range []bool{false, true} {
 		for c := range 20 {
 			rng := rand.New(rand.NewPCG(uint64(c), 11))
-			f := &Fabric{pubq: pubQueue{max: 10_000, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+			f := queueFabric(10_000)
 			p := f.publisher("t", "r", must)
 			var evs []*canonical.Event
 			for i := range 300 {
@@ -307,7 +314,7 @@ func TestPubQueueKeepsArraysThroughSwings(t *testing.T) {
 func TestThreadEventsQueueInSeqOrder(t *testing.T) {
 	for c := range 200 {
 		rng := rand.New(rand.NewPCG(uint64(c), 13))
-		f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}, pubq: pubQueue{max: 100_000, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+		f := queueFabric(100_000)
 		th := &thread{}
 		runs := make([]*publisher, 1+rng.IntN(3))
 		for i := range runs {

@@ -40,10 +40,9 @@ func (s *readsStream) Recv() (*canonical.Event, error) {
 func (s *readsStream) Buffered() int { return len(s.cur) }
 func (s *readsStream) Close() error  { return nil }
 
-// The events of one read of the backend are stamped with one time, read
-// from the clock once; each read gets a time of its own. An event the
-// backend already stamped keeps its time.
-func TestEventsOfOneReadShareTheirTime(t *testing.T) {
+// threeReads is a run's events as a backend reads them: [running, message
+// start, block start, a] [b] [c, d, the finishes, completed].
+func threeReads() ([]*canonical.Event, [][]*canonical.Event) {
 	bl := canonical.NewBuilder()
 	var evs []*canonical.Event
 	evs = bl.Lifecycle(evs, canonical.StatusRunning)
@@ -53,10 +52,15 @@ func TestEventsOfOneReadShareTheirTime(t *testing.T) {
 	evs = bl.Text(evs, "c")
 	evs = bl.Text(evs, "d")
 	evs = bl.End(evs, canonical.StatusCompleted, nil)
+	return evs, [][]*canonical.Event{evs[:4], evs[4:5], evs[5:]}
+}
+
+// The events of one read of the backend are stamped with one time, read
+// from the clock once; each read gets a time of its own. An event the
+// backend already stamped keeps its time.
+func TestEventsOfOneReadShareTheirTime(t *testing.T) {
+	evs, reads := threeReads()
 	evs[6].TimeUnixNano = 7 // "d": the backend's own time
-	// Reads: [running, message start, block start, a] [b] [c, d, the
-	// finishes, completed].
-	reads := [][]*canonical.Event{evs[:4], evs[4:5], evs[5:]}
 
 	clock := 0
 	b := NewBridge(NewRouter([]Route{{Target: "reads", Backend: "reads"}}, map[string]canonical.Backend{"reads": readsBackend{reads}}, nil),
@@ -143,19 +147,8 @@ func TestHeldEventsShareATimeBoundedly(t *testing.T) {
 // to wait on it) and are then queued as one message, without waking the
 // publish loop; the run's end queues the rest and wakes it.
 func TestEventsOfOneReadAreQueuedTogether(t *testing.T) {
-	bl := canonical.NewBuilder()
-	var evs []*canonical.Event
-	evs = bl.Lifecycle(evs, canonical.StatusRunning)
-	evs = bl.StartMessage(evs, "m1", "assistant")
-	evs = bl.Text(evs, "a")
-	evs = bl.Text(evs, "b")
-	evs = bl.Text(evs, "c")
-	evs = bl.Text(evs, "d")
-	evs = bl.End(evs, canonical.StatusCompleted, nil)
-	reads := [][]*canonical.Event{evs[:4], evs[4:5], evs[5:]}
-
-	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}, pubq: pubQueue{max: 1000, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)},
-		stop: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+	_, reads := threeReads()
+	f := queueFabric(1000)
 	b := NewBridge(NewRouter([]Route{{Target: "reads", Backend: "reads"}}, map[string]canonical.Backend{"reads": readsBackend{reads}}, nil),
 		f, slog.New(slog.DiscardHandler))
 	s, err := b.Run(context.Background(), &canonical.Request{Target: "reads"})
