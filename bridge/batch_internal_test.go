@@ -156,18 +156,13 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if string(m.Data) != string(want) {
 		t.Fatalf("burst: got %d bytes, want one EventBatch of 100 events (%d bytes)", len(m.Data), len(want))
 	}
-	// A run's publisher holds its events, queues them without waking the
-	// loop (the backend holds no more), and flush (the run asking for its
-	// next event) wakes it.
+	// A run's publisher holds its events until queueHeld (the backend
+	// holds no more), which has the loop publish them within the delay.
 	p.publish(ev(101))
 	if n := len(f.pubq.msgs); n != 0 {
 		t.Fatalf("publish queued %d messages: the publisher holds its events until queueHeld", n)
 	}
 	p.queueHeld()
-	if len(f.pubq.wake)+len(f.pubq.lazy) != 0 {
-		t.Fatal("queueing woke the publish loop")
-	}
-	p.flush(false)
 	m, err = sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +227,7 @@ func BenchmarkLastSeq(b *testing.B) {
 		e.ThreadId, e.RunId, e.Seq = "th", "run", seq+1
 		p.publish(e)
 	}
-	p.flush(true)
+	p.publishNow()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		if seq, _ := f.LastSeq(context.Background(), "th"); seq == 50 {
 			break

@@ -419,7 +419,6 @@ func (r *run) take() (*canonical.Event, error) {
 		// the next one after writing them), and the backend holds no
 		// more: publish them now, before waiting on it.
 		r.queueHeld()
-		r.pub.flush(false)
 	}
 	for len(r.owed) == 0 {
 		if r.ended {
@@ -576,7 +575,7 @@ func (r *run) finish() {
 		}
 		if r.pub != nil {
 			r.queueHeld()
-			r.pub.flush(true)
+			r.pub.publishNow()
 		}
 		b := r.b
 		b.mu.Lock()

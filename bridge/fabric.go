@@ -410,10 +410,9 @@ func (q *pubQueue) recycle(batch []pubMsg) {
 //
 // A run whose client is on this instance gets each event in process, and
 // NATS is for observers and replay: its events are held by the publisher
-// and queued together, without waking the publish loop, once the backend
-// holds no more (run.take calls queueHeld before a read that may wait);
-// flush then wakes the loop, which lets them wait up to
-// nats.publish_delay for others to join them. Publishing each at once put
+// and queued together once the backend holds no more (run.take calls
+// queueHeld before a read that may wait), and the publish loop lets them
+// wait up to nats.publish_delay for others to join them. Publishing each at once put
 // the publish loop, the NATS client's flusher, the server and JetStream
 // to work between the event and the client's socket write: at 10 streams
 // of 100 deltas/s the latency the bridge adds was about 180 µs at the
@@ -427,10 +426,9 @@ type publisher struct {
 	subject string
 	thread  string
 	must    bool
-	slab    []byte      // encodings of queued events, then of held ones, then free room
-	held    int         // slab[held:] are the held events' EventBatch elements
-	nheld   int         // events held
-	unsent  atomic.Bool // events queued since the last wake-up
+	slab    []byte // encodings of queued events, then of held ones, then free room
+	held    int    // slab[held:] are the held events' EventBatch elements
+	nheld   int    // events held
 }
 
 // Sizes of a publisher's arrays: the first, and the largest they double
@@ -481,8 +479,8 @@ func (p *publisher) publish(ev *canonical.Event) {
 }
 
 // queueHeld queues the held events as one message (EventBatch elements
-// one after the other), without waking the loop. Called with the thread's
-// lock held.
+// one after the other) for the loop to publish within the delay. Called
+// with the thread's lock held.
 func (p *publisher) queueHeld() {
 	if p.nheld == 0 {
 		return
@@ -490,23 +488,14 @@ func (p *publisher) queueHeld() {
 	end := len(p.slab)
 	m := pubMsg{subject: p.subject, thread: p.thread, data: p.slab[p.held:end:end], events: p.nheld}
 	p.held, p.nheld = end, 0
-	p.unsent.Store(true)
 	p.f.enqueue(m, false, false)
+	p.f.pubq.signalLazy()
 }
 
-// flush wakes the publish loop for the events queued since the last
-// call: to publish within the delay, or with now at once (a run's end: the
-// next run of the thread, on any instance, reads its last seq from the
-// replay log).
-func (p *publisher) flush(now bool) {
-	switch {
-	case now:
-		p.unsent.Store(false)
-		p.f.pubq.signal()
-	case p.unsent.Load() && p.unsent.Swap(false):
-		p.f.pubq.signalLazy()
-	}
-}
+// publishNow wakes the publish loop to publish what is queued at once: a
+// run's end (the next run of the thread, on any instance, reads its last
+// seq from the replay log).
+func (p *publisher) publishNow() { p.f.pubq.signal() }
 
 // Publish queues a raw message (heartbeats, commands); it never blocks.
 func (f *Fabric) Publish(subject string, data []byte) {

@@ -207,8 +207,8 @@ func TestPublisherEncodings(t *testing.T) {
 				}
 			}
 			p.queueHeld()
-			if len(f.pubq.wake)+len(f.pubq.lazy) != 0 && !must {
-				t.Fatal("queueing held events woke the publish loop")
+			if len(f.pubq.wake) != 0 && !must {
+				t.Fatal("queueing held events woke the publish loop at once")
 			}
 			next := 0
 			for i, m := range f.pubq.take() {

@@ -144,8 +144,9 @@ func TestHeldEventsShareATimeBoundedly(t *testing.T) {
 
 // A run's events go to the publish queue a backend read at a time: those
 // of one read are held until the backend holds no more (the run is about
-// to wait on it) and are then queued as one message, without waking the
-// publish loop; the run's end queues the rest and wakes it.
+// to wait on it) and are then queued as one message, to be published
+// within the delay; the run's end queues the rest and wakes the publish
+// loop at once.
 func TestEventsOfOneReadAreQueuedTogether(t *testing.T) {
 	_, reads := threeReads()
 	f := queueFabric(1000)
