@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/bridge"
@@ -56,6 +58,11 @@ type ClusterResult struct {
 	PacedDeltas  int          `json:"paced_deltas"`
 	SameInstance *ClusterSide `json:"same_instance"`
 	AcrossNATS   *ClusterSide `json:"across_nats"`
+	// NATSAlone is the paced load's latency with no instance: a message
+	// per event published on one connection to the same server and
+	// received on another, stamped as it is published. It is what the
+	// NATS hop costs on this machine, the floor of AcrossNATS's latency.
+	NATSAlone *ClusterSide `json:"nats_alone"`
 	// Ratio is across/same events per second.
 	Ratio      *float64   `json:"throughput_ratio"`
 	AddedP50us *float64   `json:"added_p50_us"`
@@ -119,7 +126,13 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	alone := &clusterAcc{}
 	for r := 0; r < o.Rounds; r++ {
+		lat, err := natsAloneRound(ctx, ns.ClientURL(), o.PacedStreams, o.PacedDeltas)
+		if err != nil {
+			return nil, fmt.Errorf("nats alone: %w", err)
+		}
+		alone.add(&clusterRoundResult{lat: lat}, true)
 		for pi, p := range paths {
 			var stopProfile func()
 			if o.CPUProfile != "" && pi == 1 && r == o.Rounds-1 {
@@ -143,7 +156,7 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 		}
 	}
 	res.LoadAfter = loadAvg()
-	res.SameInstance, res.AcrossNATS = paths[0].acc.side(), paths[1].acc.side()
+	res.SameInstance, res.AcrossNATS, res.NATSAlone = paths[0].acc.side(), paths[1].acc.side(), alone.side()
 	s, a := res.SameInstance, res.AcrossNATS
 	res.Ratio = ptr(a.EventsPerSec / s.EventsPerSec)
 	res.AddedP50us = ptr(a.P50us - s.P50us)
@@ -254,6 +267,73 @@ func clusterRound(ctx context.Context, r canonical.Runner, streams, deltas, dela
 	return res, ctx.Err()
 }
 
+// natsAloneRound sends the paced load with no instance: streams
+// goroutines each publish deltas messages of a delta event's size, one a
+// millisecond, on one connection, and each is received on another
+// connection by a goroutine per stream (as an instance's client takes its
+// run's events); latency is from just before Publish to the receipt.
+func natsAloneRound(ctx context.Context, url string, streams, deltas int) ([]int64, error) {
+	pub, err := nats.Connect(url, nats.Name("bench-nats-alone-pub"))
+	if err != nil {
+		return nil, err
+	}
+	defer pub.Close()
+	sub, err := nats.Connect(url, nats.Name("bench-nats-alone-sub"))
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	subs := make([]*nats.Subscription, streams)
+	for i := range subs {
+		if subs[i], err = sub.SubscribeSync(fmt.Sprintf("bench.alone.%d", i)); err != nil {
+			return nil, err
+		}
+	}
+	if err := sub.Flush(); err != nil {
+		return nil, err
+	}
+	lats := make([][]int64, streams)
+	errs := make([]error, streams)
+	var wg sync.WaitGroup
+	for i := range streams {
+		wg.Add(2)
+		go func() { // the consumer
+			defer wg.Done()
+			lats[i] = make([]int64, 0, deltas)
+			for range deltas {
+				m, err := subs[i].NextMsgWithContext(ctx)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				sent := int64(binary.BigEndian.Uint64(m.Data))
+				lats[i] = append(lats[i], time.Now().UnixNano()-sent)
+			}
+		}()
+		go func() { // the producer, paced as the scripted backend's delay_ms
+			defer wg.Done()
+			data := make([]byte, 100)
+			subject := fmt.Sprintf("bench.alone.%d", i)
+			for range deltas {
+				time.Sleep(time.Millisecond)
+				binary.BigEndian.PutUint64(data, uint64(time.Now().UnixNano()))
+				if err := pub.Publish(subject, data); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var all []int64
+	for i := range lats {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		all = append(all, lats[i]...)
+	}
+	return all, nil
+}
+
 // WriteClusterMarkdown writes the cluster result as a table.
 func WriteClusterMarkdown(w io.Writer, r *ClusterResult) {
 	fmt.Fprintf(w, "### Two instances over NATS\n\nSaturated: %d streams × %d deltas; latency paced: %d streams × %d deltas at 1 ms each (the owner's event stamp to the client's Recv).\n\n",
@@ -265,6 +345,9 @@ func WriteClusterMarkdown(w io.Writer, r *ClusterResult) {
 	fmt.Fprintf(w, "| latency p50 (µs) | %s | %s | %s µs |\n", trim(s.P50us), trim(a.P50us), signed(a.P50us-s.P50us))
 	fmt.Fprintf(w, "| latency p99 (µs) | %s | %s | %s µs |\n", trim(s.P99us), trim(a.P99us), signed(a.P99us-s.P99us))
 	fmt.Fprintf(w, "| errors | %d | %d | |\n", s.Errors, a.Errors)
+	if n := r.NATSAlone; n != nil {
+		fmt.Fprintf(w, "\nThe same paced load through NATS alone (no instance: a message per event published on one connection, received on another, through the same server): latency p50 %s µs, p99 %s µs. That is the floor of the A→B figures: the hop itself on this machine.\n", trim(n.P50us), trim(n.P99us))
+	}
 	fmt.Fprintf(w, "\nLoad average %.2f before, %.2f after.\n", r.LoadBefore[0], r.LoadAfter[0])
 	for _, e := range []string{s.FirstError, a.FirstError} {
 		if e != "" {

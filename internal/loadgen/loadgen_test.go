@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
 // TestRunPairs drives a small load through every kind of pair and checks
@@ -178,10 +180,43 @@ func TestCluster(t *testing.T) {
 			t.Errorf("%s: %+v", name, s)
 		}
 	}
+	if n := r.NATSAlone; n == nil || n.P50us <= 0 || n.P99us < n.P50us {
+		t.Errorf("nats alone: %+v", n)
+	}
 	var md bytes.Buffer
 	WriteClusterMarkdown(&md, r)
-	if !strings.Contains(md.String(), "A→B over NATS") {
+	if !strings.Contains(md.String(), "A→B over NATS") || !strings.Contains(md.String(), "through NATS alone") {
 		t.Error(md.String())
+	}
+}
+
+// The NATS-alone load delivers every message of every stream, each
+// latency measured from its own publish.
+func TestNATSAloneRound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server")
+	}
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t0 := time.Now()
+	lat, err := natsAloneRound(context.Background(), ns.ClientURL(), 3, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lat) != 3*40 {
+		t.Fatalf("%d latencies, want 120", len(lat))
+	}
+	for _, l := range lat {
+		if l <= 0 || l > int64(time.Since(t0)) {
+			t.Fatalf("latency %v: not from its own publish", time.Duration(l))
+		}
 	}
 }
 

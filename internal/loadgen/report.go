@@ -49,8 +49,8 @@ type target struct {
 	ok              bool
 	measured        bool
 	profiles        []string // profiles whose top entries explain a miss
-	// floor is the same figure through the no-op proxy (Options.Proxy) in
-	// the same run: what a hop that translates nothing costs here.
+	// floor is the same figure for a hop that does no work, in the same
+	// run: the no-op proxy (Options.Proxy), or NATS alone (Cluster).
 	floor string
 }
 
@@ -247,6 +247,9 @@ func WriteReport(ctx context.Context, o ReportOptions) error {
 			if cluster.AddedP99us != nil {
 				t2.got, t2.ok, t2.measured = trim(*cluster.AddedP99us)+" µs", *cluster.AddedP99us <= 200, true
 			}
+			if n := cluster.NATSAlone; n != nil {
+				t2.floor = trim(n.P99us) + " µs (NATS alone)"
+			}
 		} else {
 			t.got, t2.got = errText(clusterErr), errText(clusterErr)
 		}
@@ -263,7 +266,7 @@ func WriteReport(ctx context.Context, o ReportOptions) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, targetsText)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| target | goal | measured | no-op proxy, same load | |")
+	fmt.Fprintln(w, "| target | goal | measured | hop alone, same load | |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, t := range targets {
 		mark := "**MISSED**"
@@ -372,8 +375,9 @@ the wake-ups between them) and nothing else, so "proxy vs direct" is what a hop 
 bridged minus proxy is what translating, the replay log and the rest of the instance add to it.`
 
 // targetsText says what the targets table's floor column is.
-const targetsText = `"no-op proxy, same load" is the same figure for a reverse proxy that translates nothing (see "Load" below),
-measured in the same run: what a hop costs on this machine before any translation.`
+const targetsText = `"hop alone, same load" is the same figure, measured in the same run, for a hop that does no work: a
+reverse proxy that translates nothing in front of the peer (see "Load" below), or, for two instances, NATS
+alone (see "Two instances"). It is what a hop costs on this machine before any translation.`
 
 func errText(err error) string {
 	if err == nil {
