@@ -274,7 +274,7 @@ func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
 }
 
 // enqueue queues m; with wake false it leaves waking the publish loop to
-// the caller (publisher.flush), unless it has to wait for room.
+// the caller (publisher.queueHeld), unless it has to wait for room.
 func (f *Fabric) enqueue(m pubMsg, must, wake bool) {
 	for {
 		room := f.pubq.push(m, must, wake)
@@ -412,15 +412,15 @@ func (q *pubQueue) recycle(batch []pubMsg) {
 // NATS is for observers and replay: its events are held by the publisher
 // and queued together once the backend holds no more (run.take calls
 // queueHeld before a read that may wait), and the publish loop lets them
-// wait up to nats.publish_delay for others to join them. Publishing each at once put
-// the publish loop, the NATS client's flusher, the server and JetStream
-// to work between the event and the client's socket write: at 10 streams
-// of 100 deltas/s the latency the bridge adds was about 180 µs at the
-// median and 430 µs at p99, against 100 and 230 with the delay. Queueing
-// each event on its own took the queue's lock per event, contended by
-// every run: 3% of an unpaced Triton run's CPU. A run owned for another
-// instance (must) queues each event at once and wakes the loop: NATS is
-// its client's only path.
+// wait up to nats.publish_delay for others to join them. Publishing each
+// at once put the publish loop, the NATS client's flusher, the server and
+// JetStream to work between the event and the client's socket write: at
+// 10 streams of 100 deltas/s the latency the bridge adds was about 180 µs
+// at the median and 430 µs at p99, against 100 and 230 with the delay.
+// Queueing each event on its own took the queue's lock per event,
+// contended by every run: 3% of an unpaced Triton run's CPU. A run owned
+// for another instance (must) queues each event at once and wakes the
+// loop: NATS is its client's only path.
 type publisher struct {
 	f       *Fabric
 	subject string
