@@ -414,13 +414,14 @@ func (r *run) take() (*canonical.Event, error) {
 		r.owed, r.next = r.owed[:0], 0
 	}
 	sameRead := false // the event taken is one up held (never so for the guard's own)
-	if len(r.owed) == 0 && r.pub != nil && (r.upBuf == nil || r.upBuf.Buffered() == 0) {
-		// The events taken so far have reached the frontend (it asks for
-		// the next one after writing them), and the backend holds no
-		// more: publish them now, before waiting on it.
-		r.queueHeld()
-	}
 	for len(r.owed) == 0 {
+		held := r.upBuf != nil && r.upBuf.Buffered() > 0
+		if !held && r.pub != nil {
+			// The events taken so far have reached the frontend (it asks
+			// for the next one after writing them), and the backend holds
+			// no more: publish them now, before waiting on it.
+			r.queueHeld()
+		}
 		if r.ended {
 			return nil, io.EOF
 		}
@@ -430,7 +431,7 @@ func (r *run) take() (*canonical.Event, error) {
 		// process in an unpaced Triton run, whose deltas arrive many to a
 		// read. A backend that holds more than one read's events gets a
 		// fresh time every stampShare events at least.
-		sameRead = r.upBuf != nil && r.upBuf.Buffered() > 0 && r.shared < stampShare
+		sameRead = held && r.shared < stampShare
 		ev, err := r.up.Recv()
 		if err != nil {
 			st, ce := r.failure(err)
