@@ -515,18 +515,22 @@ type pubMsg struct {
 }
 
 func (f *Fabric) drop(ev *canonical.Event, err error) {
-	n := f.dropped.Add(1)
-	if n == 1 || n%1000 == 0 {
-		f.log.Warn("event not published", "thread", ev.GetThreadId(), "run", ev.GetRunId(), "err", err, "dropped", n)
-	}
+	f.countDropped(1, "event not published", "thread", ev.GetThreadId(), "run", ev.GetRunId(), "err", err)
 }
 
-// dropMsg counts a queued message's events as dropped (a raw message as one).
+// dropMsg counts a queued message's events as dropped.
 func (f *Fabric) dropMsg(m pubMsg, err error) {
-	k := uint64(max(m.events, 1))
+	f.countDropped(m.events, "event not published", "subject", m.subject, "events", m.events, "err", err)
+}
+
+// countDropped counts events events (a raw message as one) that could not
+// be published, and logs msg with args the first time and each time the
+// count passes a thousand more.
+func (f *Fabric) countDropped(events int, msg string, args ...any) {
+	k := uint64(max(events, 1))
 	n := f.dropped.Add(k)
-	if n <= k || n/1000 != (n-k)/1000 {
-		f.log.Warn("event not published", "subject", m.subject, "events", m.events, "err", err, "dropped", n)
+	if n == k || n/1000 != (n-k)/1000 {
+		f.log.Warn(msg, append(args, "dropped", n)...)
 	}
 }
 
@@ -591,10 +595,7 @@ func (f *Fabric) maxBatchBytes() int {
 // send publishes one message; events is how many events it carries.
 func (f *Fabric) send(subject string, data []byte, events int) {
 	if err := f.nc.Publish(subject, data); err != nil {
-		n := f.dropped.Add(uint64(max(events, 1)))
-		if n == 1 || n%1000 == 0 {
-			f.log.Warn("publish failed", "subject", subject, "err", err, "dropped", n)
-		}
+		f.countDropped(events, "publish failed", "subject", subject, "err", err)
 		return
 	}
 	f.published.Add(1)
