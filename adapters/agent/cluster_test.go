@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -77,8 +78,9 @@ func TestClusterSubscriberOnOtherInstance(t *testing.T) {
 	if len(want) < 10 || !strings.Contains(want[len(want)-1], `"completed"`) {
 		t.Fatalf("the run on A: %d frames, last %s", len(want), want[len(want)-1])
 	}
-	// A run started on B (the thread is idle everywhere, so B runs it)
-	// reaches A's subscriber the same way, numbered after A's events.
+	// A run started on B (forwarded to A, which still takes the idle
+	// thread's commands) reaches both subscribers the same way, numbered
+	// after the first run's events.
 	b.runStart(t, "shared-live", "demo-agent", user("and again"), nil)
 	want = frames(t, onB, 1)
 	got = frames(t, onA, 1)
@@ -130,10 +132,65 @@ func TestClusterCommandsReachTheRunOwner(t *testing.T) {
 		t.Fatalf("cancel of an unknown run: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	// Once A is idle, B reads the state A saved.
+	// Once A is idle, state read on B is A's (A still takes the thread's
+	// commands).
 	st := b.command(t, "owned", 9, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	if !strings.Contains(mustJSON(st["result"]), "queued") {
 		t.Fatalf("state.get on B: %v", st)
+	}
+}
+
+// TestClusterOwnerKeepsTheThreadAfterItsRuns: the instance that ran a
+// thread's run keeps taking its commands while the thread is in its
+// memory. A run started on B then runs on A, whose state holds both runs
+// without reading the record back; B follows it by mirror (the record B
+// read meanwhile, which A's saves of that run may already be past, is not
+// merged: it restarted B's buffer past the run's events, and the run's end
+// never reached B's client). Once A shuts down it takes none (no
+// responders), and B runs the next run itself on the state A saved.
+func TestClusterOwnerKeepsTheThreadAfterItsRuns(t *testing.T) {
+	c := newCluster(t, 2)
+	a, b := c[0], c[1]
+	const subject = "interlingua.agent.cmd.sticky"
+	probe := []byte(`{"id":1,"method":"state.get","params":{"namespace":[],"keys":["messages"]}}`)
+	a.runToEnd(t, "sticky", "stream", user("first turn"), map[string]any{"deltas": 1})
+	if _, err := b.nc.Request(subject, probe, wait); err != nil {
+		t.Fatalf("the idle thread's commands after its run on A: %v", err)
+	}
+	b.runToEnd(t, "sticky", "stream", user("second turn"), map[string]any{"deltas": 1})
+	onA := mustJSON(a.command(t, "sticky", 2, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})["result"])
+	if !strings.Contains(onA, "first turn") || !strings.Contains(onA, "second turn") {
+		t.Fatalf("state on A after a run started on B: %s", onA)
+	}
+	a.fe.Shutdown()
+	if err := a.nc.Flush(); err != nil { // the server has A's unsubscription
+		t.Fatal(err)
+	}
+	if _, err := b.nc.Request(subject, probe, wait); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("the thread's commands once A shuts down: %v, want no responders", err)
+	}
+	b.runToEnd(t, "sticky", "stream", user("third turn"), map[string]any{"deltas": 1})
+	onB := mustJSON(b.command(t, "sticky", 3, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})["result"])
+	for _, turn := range []string{"first turn", "second turn", "third turn"} {
+		if !strings.Contains(onB, turn) {
+			t.Fatalf("state on B after A shut down lacks %q: %s", turn, onB)
+		}
+	}
+}
+
+// TestClusterOwnerLetsGoWhenItsConnectionIsLost: an instance whose NATS
+// connection was lost no longer acts on a subscription it kept past its
+// runs (another instance may have run the thread meanwhile): a command
+// for the thread there is refused, as for any thread it cannot ask the
+// cluster about, not executed on what it holds.
+func TestClusterOwnerLetsGoWhenItsConnectionIsLost(t *testing.T) {
+	c := newCluster(t, 2)
+	a := c[0]
+	a.runToEnd(t, "lost", "stream", user("first turn"), map[string]any{"deltas": 1})
+	a.nc.Close()
+	res := a.command(t, "lost", 2, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	if msg, _ := res["message"].(string); res["type"] != "error" || !strings.Contains(msg, "connection closed") {
+		t.Fatalf("state.get on A with its connection lost: %v", res)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,16 +128,18 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 	if f.cfg.Cluster == nil || th.owned() {
 		return f.executeLocal(th, cmd)
 	}
-	refreshed := make(chan struct{})
-	go func() {
-		defer close(refreshed)
-		f.refresh(th)
-	}()
+	fetched := make(chan jetstream.KeyValueEntry, 1)
+	go func() { fetched <- f.fetchRecord(th) }()
 	result, applied, pe, ok := f.forward(th, cmd.raw, cmd.principal)
-	<-refreshed
+	e := <-fetched
 	if ok {
+		// Executed by the owner: its events reach this copy by mirror. The
+		// record read meanwhile is not merged: saved by a run the command
+		// started, it is ahead of events still on their way here, and would
+		// restart the buffer past them.
 		return result, applied, pe
 	}
+	f.applyRecord(th, e)
 	return f.executeLocal(th, cmd)
 }
 

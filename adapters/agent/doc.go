@@ -81,7 +81,10 @@
 // after reloading the thread's record if another instance saved it. A
 // command that makes this instance the owner is answered only once the
 // NATS server has its subscription, so the client's next command, sent
-// anywhere, reaches it.
+// anywhere, reaches it. The owner stays the owner after its runs while
+// the thread is in its memory (BufferKeep), it is not shutting down and
+// its NATS connection has not been lost: the conversation's next run
+// starts there without a round trip to find out.
 //
 // A backend that
 // reports state itself (the agent backend marks its events; others are

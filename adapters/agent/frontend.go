@@ -213,6 +213,13 @@ func (f *Frontend) Shutdown() {
 		f.shutdown = true
 		close(f.closing)
 		f.closingCancel()
+		// Idle threads stop taking commands: new runs start on the
+		// instances that stay.
+		for _, t := range f.threads {
+			t.mu.Lock()
+			t.ownLocked()
+			t.mu.Unlock()
+		}
 	}
 }
 

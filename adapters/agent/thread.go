@@ -122,9 +122,11 @@ type Thread struct {
 
 	// With a Cluster: evSub mirrors other instances' events while the
 	// thread is in memory; cmdSub takes commands for the thread while this
-	// instance runs or queues its runs (cluster.go).
+	// instance runs or queues its runs, and after them while it may
+	// (ownLocked in cluster.go).
 	evSub, cmdSub *nats.Subscription
 	cmdSubNew     bool   // cmdSub was just made: settleSub flushes it to the server
+	cmdSubConn    uint64 // the connection's reconnect count when cmdSub was made
 	evSubject     string // p.agent.events.<T>, made once
 
 	rt runtime // state and runs (runtime.go)
