@@ -61,6 +61,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		asJSON     = fs.Bool("json", false, "print one JSON object instead of a markdown table")
 		cpuProf    = fs.String("cpuprofile", "", "write a CPU profile of one more bridged round, left out of the figures (with --cluster: of the last saturated round), to `file`")
 		memProf    = fs.String("memprofile", "", "write an allocation profile of the run to `file`")
+		traceOut   = fs.String("trace", "", "write an execution trace (go tool trace) of one more bridged round, left out of the figures, to `file`")
 		idle       = fs.Int("idle", 0, "open `N` idle streaming connections to a child interlingua serve")
 		cluster    = fs.Bool("cluster", false, "measure two instances over NATS")
 		report     = fs.String("report", "", "run the standard matrix and write the report to `file`")
@@ -127,7 +128,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		var r *loadgen.Result
 		r, err = loadgen.Run(ctx, loadgen.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
 			Rate: *rate, Spread: *spread, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
-			CPUProfile: *cpuProf, MemProfile: *memProf, Fabric: *fabricExp, Proxy: *proxy,
+			CPUProfile: *cpuProf, MemProfile: *memProf, Trace: *traceOut, Fabric: *fabricExp, Proxy: *proxy,
 			External: *external, ServerProcs: *serverPros})
 		out, md = r, func(w io.Writer) { loadgen.WriteMarkdown(w, r) }
 	default:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -56,8 +57,10 @@ type Options struct {
 	Procs int
 	// CPUProfile, when set, receives a CPU profile of a bridged round run
 	// after the measured ones and left out of the figures; MemProfile an
-	// allocation profile of the whole run.
-	CPUProfile, MemProfile string
+	// allocation profile of the whole run. Trace, when set, receives an
+	// execution trace (runtime/trace) of that same extra round: where a
+	// delta waited, not only where CPU went.
+	CPUProfile, MemProfile, Trace string
 	// Log receives the in-process bridge's records. Default discards.
 	Log *slog.Logger
 	// External runs the bridge as a child `interlingua serve` process
@@ -374,7 +377,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.LoadAfter = loadAvg()
 	// The profile is of one more bridged round, left out of the figures:
 	// the profiler's signals and stack walks cost the round it samples.
-	if o.CPUProfile != "" && !o.External {
+	if (o.CPUProfile != "" || o.Trace != "") && !o.External {
 		if err := h.round(ctx, bridged, false, true); err != nil {
 			return nil, err
 		}
@@ -439,6 +442,20 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// startTrace writes an execution trace of the process into path until
+// stop is called.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); f.Close() }, nil
+}
+
 func writeHeapProfile(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -487,8 +504,15 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 	if measured {
 		sampler = sampleRSS(h.pid)
 	}
-	if profile {
+	if profile && o.CPUProfile != "" {
 		stop, err := startCPUProfile(o.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if profile && o.Trace != "" {
+		stop, err := startTrace(o.Trace)
 		if err != nil {
 			return err
 		}
