@@ -140,11 +140,13 @@ func TestSpreadStarts(t *testing.T) {
 	}
 }
 
-// The CPU profile is of a bridged round of its own: the measured rounds'
-// figures count their deltas only, and the profile is written.
+// The CPU profile and the execution trace are of a bridged round of its
+// own: the measured rounds' figures count their deltas only, and both
+// files are written.
 func TestCPUProfileRoundIsNotMeasured(t *testing.T) {
 	prof := filepath.Join(t.TempDir(), "cpu.prof")
-	r, err := Run(context.Background(), Options{Frontend: "triton", Backend: "triton", Streams: 2, Deltas: 20, Rounds: 2, CPUProfile: prof})
+	tr := filepath.Join(t.TempDir(), "trace.out")
+	r, err := Run(context.Background(), Options{Frontend: "triton", Backend: "triton", Streams: 2, Deltas: 20, Rounds: 2, CPUProfile: prof, Trace: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +156,9 @@ func TestCPUProfileRoundIsNotMeasured(t *testing.T) {
 	data, err := os.ReadFile(prof)
 	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b { // pprof's gzip
 		t.Fatalf("profile: %d bytes, %v", len(data), err)
+	}
+	if data, err = os.ReadFile(tr); err != nil || !bytes.HasPrefix(data, []byte("go 1.")) || !bytes.Contains(data[:16], []byte(" trace")) { // runtime/trace's header
+		t.Fatalf("trace: %d bytes (%.16q), %v", len(data), data, err)
 	}
 }
 
