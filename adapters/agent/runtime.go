@@ -123,6 +123,9 @@ type runtime struct {
 
 	saving    bool // saveLoop runs
 	saveAgain bool // saveLoop is to save once more
+	// seqAhead is added to the thread's seq in a save: the frames of a
+	// run's terminal event, saved before they are appended (endSaved).
+	seqAhead uint64
 }
 
 // pendingRun is a run to start: the canonical request and what the run
@@ -576,11 +579,22 @@ func (t *Thread) pump(ar *activeRun) {
 	// one is saved before the run's end is appended, as when each step was
 	// saved in turn: a client that sees the end and reads the thread on
 	// another instance finds the run's turn there. The run's last state is
-	// saved before the thread can be let go.
+	// saved before the thread can be let go. With a bucket, both are one
+	// save (endSaved).
 	asked := false // saveSoon was asked since the last saveNow
 	final := false // the terminal event made a step
 	for {
 		ev, err := ar.stream.Recv()
+		if _, end := canonical.TerminalOf(ev); end && err == nil && t.f.cfg.KV != nil {
+			res, again := t.endSaved(ar, ev, out[:0])
+			if res == endFailed {
+				continue // as handleLocked: the run is being cancelled
+			}
+			if res == endHandled {
+				final, asked = again, false
+				break
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) || !ar.ended {
 				if asked {
@@ -639,6 +653,66 @@ func (t *Thread) pump(ar *activeRun) {
 	}
 }
 
+// endSaved's outcomes.
+const (
+	endDeclined = iota // the general path handles the event
+	endHandled         // the run has ended
+	endFailed          // the event could not be encoded: the run is cancelled
+)
+
+// endSaved handles a run's terminal event in one save where two were
+// made: the event's effect on the state (the run's status, its pending
+// interrupts) is applied and saved, with the seq its frames are about to
+// take, before the frames are appended. A client that sees the run end
+// and reads the thread on another instance finds it ended there, as
+// before; the save after the end is gone, a third of a run's saves. again
+// reports a change since the save (messages injected during the run,
+// events appended meanwhile), which the caller saves. Runs whose terminal
+// event does more (an undecided mode adds the input first; a run being
+// cancelled after an encoding failure ends failed) are declined, with
+// nothing changed, for handleLocked.
+func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (res int, again bool) {
+	t.mu.Lock()
+	if ar.ended || ar.failure != nil || ar.mode == modeUndecided {
+		t.mu.Unlock()
+		return endDeclined, false
+	}
+	out, err := ar.enc.Encode(ev, out)
+	if err != nil {
+		ar.failure = canonical.AsError(err)
+		t.f.cfg.Logger.Warn("run cancelled: event not encodable", "thread", t.id, "run", ar.pr.id, "err", err)
+		ar.cancel()
+		t.mu.Unlock()
+		return endFailed, false
+	}
+	t.observeLocked(ar, ev)
+	ar.steps = 0
+	before := t.seq
+	t.rt.seqAhead = uint64(len(out))
+	t.mu.Unlock()
+	t.saveNow()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rt.seqAhead = 0
+	again = t.seq != before || len(t.rt.injected) > 0
+	for i := range out {
+		t.appendLocked(&out[i], ar.pr.id)
+	}
+	t.endLocked(ar)
+	return endHandled, again
+}
+
+// endLocked takes the ended run off the thread, under the lock its
+// terminal event was appended with: a client that has seen the event
+// finds the thread idle (or interrupted) at once.
+func (t *Thread) endLocked(ar *activeRun) {
+	ar.ended = true
+	if t.rt.active == ar {
+		t.rt.active = nil
+	}
+	t.applyInjectedLocked()
+}
+
 // handleLocked encodes one canonical event into the buffer and keeps the
 // state.
 func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEvent) []wireEvent {
@@ -689,14 +763,7 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 	}
 	t.observeLocked(ar, ev)
 	if terminal {
-		// The run leaves the thread with its terminal event, under the same
-		// lock: a client that has seen the event finds the thread idle (or
-		// interrupted) at once.
-		ar.ended = true
-		if t.rt.active == ar {
-			t.rt.active = nil
-		}
-		t.applyInjectedLocked()
+		t.endLocked(ar)
 	}
 	return out
 }
@@ -956,7 +1023,7 @@ func (t *Thread) persist() {
 		return
 	}
 	rec := t.rt.rec // shares t.rt.rec's checkpoints, whose encodings it keeps
-	rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq, t.f.cfg.Now().UTC()
+	rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq+t.rt.seqAhead, t.f.cfg.Now().UTC()
 	data, err := encodeRecord(&rec)
 	for err == nil && len(data) > t.f.cfg.MaxStateBytes && len(rec.Checkpoints) > 1 {
 		// Too big for one KV value: drop the oldest checkpoints.
@@ -1015,7 +1082,7 @@ func (t *Thread) persist() {
 		}
 		t.rt.rev = e.Revision()
 		rec = t.rt.rec
-		rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq, t.f.cfg.Now().UTC()
+		rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq+t.rt.seqAhead, t.f.cfg.Now().UTC()
 		data, err = encodeRecord(&rec)
 		t.mu.Unlock()
 		if err != nil {

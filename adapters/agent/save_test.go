@@ -110,3 +110,65 @@ func TestStepSavesDoNotHoldEvents(t *testing.T) {
 		}
 	}
 }
+
+// recordingKV is a thread bucket that keeps the status and seq of every
+// record written, in order of the writes' completion, each of which takes
+// delay longer.
+type recordingKV struct {
+	jetstream.KeyValue
+	delay  time.Duration
+	mu     sync.Mutex
+	writes []savedRecord
+}
+
+type savedRecord struct {
+	Status string `json:"status"`
+	Seq    uint64 `json:"seq"`
+}
+
+func (k *recordingKV) note(value []byte) {
+	var r savedRecord
+	_ = json.Unmarshal(value, &r)
+	k.mu.Lock()
+	k.writes = append(k.writes, r)
+	k.mu.Unlock()
+}
+
+func (k *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	time.Sleep(k.delay)
+	rev, err := k.KeyValue.Create(ctx, key, value, opts...)
+	k.note(value)
+	return rev, err
+}
+
+func (k *recordingKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	time.Sleep(k.delay)
+	rev, err := k.KeyValue.Update(ctx, key, value, rev)
+	k.note(value)
+	return rev, err
+}
+
+func (k *recordingKV) all() []savedRecord {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.writes)
+}
+
+// TestRunEndIsOneSave: a run's end is saved once, before its terminal
+// event reaches a client: with writes taking 20 ms, the record written
+// last when the client sees the end is the ended run's (status completed,
+// the terminal event's seq), and nothing is written after it.
+func TestRunEndIsOneSave(t *testing.T) {
+	kv := &recordingKV{KeyValue: startKV(t), delay: 20 * time.Millisecond}
+	s := newServer(t, agent.Config{KV: kv})
+	s.runToEnd(t, "once", "stream", user("one"), map[string]any{"deltas": 2})
+	_, last := s.runToEnd(t, "once", "stream", user("two"), map[string]any{"deltas": 2})
+	seen := kv.all()
+	if w := seen[len(seen)-1]; w.Status != "completed" || w.Seq != last {
+		t.Fatalf("last write when the client saw the end (seq %d): %+v; all: %+v", last, w, seen)
+	}
+	s.fe.Close() // waits for the run's goroutines
+	if after := kv.all(); len(after) != len(seen) {
+		t.Fatalf("written after the client saw the end: %+v", after[len(seen):])
+	}
+}
