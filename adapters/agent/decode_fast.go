@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/jsonw"
 )
@@ -17,9 +19,18 @@ import (
 //	 "timestamp":N,"node":"...","data":{"event":"content-block-delta",
 //	 "index":N,"delta":{"type":"text-delta","text":"..."}}}}
 //
-// with members in any order and any others beside them. feedFast scans
-// such a frame by hand, with no reflection, maps or copies of raw values,
-// and produces exactly the events Feed's encoding/json path produces.
+// with members in any order and any others beside them; and values frames,
+// a namespace's whole state,
+//
+//	{"type":"event","seq":N,"method":"values","params":{"namespace":[...],
+//	 "timestamp":N,"node":"...","data":<any JSON>}}
+//
+// with "method" before "params" (as every encoder writes it), whose data
+// grows with the thread's history. feedFast scans such a frame by hand,
+// with no reflection, maps or copies of raw values (a values frame's data
+// straight into its structpb value, where encoding/json validated the
+// frame, decoded it into maps and structpb copied those), and produces
+// exactly the events Feed's encoding/json path produces.
 // Whenever it cannot prove that (another shape, a member it does not read
 // spelt in another case or twice, null, an escaped name, a number
 // encoding/json would refuse, a namespace it has not seen, a block not
@@ -60,11 +71,19 @@ type fastFrame struct {
 	node     fastSpan
 	hasNode  bool
 	index    int64
-	dtype    int // the field the delta type carries; -1 before it is read
+	method   int             // fastMessages or fastValues once read
+	values   *structpb.Value // a values frame's data
+	dtype    int             // the field the delta type carries; -1 before it is read
 	fields   [fastFields]fastSpan
 	hasField [fastFields]bool
 	seen     uint32 // members read, to decline duplicates
 }
+
+// The methods the fast path reads (fastFrame.method).
+const (
+	fastMessages = iota + 1
+	fastValues
+)
 
 // Bits of fastFrame.seen, one per member read.
 const (
@@ -104,11 +123,14 @@ func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical
 	if !s.envelope(f) || s.pos != len(frame) {
 		return out, false
 	}
-	const all = fastSeenType | fastSeenMethod | fastSeenParams | fastSeenData | fastSeenEvent | fastSeenIndex | fastSeenDelta | fastSeenDeltaType
-	if f.seen&all != all || !f.hasField[f.dtype] {
+	if f.hasSeq && f.seq <= d.AfterSeq {
 		return out, false
 	}
-	if f.hasSeq && f.seq <= d.AfterSeq {
+	if f.method == fastValues {
+		return d.fastValues(frame, f, out)
+	}
+	const all = fastSeenType | fastSeenMethod | fastSeenParams | fastSeenData | fastSeenEvent | fastSeenIndex | fastSeenDelta | fastSeenDeltaType
+	if f.seen&all != all || !f.hasField[f.dtype] {
 		return out, false
 	}
 	st := d.fastState(frame, f)
@@ -147,6 +169,30 @@ func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical
 		return d.appendB64(out, &base, st, string(raw)), true
 	}
 	return d.appendText(out, &base, st, d.arena.String(raw)), true
+}
+
+// fastValues emits a values frame's state snapshot.
+func (d *Decoder) fastValues(frame []byte, f *fastFrame, out []*canonical.Event) (_ []*canonical.Event, ok bool) {
+	const all = fastSeenType | fastSeenMethod | fastSeenParams | fastSeenData
+	if f.seen&all != all {
+		return out, false
+	}
+	base := canonical.Event{Namespace: make([]string, f.nsN)}
+	for i, sp := range f.ns[:f.nsN] {
+		raw, _ := fastPlain(frame, sp) // plain: namespace checked it
+		base.Namespace[i] = string(raw)
+	}
+	if f.hasNode {
+		raw, plain := fastPlain(frame, f.node)
+		if !plain {
+			return out, false
+		}
+		base.GraphNode = string(raw)
+	}
+	if f.hasTS && f.ts > 0 && f.ts < 1e14 {
+		base.TimeUnixNano = int64(f.ts) * 1e6
+	}
+	return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: f.values}}), true
 }
 
 // fastState is the state of the frame's namespace if it exists: the one
@@ -526,7 +572,21 @@ func (s *fastScanner) envelope(f *fastFrame) bool {
 			f.hasSeq = true
 			return ok
 		case "method":
-			return f.mark(fastSeenMethod) && s.exact(methodMessages)
+			if !f.mark(fastSeenMethod) {
+				return false
+			}
+			sp, ok := s.str()
+			switch {
+			case !ok:
+				return false
+			case string(s.b[sp.start:sp.end]) == methodMessages:
+				f.method = fastMessages
+			case string(s.b[sp.start:sp.end]) == methodValues && f.seen&fastSeenParams == 0:
+				f.method = fastValues
+			default:
+				return false
+			}
+			return true
 		case "params":
 			return f.mark(fastSeenParams) && s.params(f)
 		}
@@ -559,7 +619,15 @@ func (s *fastScanner) params(f *fastFrame) bool {
 			f.hasNode = true
 			return ok
 		case "data":
-			return f.mark(fastSeenData) && s.data(f)
+			if !f.mark(fastSeenData) {
+				return false
+			}
+			if f.method == fastValues {
+				var ok bool
+				f.values, ok = s.value(2)
+				return ok
+			}
+			return s.data(f)
 		}
 		return s.other(name, fastParamsNames, 2)
 	})
@@ -656,6 +724,102 @@ func (s *fastScanner) delta(f *fastFrame) bool {
 		f.hasField[field] = true
 		return ok
 	})
+}
+
+// value reads any value as the structpb value encoding/json (into an
+// any) and structpb.NewValue make of it: strings unquoted as encoding/json
+// does, numbers float64, a repeated member's last value. It declines
+// nesting past fastMaxDepth and a number float64 cannot hold (an error
+// there).
+func (s *fastScanner) value(depth int) (*structpb.Value, bool) {
+	s.ws()
+	switch c := s.peek(); {
+	case c == '"':
+		sp, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		return structpb.NewStringValue(s.text(sp)), true
+	case c == '{':
+		if depth >= fastMaxDepth {
+			return nil, false
+		}
+		empty, ok := s.open('{')
+		if !ok {
+			return nil, false
+		}
+		fields := map[string]*structpb.Value{}
+		for !empty {
+			s.ws()
+			sp, ok := s.str()
+			if !ok {
+				return nil, false
+			}
+			if s.ws(); s.peek() != ':' {
+				return nil, false
+			}
+			s.pos++
+			v, ok := s.value(depth + 1)
+			if !ok {
+				return nil, false
+			}
+			fields[s.text(sp)] = v
+			more, ok := s.next('}')
+			if !ok {
+				return nil, false
+			}
+			empty = !more
+		}
+		return structpb.NewStructValue(&structpb.Struct{Fields: fields}), true
+	case c == '[':
+		if depth >= fastMaxDepth {
+			return nil, false
+		}
+		empty, ok := s.open('[')
+		if !ok {
+			return nil, false
+		}
+		var list []*structpb.Value
+		for !empty {
+			v, ok := s.value(depth + 1)
+			if !ok {
+				return nil, false
+			}
+			list = append(list, v)
+			more, ok := s.next(']')
+			if !ok {
+				return nil, false
+			}
+			empty = !more
+		}
+		return structpb.NewListValue(&structpb.ListValue{Values: list}), true
+	case c == '-', '0' <= c && c <= '9':
+		num, ok := s.number()
+		if !ok {
+			return nil, false
+		}
+		f, ok := fastFloat(num)
+		return structpb.NewNumberValue(f), ok
+	case c == 't', c == 'f', c == 'n':
+		if !s.literal() {
+			return nil, false
+		}
+		if c == 'n' {
+			return structpb.NewNullValue(), true
+		}
+		return structpb.NewBoolValue(c == 't'), true
+	}
+	return nil, false
+}
+
+// text is a string's value, its raw contents when they hold no escape
+// and are valid UTF-8.
+func (s *fastScanner) text(sp fastSpan) string {
+	raw := s.b[sp.start:sp.end]
+	if !sp.backslash && (!sp.high || utf8.Valid(raw)) {
+		return string(raw)
+	}
+	return string(jsonw.Unquote(nil, raw))
 }
 
 // fastUint parses a JSON number as encoding/json does for a uint64:

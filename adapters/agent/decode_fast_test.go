@@ -207,6 +207,7 @@ func FuzzFastPath(f *testing.F) {
 	for seed := range uint64(20) {
 		g := &frameGen{r: rand.New(rand.NewPCG(seed, 7))}
 		f.Add(bytes.Join(g.run(), []byte("\n")))
+		f.Add([]byte(`{"type":"event","seq":4,"method":"values","params":{"namespace":[],"data":` + g.state(0, seed%2 == 0) + `}}`))
 	}
 	setup := [][]byte{
 		[]byte(`{"type":"event","seq":1,"method":"messages","params":{"namespace":[],"node":"agent","data":{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}}}`),
@@ -509,5 +510,139 @@ func BenchmarkDecodeDeltaFrame(b *testing.B) {
 		if len(d.ns[""].acc) > 1<<20 {
 			d.ns[""].acc = d.ns[""].acc[:0]
 		}
+	}
+}
+
+// state returns a random JSON value: nested objects and arrays of texts
+// (escaped at random, possibly invalid UTF-8, also as member names, some
+// repeated), numbers of every form, literals and whitespace. With bad, now
+// and then a value the fast path declines or JSON refuses: a number
+// float64 cannot hold, a malformed number or literal, a nesting deeper
+// than the fast path reads.
+func (g *frameGen) state(depth int, bad bool) string {
+	ws := func() string { return []string{"", "", " ", "\n\t "}[g.r.IntN(4)] }
+	switch n := g.r.IntN(10); {
+	case n < 2 && depth < 6:
+		var b strings.Builder
+		b.WriteString("{" + ws())
+		for i := range g.r.IntN(4) {
+			if i > 0 {
+				b.WriteString("," + ws())
+			}
+			name := g.str(g.text())
+			if g.p(10) {
+				name = `"k"`
+			}
+			b.WriteString(name + ws() + ":" + ws() + g.state(depth+1, bad) + ws())
+		}
+		return b.String() + "}"
+	case n < 4 && depth < 6:
+		var b strings.Builder
+		b.WriteString("[" + ws())
+		for i := range g.r.IntN(4) {
+			if i > 0 {
+				b.WriteString("," + ws())
+			}
+			b.WriteString(g.state(depth+1, bad) + ws())
+		}
+		return b.String() + "]"
+	case n < 6:
+		return g.str(g.text())
+	case n < 8:
+		if bad && g.p(30) {
+			return []string{"1e400", "-1e400", "01", "1.", "-", "1e"}[g.r.IntN(6)]
+		}
+		return []string{"0", "-0", "12", "-3.5", "1e3", "2E-2", "0.1", "123456789012345678", "9007199254740993",
+			"1.7976931348623157e308", "5e-324"}[g.r.IntN(11)]
+	case n < 9:
+		if bad && g.p(30) {
+			return []string{"nul", "True"}[g.r.IntN(2)]
+		}
+		return []string{"true", "false", "null"}[g.r.IntN(3)]
+	}
+	if bad && g.p(20) {
+		return strings.Repeat("[", 65) + strings.Repeat("]", 65) // past fastMaxDepth
+	}
+	return `{"messages":[{"type":"human","content":` + g.str(g.text()) + `,"id":"m1"}]}`
+}
+
+// TestFastPathValues: generated values frames (any state, members of the
+// envelope reordered, namespaces, nodes, timestamps, seqs at or before
+// AfterSeq; a third of them with values JSON refuses or the fast path
+// declines, or cut short) decode the same on both paths, and most take the
+// fast one.
+func TestFastPathValues(t *testing.T) {
+	hits, n := 0, 0
+	for seed := range uint64(400) {
+		r := rand.New(rand.NewPCG(seed, 43))
+		g := &frameGen{r: r}
+		p := newPathPair(t, 2)
+		for i := range 20 {
+			bad := g.p(33)
+			params := []string{`"data":` + g.state(0, bad)}
+			if g.p(70) {
+				ns := []string{`[]`, `["sub:1"]`, `["a","b"]`, `null`, `[1]`}
+				params = append(params, `"namespace":`+ns[r.IntN(len(ns)-2)+map[bool]int{true: 2}[bad]])
+			}
+			if g.p(50) {
+				params = append(params, `"timestamp":`+[]string{"1710000000000", "0", "-5", "1e20", `"x"`}[r.IntN(4)+map[bool]int{true: 1}[bad]])
+			}
+			if g.p(40) {
+				node := `"agent"`
+				if bad {
+					node = g.str(g.text()) // escaped or not UTF-8: the general path reads it
+				}
+				params = append(params, `"node":`+node)
+			}
+			if bad && g.p(10) {
+				params = append(params, `"data":1`) // repeated
+			}
+			r.Shuffle(len(params), func(i, j int) { params[i], params[j] = params[j], params[i] })
+			env := []string{`"type":"event"`, `"seq":` + strconv.Itoa(i), `"method":"values"`, `"params":{` + strings.Join(params, ",") + `}`}
+			if bad && g.p(20) {
+				r.Shuffle(len(env), func(i, j int) { env[i], env[j] = env[j], env[i] })
+			}
+			frame := "{" + strings.Join(env, ",") + "}"
+			if bad && g.p(10) {
+				frame = frame[:r.IntN(len(frame))]
+			}
+			p.feed([]byte(frame))
+		}
+		p.end()
+		hits, n = hits+p.hits, n+p.n
+	}
+	t.Logf("%d of %d generated values frames took the fast path", hits, n)
+	if hits < n/2 {
+		t.Fatalf("only %d of %d generated values frames took the fast path", hits, n)
+	}
+}
+
+// BenchmarkDecodeValuesFrame: a values frame holding a thread of ten
+// turns (twenty messages) to its state snapshot, on the fast path and on
+// the encoding/json path it replaces.
+func BenchmarkDecodeValuesFrame(b *testing.B) {
+	var msgs []string
+	for i := range 10 {
+		msgs = append(msgs,
+			fmt.Sprintf(`{"type":"human","content":"question number %d, with some words in it","id":"run-%d-input-0"}`, i, i),
+			fmt.Sprintf(`{"type":"ai","content":"an answer of a few dozen tokens to question %d, as a model would stream it","id":"run-%d-msg-1","response_metadata":{"finish_reason":"stop"},"usage_metadata":{"input_tokens":12,"output_tokens":20,"total_tokens":32}}`, i, i))
+	}
+	frame := []byte(`{"type":"event","event_id":"9","seq":9,"method":"values","params":{"namespace":[],"timestamp":1710000000000,"data":{"messages":[` + strings.Join(msgs, ",") + `]}}}`)
+	for _, path := range []struct {
+		name string
+		slow bool
+	}{{"fast", false}, {"json", true}} {
+		b.Run(path.name, func(b *testing.B) {
+			d := &Decoder{slow: path.slow}
+			var out []*canonical.Event
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out, _ = d.Feed(frame, out[:0])
+			}
+			if len(out) != 1 || out[0].GetStateSnapshot() == nil {
+				b.Fatalf("decoded %v", out)
+			}
+		})
 	}
 }
