@@ -289,7 +289,15 @@ func (d *Decoder) emit(out []*canonical.Event, base *canonical.Event, kind any) 
 	return append(out, e)
 }
 
+// jstr is the string raw holds, as json.Unmarshal into a string gives it
+// ("" for null or anything but a string). A string of printable ASCII
+// with no escape, what names, ids and statuses are, is read as it is:
+// Unmarshal validated and scanned raw twice, a reflected decode for each
+// of a frame's fields.
 func jstr(raw json.RawMessage) string {
+	if n := len(raw); n >= 2 && raw[0] == '"' && fastPlainRun(raw, 1) == n-1 {
+		return string(raw[1 : n-1])
+	}
 	var s string
 	_ = json.Unmarshal(raw, &s)
 	return s

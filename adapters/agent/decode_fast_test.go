@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -644,5 +645,24 @@ func BenchmarkDecodeValuesFrame(b *testing.B) {
 				b.Fatalf("decoded %v", out)
 			}
 		})
+	}
+}
+
+// TestJstr: jstr is what json.Unmarshal into a string gives, for strings
+// plain, escaped, unicode or not UTF-8, cut short, with text after them,
+// and for every other kind of value.
+func TestJstr(t *testing.T) {
+	g := &frameGen{r: rand.New(rand.NewPCG(1, 2))}
+	raws := []string{``, `"`, `""`, `"a"`, `"a" `, ` "a"`, `"a"b"`, `"a\"`, `"\u0041"`, `"é"`, `"a\nb"`, "\"a\x01\"",
+		`null`, `1`, `true`, `{}`, `["a"]`, `"abc`, `abc"`, `"\ud800"`}
+	for range 2000 {
+		raws = append(raws, g.str(g.text()))
+	}
+	for _, raw := range raws {
+		var want string
+		_ = json.Unmarshal([]byte(raw), &want)
+		if got := jstr(json.RawMessage(raw)); got != want {
+			t.Fatalf("jstr(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }
