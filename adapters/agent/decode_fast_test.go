@@ -123,9 +123,16 @@ func TestFastPathGenerated(t *testing.T) {
 		p.end()
 		hits, n = hits+p.hits, n+p.n
 	}
-	t.Logf("%d of %d generated frames took the fast path", hits, n)
-	if hits < n/4 {
-		t.Fatalf("only %d of %d generated frames took the fast path", hits, n)
+	fastShare(t, "generated frames", hits, n, 4)
+}
+
+// fastShare fails unless at least one in every of the n frames fed (what)
+// took the fast path.
+func fastShare(t *testing.T, what string, hits, n, every int) {
+	t.Helper()
+	t.Logf("%d of %d %s took the fast path", hits, n, what)
+	if hits < n/every {
+		t.Fatalf("only %d of %d %s took the fast path", hits, n, what)
 	}
 }
 
@@ -612,10 +619,7 @@ func TestFastPathValues(t *testing.T) {
 		p.end()
 		hits, n = hits+p.hits, n+p.n
 	}
-	t.Logf("%d of %d generated values frames took the fast path", hits, n)
-	if hits < n/2 {
-		t.Fatalf("only %d of %d generated values frames took the fast path", hits, n)
-	}
+	fastShare(t, "generated values frames", hits, n, 2)
 }
 
 // BenchmarkDecodeValuesFrame: a values frame holding a thread of ten

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -431,29 +432,27 @@ func ptr(f float64) *float64 {
 
 // startCPUProfile profiles the process into path until stop is called.
 func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return startWriting(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startTrace writes an execution trace of the process into path until
 // stop is called.
 func startTrace(path string) (stop func(), err error) {
+	return startWriting(path, trace.Start, trace.Stop)
+}
+
+// startWriting creates path and starts a runtime writer (a profile, a
+// trace) into it; stop stops the writer and closes the file.
+func startWriting(path string, start func(io.Writer) error, end func()) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() { trace.Stop(); f.Close() }, nil
+	return func() { end(); f.Close() }, nil
 }
 
 func writeHeapProfile(path string) error {
