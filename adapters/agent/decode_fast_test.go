@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 )
@@ -667,6 +670,34 @@ func TestJstr(t *testing.T) {
 		_ = json.Unmarshal([]byte(raw), &want)
 		if got := jstr(json.RawMessage(raw)); got != want {
 			t.Fatalf("jstr(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// TestStateKeys: a reported state as the thread keeps it is what decoding
+// its JSON into a map of raw values gives, for generated states of every
+// kind (objects or not, any keys, strings not UTF-8, numbers JSON cannot
+// hold), also built by hand.
+func TestStateKeys(t *testing.T) {
+	g := &frameGen{r: rand.New(rand.NewPCG(3, 4))}
+	states := []*structpb.Value{nil, structpb.NewNullValue(), structpb.NewStringValue("x"),
+		structpb.NewStructValue(&structpb.Struct{}),
+		structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"nan": structpb.NewNumberValue(math.NaN()), "inf": structpb.NewNumberValue(math.Inf(-1)), "nil": nil,
+			"bad\xff": structpb.NewStringValue("\xed\xa0\x80"), "n": structpb.NewNumberValue(1e-7)}}),
+		structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{ // two keys, one once written
+			"k\xff": structpb.NewStringValue("bad"), "k\ufffd": structpb.NewStringValue("good")}})}
+	for range 2000 {
+		if v := rawValue(json.RawMessage(g.state(0, false))); v != nil {
+			states = append(states, v)
+		}
+	}
+	for _, st := range states {
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal(appendValue(nil, st), &want)
+		got, ok := stateKeys(st)
+		if ok != (werr == nil) || !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("stateKeys(%s) = %s, %v; want %s (%v)", appendValue(nil, st), got, ok, want, werr)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -488,6 +489,30 @@ func historyNode(msgs []json.RawMessage) *canonical.Node {
 	return n
 }
 
+// stateKeys is a reported state as the thread keeps it: each key's JSON
+// (none for null); ok is false unless the state is an object or null. It
+// is what decoding the state's JSON (appendValue) into a map of raw values
+// gives, without writing the whole state out and reading it back.
+func stateKeys(state *structpb.Value) (map[string]json.RawMessage, bool) {
+	s := state.GetStructValue()
+	if s == nil {
+		_, null := state.GetKind().(*structpb.Value_NullValue)
+		return nil, null || state.GetKind() == nil
+	}
+	v := make(map[string]json.RawMessage, len(s.GetFields()))
+	for k, f := range s.GetFields() {
+		if !utf8.ValidString(k) {
+			// Written with U+FFFD for its bad bytes, it may meet another key:
+			// the JSON decides which value is kept.
+			var all map[string]json.RawMessage
+			err := json.Unmarshal(appendValue(nil, state), &all)
+			return all, err == nil
+		}
+		v[k] = appendValue(nil, f)
+	}
+	return v, true
+}
+
 // rawValue converts JSON to a structpb value (nil for null or invalid).
 func rawValue(raw json.RawMessage) *structpb.Value {
 	if len(raw) == 0 {
@@ -802,8 +827,7 @@ func (t *Thread) observeLocked(ar *activeRun, ev *canonical.Event) {
 		}
 		switch k := ev.GetKind().(type) {
 		case *canonical.KindStateSnapshot:
-			var v map[string]json.RawMessage
-			if json.Unmarshal(appendValue(nil, k.StateSnapshot.GetValues()), &v) == nil {
+			if v, ok := stateKeys(k.StateSnapshot.GetValues()); ok {
 				rec.Values = v
 			}
 		case *canonical.KindCheckpoint:
