@@ -704,9 +704,7 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 	}
 	out, err := ar.enc.Encode(ev, out)
 	if err != nil {
-		ar.failure = canonical.AsError(err)
-		t.f.cfg.Logger.Warn("run cancelled: event not encodable", "thread", t.id, "run", ar.pr.id, "err", err)
-		ar.cancel()
+		t.cancelUnencodableLocked(ar, err)
 		t.mu.Unlock()
 		return endFailed, false
 	}
@@ -725,6 +723,14 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 	}
 	t.endLocked(ar)
 	return endHandled, again
+}
+
+// cancelUnencodableLocked cancels a run whose event could not be encoded:
+// its stream then ends, and its terminal event is a failure with err.
+func (t *Thread) cancelUnencodableLocked(ar *activeRun, err error) {
+	ar.failure = canonical.AsError(err)
+	t.f.cfg.Logger.Warn("run cancelled: event not encodable", "thread", t.id, "run", ar.pr.id, "err", err)
+	ar.cancel()
 }
 
 // endLocked takes the ended run off the thread, under the lock its
@@ -778,9 +784,7 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 	var err error
 	out, err = ar.enc.Encode(ev, out)
 	if err != nil {
-		ar.failure = canonical.AsError(err)
-		t.f.cfg.Logger.Warn("run cancelled: event not encodable", "thread", t.id, "run", ar.pr.id, "err", err)
-		ar.cancel()
+		t.cancelUnencodableLocked(ar, err)
 		return out
 	}
 	for i := range out {
@@ -1046,8 +1050,7 @@ func (t *Thread) persist() {
 		t.mu.Unlock()
 		return
 	}
-	rec := t.rt.rec // shares t.rt.rec's checkpoints, whose encodings it keeps
-	rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq+t.rt.seqAhead, t.f.cfg.Now().UTC()
+	rec := t.savedRecordLocked() // shares t.rt.rec's checkpoints, whose encodings it keeps
 	data, err := encodeRecord(&rec)
 	for err == nil && len(data) > t.f.cfg.MaxStateBytes && len(rec.Checkpoints) > 1 {
 		// Too big for one KV value: drop the oldest checkpoints.
@@ -1105,8 +1108,7 @@ func (t *Thread) persist() {
 			t.seq = theirs.Seq // new events must not reuse the other instance's numbers
 		}
 		t.rt.rev = e.Revision()
-		rec = t.rt.rec
-		rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq+t.rt.seqAhead, t.f.cfg.Now().UTC()
+		rec = t.savedRecordLocked()
 		data, err = encodeRecord(&rec)
 		t.mu.Unlock()
 		if err != nil {
@@ -1114,6 +1116,15 @@ func (t *Thread) persist() {
 			return
 		}
 	}
+}
+
+// savedRecordLocked is the thread's record as a save writes it: with its
+// version, id, time and seq (the frames of a terminal event saved before
+// they are appended included, see endSaved).
+func (t *Thread) savedRecordLocked() threadRecord {
+	rec := t.rt.rec
+	rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq+t.rt.seqAhead, t.f.cfg.Now().UTC()
+	return rec
 }
 
 // isRevisionConflict reports a KV write refused because the key changed
