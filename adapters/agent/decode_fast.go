@@ -323,17 +323,18 @@ func (s *fastScanner) key() ([]byte, bool) {
 }
 
 // anyKey reads a member name, whatever it holds, and its colon.
-func (s *fastScanner) anyKey() bool {
+func (s *fastScanner) anyKey() (fastSpan, bool) {
 	s.ws()
-	if _, ok := s.str(); !ok {
-		return false
+	sp, ok := s.str()
+	if !ok {
+		return sp, false
 	}
 	s.ws()
 	if s.peek() != ':' {
-		return false
+		return sp, false
 	}
 	s.pos++
-	return true
+	return sp, true
 }
 
 // str reads a string, checking its escapes; control characters are
@@ -474,8 +475,10 @@ func (s *fastScanner) skip(depth int) bool {
 			return ok
 		}
 		for {
-			if c == '{' && !s.anyKey() {
-				return false
+			if c == '{' {
+				if _, ok := s.anyKey(); !ok {
+					return false
+				}
 			}
 			if !s.skip(depth + 1) {
 				return false
@@ -750,15 +753,10 @@ func (s *fastScanner) value(depth int) (*structpb.Value, bool) {
 		}
 		fields := map[string]*structpb.Value{}
 		for !empty {
-			s.ws()
-			sp, ok := s.str()
+			sp, ok := s.anyKey()
 			if !ok {
 				return nil, false
 			}
-			if s.ws(); s.peek() != ':' {
-				return nil, false
-			}
-			s.pos++
 			v, ok := s.value(depth + 1)
 			if !ok {
 				return nil, false
