@@ -109,13 +109,21 @@ type stream struct {
 	cancel context.CancelFunc
 	st     *store
 	dec    *outputDecoder
+	// out[next:] are the events decoded and not yet returned. The array is
+	// kept from message to message: taking events off its front
+	// (out = out[1:]) left none of it for the next message's events, an
+	// allocation per delta.
 	out    []*canonical.Event
+	next   int
 	first  *ev.SessionMessage // received by Start, not yet decoded
 	closed bool
 }
 
 // Recv implements canonical.Stream.
 func (s *stream) Recv() (*canonical.Event, error) {
+	if s.next == len(s.out) {
+		s.out, s.next = s.out[:0], 0
+	}
 	for len(s.out) == 0 {
 		if s.dec.b.Ended() {
 			s.release()
@@ -144,8 +152,9 @@ func (s *stream) Recv() (*canonical.Event, error) {
 			s.release()
 		}
 	}
-	e := s.out[0]
-	s.out = s.out[1:]
+	e := s.out[s.next]
+	s.out[s.next] = nil
+	s.next++
 	return e, nil
 }
 
