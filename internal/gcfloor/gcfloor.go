@@ -1,0 +1,115 @@
+// Package gcfloor keeps the Go garbage collector from running while the
+// heap is small: it raises the GOGC percent so that the heap goal is at
+// least a floor, and lowers it back to GOGC's own as the live heap grows.
+//
+// Why: a bridge's live heap is small (tens of MiB: buffers, thread records,
+// the replay log's block cache) while every delta it forwards allocates,
+// so with GOGC's goal of twice the live heap the collector ran about twice
+// a second at 10,000 deltas/s. Each cycle held deltas back for its mark
+// phase (assists, the fractional worker, the stops of the world): in a
+// trace of the evergreen pair every cluster of late deltas, up to 18 ms,
+// fell on a GC cycle, and they made the p99 of the added latency. With the
+// goal at a floor the collector runs a few times less often and spends
+// the same work per cycle, so far fewer deltas meet one.
+//
+// The floor costs memory only while the live heap is below half of it: at
+// most the floor, in garbage not yet collected. A process whose live heap
+// is above the floor collects as GOGC says. GOGC=off and GOMEMLIMIT keep
+// their meaning: off disables the floor, a memory limit still bounds the
+// heap.
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// A tuner adjusts the GC percent after each collection (a cleanup attached
+// to an object allocated for the purpose runs once a cycle has found it
+// unreachable, then attaches itself to a new one).
+type tuner struct {
+	floor uint64
+	base  int // GOGC's percent, restored by stop
+
+	mu      sync.Mutex
+	cur     int
+	stopped bool
+	samples []metrics.Sample
+}
+
+// sentinel is the object whose collection marks a GC cycle. It holds a
+// pointer so that the allocator does not batch it with other tiny objects
+// (a cleanup on a batched tiny object may never run).
+type sentinel struct{ t *tuner }
+
+// Start keeps the heap goal at floor bytes or more until stop is called,
+// which restores the GC percent Start found. A floor ≤ 0, or GOGC=off,
+// makes Start a no-op. Only one floor should be started in a process.
+func Start(floor int64) (stop func()) {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	if floor <= 0 || base < 0 {
+		return func() {}
+	}
+	t := &tuner{floor: uint64(floor), base: base, cur: base, samples: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+	}}
+	t.adjust()
+	t.arm()
+	return t.stop
+}
+
+func (t *tuner) arm() {
+	s := &sentinel{t: t}
+	runtime.AddCleanup(s, (*tuner).collected, t)
+}
+
+// collected runs after each GC cycle, on the runtime's cleanup goroutine.
+func (t *tuner) collected() {
+	if t.adjust() {
+		t.arm()
+	}
+}
+
+// adjust sets the percent for the live heap the last cycle found, and
+// reports whether the tuner is still running.
+func (t *tuner) adjust() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	metrics.Read(t.samples)
+	if p := Percent(t.floor, t.base, t.samples[0].Value.Uint64(), t.samples[1].Value.Uint64()+t.samples[2].Value.Uint64()); p != t.cur {
+		debug.SetGCPercent(p)
+		t.cur = p
+	}
+	return true
+}
+
+func (t *tuner) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.stopped {
+		t.stopped = true
+		debug.SetGCPercent(t.base)
+	}
+}
+
+// Percent is the GC percent that puts the heap goal at floor or more:
+// the runtime's goal is live + (live + roots) × percent / 100, where
+// roots are the scannable stacks and globals. It is never below base.
+func Percent(floor uint64, base int, live, roots uint64) int {
+	if live >= floor {
+		return base
+	}
+	scan := max(live+roots, 1)
+	need := (floor - live) * 100 / scan
+	if (floor-live)*100%scan != 0 {
+		need++ // round up: the goal reaches the floor
+	}
+	const most = 1 << 30 // SetGCPercent takes an int; a tiny heap needs a huge percent
+	return int(max(min(need, most), uint64(base)))
+}

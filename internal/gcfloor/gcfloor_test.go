@@ -1,0 +1,121 @@
+package gcfloor
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+// Percent puts the runtime's goal, live + (live+roots)×p/100, at the floor
+// or just above it (never more than one percent step above), and never
+// gives less than base.
+func TestPercent(t *testing.T) {
+	goal := func(p int, live, roots uint64) uint64 { return live + (live+roots)*uint64(p)/100 }
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		floor := rng.Uint64N(1 << 34)
+		live := rng.Uint64N(1 << 34)
+		roots := rng.Uint64N(1 << 24)
+		base := 50 + rng.IntN(200)
+		p := Percent(floor, base, live, roots)
+		switch {
+		case p < base:
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d, below base", floor, base, live, roots, p)
+		case live >= floor && p != base:
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d: the live heap is above the floor, want base", floor, base, live, roots, p)
+		case goal(p, live, roots) < floor:
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d below the floor", floor, base, live, roots, p, goal(p, live, roots))
+		case p > base && goal(p-1, live, roots) >= floor:
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d: %d already reaches the floor", floor, base, live, roots, p, p-1)
+		}
+	}
+	if p := Percent(1<<40, 100, 0, 0); p != 1<<30 {
+		t.Fatalf("Percent for an empty heap = %d, want the cap %d", p, 1<<30)
+	}
+}
+
+func heapGoal() uint64 { return readMetric("/gc/heap/goal:bytes") }
+
+// gcPercent reads the GC percent without setting it.
+func gcPercent() int { return int(readMetric("/gc/gogc:percent")) }
+
+func readMetric(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// awaitGoal collects until the heap goal satisfies ok (the tuner adjusts
+// after a cycle, on the runtime's cleanup goroutine).
+func awaitGoal(t *testing.T, what string, ok func(uint64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		if g := heapGoal(); ok(g) {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("heap goal %d MiB: %s", g>>20, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// With a floor the goal of a small heap stays at the floor across
+// collections; stop restores GOGC's percent and with it the small goal.
+func TestStartRaisesTheGoalToTheFloor(t *testing.T) {
+	const floor = 256 << 20
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	awaitGoal(t, "want a goal below the floor before Start", func(g uint64) bool { return g < floor })
+	stop := Start(floor)
+	awaitGoal(t, "want the floor after Start", func(g uint64) bool { return g >= floor })
+	for range 3 { // it stays there, cycle after cycle
+		awaitGoal(t, "want the floor to hold", func(g uint64) bool { return g >= floor })
+	}
+	stop()
+	if p := gcPercent(); p != 100 {
+		t.Fatalf("GC percent after stop = %d, want 100 restored", p)
+	}
+	awaitGoal(t, "want GOGC's goal back after stop", func(g uint64) bool { return g < floor })
+}
+
+// A live heap above the floor is collected as GOGC says: the percent the
+// first adjustment raised (the heap was small then) comes back to GOGC's.
+func TestStartLeavesALargeHeapAlone(t *testing.T) {
+	const floor = 8 << 20
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	runtime.GC()
+	stop := Start(floor)
+	defer stop()
+	if p := gcPercent(); p <= 100 {
+		t.Fatalf("GC percent with a small heap = %d, want it raised to the %d MiB floor", p, floor>>20)
+	}
+	live := make([]byte, 32<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() != 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("GC percent with %d MiB live over an %d MiB floor = %d, want 100", len(live)>>20, floor>>20, gcPercent())
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	runtime.KeepAlive(live)
+}
+
+// GOGC=off is the operator's choice: Start leaves it.
+func TestStartKeepsGCOff(t *testing.T) {
+	base := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(base)
+	stop := Start(256 << 20)
+	runtime.GC()
+	time.Sleep(10 * time.Millisecond) // a cleanup would have run
+	stop()
+	if p := gcPercent(); p != -1 {
+		t.Fatalf("GC percent = %d, want -1 (off) left alone", p)
+	}
+}
