@@ -98,9 +98,17 @@ func (t *tuner) stop() {
 	}
 }
 
+// heapMinimum is the runtime's smallest heap goal at GOGC=100 (its
+// defaultHeapMinimum). The runtime scales it with the percent, so a
+// percent above floor/heapMinimum×100 would put the goal above the floor
+// whatever the live heap: a tiny heap's percent is capped there.
+const heapMinimum = 4 << 20
+
 // Percent is the GC percent that puts the heap goal at floor or more:
 // the runtime's goal is live + (live + roots) × percent / 100, where
-// roots are the scannable stacks and globals. It is never below base.
+// roots are the scannable stacks and globals, and at least heapMinimum ×
+// percent / 100. It is never below base, and never above the percent
+// whose minimum goal is the floor.
 func Percent(floor uint64, base int, live, roots uint64) int {
 	if live >= floor {
 		return base
@@ -110,6 +118,5 @@ func Percent(floor uint64, base int, live, roots uint64) int {
 	if (floor-live)*100%scan != 0 {
 		need++ // round up: the goal reaches the floor
 	}
-	const most = 1 << 30 // SetGCPercent takes an int; a tiny heap needs a huge percent
-	return int(max(min(need, most), uint64(base)))
+	return int(max(min(need, floor*100/heapMinimum), uint64(base)))
 }

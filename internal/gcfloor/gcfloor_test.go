@@ -9,14 +9,17 @@ import (
 	"time"
 )
 
-// Percent puts the runtime's goal, live + (live+roots)×p/100, at the floor
-// or just above it (never more than one percent step above), and never
-// gives less than base.
+// Percent puts the runtime's goal at the floor or just above it: its
+// formula, live + (live+roots)×p/100, reaches the floor, or its minimum,
+// 4 MiB×p/100, is the floor (then the formula is below it); one percent
+// less would fall short. It never gives less than base.
 func TestPercent(t *testing.T) {
-	goal := func(p int, live, roots uint64) uint64 { return live + (live+roots)*uint64(p)/100 }
+	goal := func(p int, live, roots uint64) uint64 {
+		return max(live+(live+roots)*uint64(p)/100, heapMinimum*uint64(p)/100)
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 100_000 {
-		floor := rng.Uint64N(1 << 34)
+		floor := heapMinimum + rng.Uint64N(1<<34)
 		live := rng.Uint64N(1 << 34)
 		roots := rng.Uint64N(1 << 24)
 		base := 50 + rng.IntN(200)
@@ -26,14 +29,15 @@ func TestPercent(t *testing.T) {
 			t.Fatalf("Percent(%d, %d, %d, %d) = %d, below base", floor, base, live, roots, p)
 		case live >= floor && p != base:
 			t.Fatalf("Percent(%d, %d, %d, %d) = %d: the live heap is above the floor, want base", floor, base, live, roots, p)
-		case goal(p, live, roots) < floor:
+		case p == base:
+		case goal(p, live, roots) < floor-heapMinimum/100:
 			t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d below the floor", floor, base, live, roots, p, goal(p, live, roots))
-		case p > base && goal(p-1, live, roots) >= floor:
+		case goal(p-1, live, roots) >= floor:
 			t.Fatalf("Percent(%d, %d, %d, %d) = %d: %d already reaches the floor", floor, base, live, roots, p, p-1)
 		}
 	}
-	if p := Percent(1<<40, 100, 0, 0); p != 1<<30 {
-		t.Fatalf("Percent for an empty heap = %d, want the cap %d", p, 1<<30)
+	if p := Percent(128<<20, 100, 0, 0); p != 3200 {
+		t.Fatalf("Percent for an empty heap = %d, want 3200, whose minimum goal is the 128 MiB floor", p)
 	}
 }
 
@@ -72,9 +76,10 @@ func TestStartRaisesTheGoalToTheFloor(t *testing.T) {
 	defer debug.SetGCPercent(base)
 	awaitGoal(t, "want a goal below the floor before Start", func(g uint64) bool { return g < floor })
 	stop := Start(floor)
-	awaitGoal(t, "want the floor after Start", func(g uint64) bool { return g >= floor })
+	atFloor := func(g uint64) bool { return g >= floor && g < 2*floor } // the heap is small: about the floor, not more
+	awaitGoal(t, "want the floor after Start", atFloor)
 	for range 3 { // it stays there, cycle after cycle
-		awaitGoal(t, "want the floor to hold", func(g uint64) bool { return g >= floor })
+		awaitGoal(t, "want the floor to hold", atFloor)
 	}
 	stop()
 	if p := gcPercent(); p != 100 {
