@@ -625,7 +625,7 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 			if !flt.match(&recs[i]) {
 				continue
 			}
-			if err := sw.QueueEvent(strconv.FormatUint(recs[i].seq, 10), recs[i].method, recs[i].frame); err != nil {
+			if err := sw.QueueSeqEvent(recs[i].seq, recs[i].method, recs[i].frame); err != nil {
 				log.Debug("sse stream ended", "err", err)
 				return false
 			}

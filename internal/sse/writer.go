@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -104,6 +105,24 @@ func (w *Writer) QueueEvent(id, event string, data []byte) error {
 	return w.queue(b)
 }
 
+// QueueSeqEvent is QueueEvent with the decimal seq as the id, written
+// without making a string of it (the agent protocol's ids are seqs: a
+// string per event was an allocation per delta).
+func (w *Writer) QueueSeqEvent(seq uint64, event string, data []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if strings.ContainsAny(event, "\r\n") {
+		return eventNameError(event)
+	}
+	b := strconv.AppendUint(append(w.buf, "id: "...), seq, 10)
+	return w.queue(appendEventRest(append(b, '\n'), event, data))
+}
+
+func eventNameError(event string) error {
+	return canonical.Errorf(canonical.CodeInvalidArgument, "sse: event name %q contains CR or LF", event)
+}
+
 func (w *Writer) appendEvent(id, event string, data []byte) ([]byte, error) {
 	if w.err != nil {
 		return nil, w.err
@@ -112,7 +131,7 @@ func (w *Writer) appendEvent(id, event string, data []byte) ([]byte, error) {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "sse: event id %q contains CR, LF or NUL", id)
 	}
 	if strings.ContainsAny(event, "\r\n") {
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "sse: event name %q contains CR or LF", event)
+		return nil, eventNameError(event)
 	}
 	b := w.buf
 	if id != "" {
@@ -120,13 +139,18 @@ func (w *Writer) appendEvent(id, event string, data []byte) ([]byte, error) {
 		b = append(b, id...)
 		b = append(b, '\n')
 	}
+	return appendEventRest(b, event, data), nil
+}
+
+// appendEventRest appends an event's lines after its id.
+func appendEventRest(b []byte, event string, data []byte) []byte {
 	if event != "" {
 		b = append(b, "event: "...)
 		b = append(b, event...)
 		b = append(b, '\n')
 	}
 	b = appendLines(b, "data: ", data)
-	return append(b, '\n'), nil
+	return append(b, '\n')
 }
 
 // Data writes an event with data only, like Event("", "", data). Data

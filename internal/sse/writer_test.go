@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -492,5 +494,38 @@ func BenchmarkWriterQueueData(b *testing.B) {
 		if i++; i%64 == 0 {
 			_ = w.Flush()
 		}
+	}
+}
+
+// QueueSeqEvent writes what QueueEvent writes with the seq in decimal as
+// the id, refuses the same event names, and allocates nothing once the
+// writer's buffer has grown.
+func TestWriterQueueSeqEvent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	names := []string{"", "values", "messages/partial", "e\nvil", "cr\r"}
+	for range 2_000 {
+		seq := rng.Uint64() >> rng.UintN(64)
+		name := names[rng.IntN(len(names))]
+		data := []byte(strings.Repeat("x\ny", rng.IntN(4)))
+		byString, bySeq := &recorder{}, &recorder{}
+		ws, _ := NewWriter(byString)
+		wq, _ := NewWriter(bySeq)
+		errS := ws.QueueEvent(strconv.FormatUint(seq, 10), name, data)
+		errQ := wq.QueueSeqEvent(seq, name, data)
+		if (errS == nil) != (errQ == nil) || errS != nil && errS.Error() != errQ.Error() {
+			t.Fatalf("seq %d event %q: QueueEvent err %v, QueueSeqEvent err %v", seq, name, errS, errQ)
+		}
+		_, _ = ws.Flush(), wq.Flush()
+		if got, want := string(bytes.Join(bySeq.writes, nil)), string(bytes.Join(byString.writes, nil)); got != want {
+			t.Fatalf("seq %d event %q: QueueSeqEvent wrote %q, QueueEvent %q", seq, name, got, want)
+		}
+	}
+	w, _ := NewWriter(&discard{})
+	payload := []byte(`["values",{"n":1}]`)
+	if n := testing.AllocsPerRun(100, func() {
+		_ = w.QueueSeqEvent(1<<40, "values", payload)
+		_ = w.Flush()
+	}); n != 0 {
+		t.Fatalf("QueueSeqEvent allocates %v times per event", n)
 	}
 }
