@@ -45,6 +45,7 @@ type session struct {
 	st       *store
 	pending  []*generate
 	running  int
+	runs     int // actions started
 	seen     []*ev.Action
 	inputEnd bool
 	draining bool
@@ -149,6 +150,16 @@ func (s *session) startReady() {
 			s.abortLocked(err)
 			return
 		}
+		if s.runs == 0 {
+			// The session's thread is new (its id was minted with the
+			// session): its first run takes the thread's id as its own,
+			// which tells the bridge the thread has no history, so it does
+			// not ask the replay log for a last seq. That JetStream request
+			// was made for every session's first action; with a burst of
+			// sessions starting they queued, adding milliseconds to TTFD.
+			req.RunId = s.thread()
+		}
+		s.runs++
 		g.started = true
 		for _, n := range g.outputs() {
 			n.guard = nil

@@ -426,6 +426,11 @@ func TestMultiTurn(t *testing.T) {
 	if reqs[0].GetThreadId() == "" || reqs[0].GetThreadId() != reqs[1].GetThreadId() {
 		t.Errorf("turns on threads %q and %q, want one", reqs[0].GetThreadId(), reqs[1].GetThreadId())
 	}
+	// The first run is the new thread's own (the bridge then skips asking
+	// the replay log for its history); the second is the thread's next.
+	if reqs[0].GetRunId() != reqs[0].GetThreadId() || reqs[1].GetRunId() == reqs[1].GetThreadId() {
+		t.Errorf("run ids %q then %q on thread %q, want the thread's own then another", reqs[0].GetRunId(), reqs[1].GetRunId(), reqs[0].GetThreadId())
+	}
 }
 
 // TestPipelinedTurns sends both turns and half-closes at once: turn 2
