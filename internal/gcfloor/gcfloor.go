@@ -44,18 +44,29 @@ type tuner struct {
 // (a cleanup on a batched tiny object may never run).
 type sentinel struct{ t *tuner }
 
+// active is the running tuner: the GC percent is the process's, so there
+// is at most one.
+var (
+	activeMu sync.Mutex
+	active   *tuner
+)
+
 // Start keeps the heap goal at floor bytes or more until stop is called,
-// which restores the GC percent Start found. A floor ≤ 0, or GOGC=off,
-// makes Start a no-op. Only one floor should be started in a process.
+// which restores the GC percent Start found. A floor ≤ 0, GOGC=off, or a
+// floor already started in the process (a server run in process twice,
+// say) makes Start a no-op.
 func Start(floor int64) (stop func()) {
+	activeMu.Lock()
+	defer activeMu.Unlock()
 	base := debug.SetGCPercent(100)
 	debug.SetGCPercent(base)
-	if floor <= 0 || base < 0 {
+	if floor <= 0 || base < 0 || active != nil {
 		return func() {}
 	}
 	t := &tuner{floor: uint64(floor), base: base, cur: base, samples: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
 	}}
+	active = t
 	t.adjust()
 	t.arm()
 	return t.stop
@@ -82,6 +93,11 @@ func (t *tuner) adjust() bool {
 		return false
 	}
 	metrics.Read(t.samples)
+	for _, m := range t.samples {
+		if m.Value.Kind() != metrics.KindUint64 { // a runtime without them: GOGC alone
+			return false
+		}
+	}
 	if p := Percent(t.floor, t.base, t.samples[0].Value.Uint64(), t.samples[1].Value.Uint64()+t.samples[2].Value.Uint64()); p != t.cur {
 		debug.SetGCPercent(p)
 		t.cur = p
@@ -90,11 +106,14 @@ func (t *tuner) adjust() bool {
 }
 
 func (t *tuner) stop() {
+	activeMu.Lock()
+	defer activeMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.stopped {
 		t.stopped = true
 		debug.SetGCPercent(t.base)
+		active = nil
 	}
 }
 

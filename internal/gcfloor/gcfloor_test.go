@@ -124,3 +124,27 @@ func TestStartKeepsGCOff(t *testing.T) {
 		t.Fatalf("GC percent = %d, want -1 (off) left alone", p)
 	}
 }
+
+// A second floor while one runs is a no-op: the first keeps the percent,
+// and stopping the second leaves it alone.
+func TestStartTwice(t *testing.T) {
+	const floor = 256 << 20
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	stop1 := Start(floor)
+	raised := gcPercent()
+	stop2 := Start(16 << 20)
+	stop2()
+	if p := gcPercent(); p != raised {
+		t.Fatalf("GC percent after a second Start and its stop = %d, want the first floor's %d", p, raised)
+	}
+	stop1()
+	if p := gcPercent(); p != 100 {
+		t.Fatalf("GC percent after stop = %d, want 100", p)
+	}
+	stop3 := Start(floor) // the first has stopped: this one runs
+	defer stop3()
+	if p := gcPercent(); p <= 100 {
+		t.Fatalf("GC percent after a new Start = %d, want it raised", p)
+	}
+}
