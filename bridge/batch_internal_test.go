@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,5 +243,81 @@ func BenchmarkLastSeq(b *testing.B) {
 		if seq, err := f.LastSeq(context.Background(), "th"); err != nil || seq != 50 {
 			b.Fatalf("LastSeq = %d, %v", seq, err)
 		}
+	}
+}
+
+// A thread's events reach a NATS subscriber in seq order, none lost or
+// repeated, while two of its runs publish concurrently: one owned for a
+// remote client (each event queued at once) and one with a local client
+// (events held, then queued in bursts, with batching by the loop).
+func TestThreadOrderThroughNATS(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
+	cfg.Defaults()
+	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	nc, err := nats.Connect(f.EmbeddedURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("interlingua.events.th.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	th := &thread{}
+	remote, local := f.publisher("th", "remote", true), f.publisher("th", "local", false)
+	const each = 3000
+	var wg sync.WaitGroup
+	for i, p := range []*publisher{remote, local} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 5))
+			for range each {
+				th.mu.Lock()
+				th.seq++
+				ev := canonical.NewTextDelta(0, "tok ")
+				ev.ThreadId, ev.RunId, ev.Seq = "th", p.subject, th.seq
+				th.publishLocked(p, ev)
+				th.mu.Unlock()
+				if rng.IntN(8) == 0 {
+					th.queueHeld(p) // that run's backend holds no more
+				}
+				if rng.IntN(16) == 0 {
+					runtime.Gosched()
+				}
+			}
+			th.queueHeld(p)
+		}()
+	}
+	wg.Wait()
+	f.pubq.signal()
+	var next uint64 = 1
+	for next <= 2*each {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("after seq %d of %d: %v", next-1, 2*each, err)
+		}
+		evs, err := DecodeEvents(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.GetSeq() != next || ev.GetRunId() != m.Subject {
+				t.Fatalf("got seq %d of run %s on %s, want seq %d", ev.GetSeq(), ev.GetRunId(), m.Subject, next)
+			}
+			next++
+		}
+	}
+	if f.Dropped() != 0 {
+		t.Fatalf("%d events dropped", f.Dropped())
 	}
 }
