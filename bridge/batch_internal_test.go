@@ -107,26 +107,7 @@ func TestBatcherGroupProperty(t *testing.T) {
 // EventBatch holding all of them, in order; an event queued alone is a
 // batch of one.
 func TestBurstIsOneMessage(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
-	cfg.Defaults()
-	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	nc, err := nats.Connect(f.EmbeddedURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	sub, err := nc.SubscribeSync("interlingua.events.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	f, nc, sub := subscribedFabric(t, "interlingua.events.>")
 	p := f.publisher("th", "run", false)
 	ev := func(seq uint64) *canonical.Event {
 		e := canonical.NewTextDelta(0, "tok ")
@@ -251,27 +232,8 @@ func BenchmarkLastSeq(b *testing.B) {
 // remote client (each event queued at once) and one with a local client
 // (events held, then queued in bursts, with batching by the loop).
 func TestThreadOrderThroughNATS(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
-	cfg.Defaults()
-	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	nc, err := nats.Connect(f.EmbeddedURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	sub, err := nc.SubscribeSync("interlingua.events.th.*")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _, sub := subscribedFabric(t, "interlingua.events.th.*")
 	_ = sub.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	th := &thread{}
 	remote, local := f.publisher("th", "remote", true), f.publisher("th", "local", false)
 	const each = 3000
@@ -282,12 +244,7 @@ func TestThreadOrderThroughNATS(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 5))
 			for range each {
-				th.mu.Lock()
-				th.seq++
-				ev := canonical.NewTextDelta(0, "tok ")
-				ev.ThreadId, ev.RunId, ev.Seq = "th", p.subject, th.seq
-				th.publishLocked(p, ev)
-				th.mu.Unlock()
+				publishNext(th, p)
 				if rng.IntN(8) == 0 {
 					th.queueHeld(p) // that run's backend holds no more
 				}
@@ -320,4 +277,31 @@ func TestThreadOrderThroughNATS(t *testing.T) {
 	if f.Dropped() != 0 {
 		t.Fatalf("%d events dropped", f.Dropped())
 	}
+}
+
+// subscribedFabric starts a fabric on an embedded NATS server and
+// subscribes to subj on a connection of its own; both end with the test.
+func subscribedFabric(t *testing.T, subj string) (*Fabric, *nats.Conn, *nats.Subscription) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
+	cfg.Defaults()
+	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	nc, err := nats.Connect(f.EmbeddedURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync(subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return f, nc, sub
 }

@@ -163,6 +163,17 @@ func BenchmarkFabricPublish(b *testing.B) {
 	}
 }
 
+// publishNext publishes the thread's next event, a delta of p's run
+// (whose id, in these tests, is p's subject), as a run's take does.
+func publishNext(th *thread, p *publisher) {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	th.seq++
+	ev := canonical.NewTextDelta(0, "tok ")
+	ev.ThreadId, ev.RunId, ev.Seq = "th", p.subject, th.seq
+	th.publishLocked(p, ev)
+}
+
 // queueFabric is a fabric without NATS: what is published stays in its
 // queue (of at most max messages) for the test to take.
 func queueFabric(max int) *Fabric {
@@ -325,12 +336,7 @@ func TestThreadEventsQueueInSeqOrder(t *testing.T) {
 				th.queueHeld(p)
 				continue
 			}
-			th.mu.Lock()
-			th.seq++
-			ev := canonical.NewTextDelta(0, "tok ")
-			ev.ThreadId, ev.RunId, ev.Seq = "th", p.subject, th.seq
-			th.publishLocked(p, ev)
-			th.mu.Unlock()
+			publishNext(th, p)
 		}
 		for _, p := range runs { // the runs end
 			th.queueHeld(p)
