@@ -45,7 +45,7 @@ type session struct {
 	st       *store
 	pending  []*generate
 	running  int
-	runs     int // actions started
+	ranOnce  bool // an action has started: the thread has a run
 	seen     []*ev.Action
 	inputEnd bool
 	draining bool
@@ -150,7 +150,7 @@ func (s *session) startReady() {
 			s.abortLocked(err)
 			return
 		}
-		if s.runs == 0 {
+		if !s.ranOnce {
 			// The session's thread is new (its id was minted with the
 			// session): its first run takes the thread's id as its own,
 			// which tells the bridge the thread has no history, so it does
@@ -158,8 +158,8 @@ func (s *session) startReady() {
 			// was made for every session's first action; with a burst of
 			// sessions starting they queued, adding milliseconds to TTFD.
 			req.RunId = s.thread()
+			s.ranOnce = true
 		}
-		s.runs++
 		g.started = true
 		for _, n := range g.outputs() {
 			n.guard = nil

@@ -58,8 +58,7 @@ var (
 func Start(floor int64) (stop func()) {
 	activeMu.Lock()
 	defer activeMu.Unlock()
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	base := gogc()
 	if floor <= 0 || base < 0 || active != nil {
 		return func() {}
 	}
@@ -70,6 +69,17 @@ func Start(floor int64) (stop func()) {
 	t.adjust()
 	t.arm()
 	return t.stop
+}
+
+// gogc reads the GC percent (GOGC's, or SetGCPercent's; -1: off) without
+// setting it, as SetGCPercent's return would.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return -1 // a runtime without it: leave the GC alone
+	}
+	return int(int32(s[0].Value.Uint64())) // the runtime holds an int32: off is -1
 }
 
 func (t *tuner) arm() {

@@ -43,9 +43,6 @@ func TestPercent(t *testing.T) {
 
 func heapGoal() uint64 { return readMetric("/gc/heap/goal:bytes") }
 
-// gcPercent reads the GC percent without setting it.
-func gcPercent() int { return int(readMetric("/gc/gogc:percent")) }
-
 func readMetric(name string) uint64 {
 	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
@@ -82,7 +79,7 @@ func TestStartRaisesTheGoalToTheFloor(t *testing.T) {
 		awaitGoal(t, "want the floor to hold", atFloor)
 	}
 	stop()
-	if p := gcPercent(); p != 100 {
+	if p := gogc(); p != 100 {
 		t.Fatalf("GC percent after stop = %d, want 100 restored", p)
 	}
 	awaitGoal(t, "want GOGC's goal back after stop", func(g uint64) bool { return g < floor })
@@ -97,14 +94,14 @@ func TestStartLeavesALargeHeapAlone(t *testing.T) {
 	runtime.GC()
 	stop := Start(floor)
 	defer stop()
-	if p := gcPercent(); p <= 100 {
+	if p := gogc(); p <= 100 {
 		t.Fatalf("GC percent with a small heap = %d, want it raised to the %d MiB floor", p, floor>>20)
 	}
 	live := make([]byte, 32<<20)
 	deadline := time.Now().Add(10 * time.Second)
-	for gcPercent() != 100 {
+	for gogc() != 100 {
 		if time.Now().After(deadline) {
-			t.Fatalf("GC percent with %d MiB live over an %d MiB floor = %d, want 100", len(live)>>20, floor>>20, gcPercent())
+			t.Fatalf("GC percent with %d MiB live over an %d MiB floor = %d, want 100", len(live)>>20, floor>>20, gogc())
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
@@ -120,7 +117,7 @@ func TestStartKeepsGCOff(t *testing.T) {
 	runtime.GC()
 	time.Sleep(10 * time.Millisecond) // a cleanup would have run
 	stop()
-	if p := gcPercent(); p != -1 {
+	if p := gogc(); p != -1 {
 		t.Fatalf("GC percent = %d, want -1 (off) left alone", p)
 	}
 }
@@ -132,19 +129,19 @@ func TestStartTwice(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
 	stop1 := Start(floor)
-	raised := gcPercent()
+	raised := gogc()
 	stop2 := Start(16 << 20)
 	stop2()
-	if p := gcPercent(); p != raised {
+	if p := gogc(); p != raised {
 		t.Fatalf("GC percent after a second Start and its stop = %d, want the first floor's %d", p, raised)
 	}
 	stop1()
-	if p := gcPercent(); p != 100 {
+	if p := gogc(); p != 100 {
 		t.Fatalf("GC percent after stop = %d, want 100", p)
 	}
 	stop3 := Start(floor) // the first has stopped: this one runs
 	defer stop3()
-	if p := gcPercent(); p <= 100 {
+	if p := gogc(); p <= 100 {
 		t.Fatalf("GC percent after a new Start = %d, want it raised", p)
 	}
 }

@@ -434,10 +434,11 @@ func writeMachine(w io.Writer, load [3]float64, rtt [3]float64, gcFloor int64) {
 	if rev := gitRevision(); rev != "" {
 		fmt.Fprintf(w, "- Source: %s\n", rev)
 	}
+	gogc := cmp.Or(os.Getenv("GOGC"), "100")
 	if gcFloor > 0 {
-		fmt.Fprintf(w, "- GC: GOGC %s with a heap floor of %d MiB (gc_heap_floor, as \"interlingua serve\" runs by default): the collector does not start a cycle below it. The clients, peers, proxy and instances of every path share this process, so each path runs under it.\n", cmp.Or(os.Getenv("GOGC"), "100"), gcFloor>>20)
+		fmt.Fprintf(w, "- GC: GOGC %s with a heap floor of %d MiB (gc_heap_floor, as \"interlingua serve\" runs by default): the collector does not start a cycle below it. The clients, peers, proxy and instances of every path share this process, so each path runs under it.\n", gogc, gcFloor>>20)
 	} else {
-		fmt.Fprintf(w, "- GC: GOGC %s, no heap floor.\n", cmp.Or(os.Getenv("GOGC"), "100"))
+		fmt.Fprintf(w, "- GC: GOGC %s, no heap floor.\n", gogc)
 	}
 	fmt.Fprintf(w, "- Load average when the run started: %.2f %.2f %.2f. The machine is shared: other work running at the same time inflates latency and lowers throughput; both paths of a comparison are measured in alternating rounds so they see the same conditions, and each table gives the load average around it.\n", load[0], load[1], load[2])
 	fmt.Fprintf(w, "- Environment floor: a 64-byte TCP round trip on loopback between two goroutines, one every millisecond (the receiving side idle in between, as a paced stream's is): p50 %s µs, p99 %s µs, %s µs of CPU per round trip (two socket writes, two reads, the wake-ups, and the sleep's timer). Every hop a delta takes pays a write, a read and a wake-up like these.\n\n", trim(rtt[0]), trim(rtt[1]), trim(rtt[2]))
