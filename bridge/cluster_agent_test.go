@@ -6,7 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 )
 
@@ -115,5 +119,68 @@ func TestAgentThreadAcrossInstances(t *testing.T) {
 	got = agentFrames(t, onB, 1)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || !strings.Contains(want[len(want)-1], "cancelled: ") {
 		t.Fatalf("cancelled run on B:\n%s\non A:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An instance mirrors its agent threads on NATS only when another instance
+// can be there to read them: on the embedded server without a listener
+// (the default) it publishes nothing on p.agent.events.<T>; with the
+// server listening, or on an external one, every frame of a run goes out.
+// The subscriber is on the instance's own fabric connection, which
+// receives what the mirror connection publishes.
+func TestAgentMirrorsOnlyWithPeers(t *testing.T) {
+	listening := bridge.DefaultConfig()
+	listening.NATS.EmbeddedListen = "127.0.0.1:0"
+	for _, tc := range []struct {
+		name  string
+		cfg   *bridge.Config
+		alone bool
+	}{
+		{"embedded", nil, true},
+		{"embedded_listen", &listening, false},
+		{"external", clusterConfig(natsServer(t).ClientURL()), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := bridgetest.Start(t, tc.cfg)
+			if got := inst.Fabric().Alone(); got != tc.alone {
+				t.Fatalf("Alone() = %v, want %v", got, tc.alone)
+			}
+			nc := inst.Fabric().Conn()
+			msgs := make(chan *nats.Msg, 4096)
+			sub, err := nc.ChanSubscribe("interlingua.agent.events.>", msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			sc := agentStream(t, inst.URL, "mirror-"+tc.name)
+			res := agentCommand(t, inst.URL, "mirror-"+tc.name, `{"id":1,"method":"run.start","params":{"assistant_id":"demo-agent","input":{"messages":[{"role":"user","content":"6 * 7?"}]}}}`)
+			if res["type"] != "success" {
+				t.Fatalf("run.start: %v", res)
+			}
+			frames := agentFrames(t, sc, 1)
+			if tc.alone {
+				// Mirroring is asynchronous (a queue and its goroutine): a
+				// run's messages would be on the wire long before this.
+				select {
+				case m := <-msgs:
+					t.Fatalf("an instance alone published %s: %s", m.Subject, m.Data)
+				case <-time.After(300 * time.Millisecond):
+				}
+				return
+			}
+			events := 0
+			timeout := time.After(10 * time.Second)
+			for events < len(frames) {
+				select {
+				case <-msgs:
+					events++
+				case <-timeout:
+					t.Fatalf("mirrored %d of the run's %d frames", events, len(frames))
+				}
+			}
+		})
 	}
 }

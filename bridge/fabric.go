@@ -224,6 +224,14 @@ func (f *Fabric) EmbeddedURL() string {
 	return f.embedded.ClientURL()
 }
 
+// Alone reports whether this instance can have no peers: its fabric is the
+// embedded server, which accepts no connections from other processes
+// (nats.embedded_listen unset). What an instance shares only with other
+// instances (the agent frontend's thread mirror and command forwarding)
+// is then skipped; the replay log and thread records, which the instance
+// reads back itself, are not.
+func (f *Fabric) Alone() bool { return f.embedded != nil && f.cfg.EmbeddedListen == "" }
+
 // Dial opens another connection to the fabric's NATS with the same
 // settings (servers, security, reconnects) and the extra options; the
 // caller closes it. The agent frontend mirrors thread events on one with

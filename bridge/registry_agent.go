@@ -16,9 +16,14 @@ func init() {
 		var mirror *nats.Conn
 		if d.Fabric != nil {
 			cfg.KV = d.Fabric.Threads()
+		}
+		if d.Fabric != nil && !d.Fabric.Alone() {
 			// Thread events mirrored between instances travel on a
 			// connection of their own that never receives what it
-			// publishes: a lone instance gets none of them back.
+			// publishes: a lone instance gets none of them back. An
+			// instance that can have no peers mirrors nothing: each event
+			// would cost a NATS message nobody reads, and each command on
+			// an idle thread two round trips asking for an owner elsewhere.
 			var err error
 			if mirror, err = d.Fabric.Dial("interlingua-agent", nats.NoEcho()); err != nil {
 				return err
