@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // decodeAppend is how messages were appended before appendMessagesLocked:
@@ -110,4 +115,86 @@ func BenchmarkAppendMessages(b *testing.B) {
 			decodeAppend(history, add)
 		}
 	})
+}
+
+// TestHistoryCache checks the history a run is sent (historyLocked, kept
+// between runs and extended by appendMessagesLocked) against decoding the
+// stored messages afresh, after each of random steps: messages appended;
+// the value replaced by another array, one written with white space, an
+// earlier value (a fork), a value that is not an array, or none.
+func TestHistoryCache(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for c := range 200 {
+		th := &Thread{}
+		th.rt.rec.Values = map[string]json.RawMessage{}
+		var earlier []json.RawMessage
+		for step := range 30 {
+			switch k := rng.IntN(10); {
+			case k < 5:
+				th.appendMessagesLocked(withBlocks(rng, randomMessages(rng, 1+rng.IntN(3))))
+			case k < 6:
+				th.rt.rec.Values["messages"] = joinArray(randomMessages(rng, rng.IntN(4)))
+			case k < 7 && len(earlier) > 0:
+				th.rt.rec.Values["messages"] = earlier[rng.IntN(len(earlier))]
+			case k < 8:
+				th.rt.rec.Values["messages"] = json.RawMessage(" [ " + string(randomMessages(rng, 1)[0]) + " ]\n")
+			case k < 9:
+				th.rt.rec.Values["messages"] = json.RawMessage([]string{`null`, `{"a":[1]}`, `[]`, ` [ ] `}[rng.IntN(4)])
+			default:
+				delete(th.rt.rec.Values, "messages")
+			}
+			earlier = append(earlier, th.rt.rec.Values["messages"])
+			if rng.IntN(3) == 0 {
+				continue // not every step is followed by a run
+			}
+			got := &canonical.Node{Children: th.historyLocked()}
+			want := historyNode(th.messagesLocked())
+			if !proto.Equal(got, want) {
+				t.Fatalf("case %d step %d: messages %s\nsent %v\nwant %v", c, step, th.rt.rec.Values["messages"], got, want)
+			}
+			// A run appends its input to the history it is sent.
+			_ = append(slices.Clip(th.historyLocked()), canonical.TextNode("user", "x"))
+		}
+	}
+}
+
+// withBlocks gives some of msgs a content of text blocks instead of a string.
+func withBlocks(rng *rand.Rand, msgs []json.RawMessage) []json.RawMessage {
+	for i := range msgs {
+		if rng.IntN(3) == 0 {
+			msgs[i] = json.RawMessage(fmt.Sprintf(`{"type":"ai","content":[{"type":"text","text":"a%d"},{"type":"image"},{"type":"text","text":"b"}]}`, i))
+		}
+	}
+	return msgs
+}
+
+// BenchmarkHistory is the history a run on a 1,000-message thread (64 KB)
+// is sent: kept (a step's append, then historyLocked) or decoded afresh.
+func BenchmarkHistory(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	history := joinArray(randomMessages(rng, 1000))
+	add := []json.RawMessage{json.RawMessage(`{"id":"m","type":"ai","content":"done"}`)}
+	b.Run("kept", func(b *testing.B) {
+		th := &Thread{}
+		th.rt.rec.Values = map[string]json.RawMessage{"messages": history}
+		nodes := slices.Clip(th.historyLocked())
+		b.ReportAllocs()
+		for b.Loop() {
+			th.rt.rec.Values["messages"], th.rt.history = history, historyCache{history, nodes}
+			th.appendMessagesLocked(add)
+			_ = th.historyLocked()
+		}
+	})
+	b.Run("decoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = historyNode(decodeHistory(history))
+		}
+	})
+}
+
+func decodeHistory(raw json.RawMessage) []json.RawMessage {
+	var msgs []json.RawMessage
+	_ = json.Unmarshal(raw, &msgs)
+	return msgs
 }

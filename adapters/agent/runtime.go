@@ -118,6 +118,7 @@ type runtime struct {
 	active   *activeRun
 	queue    []*pendingRun
 	injected []json.RawMessage // messages injected while a run was active
+	history  historyCache      // rec.Values["messages"] as canonical input nodes
 
 	persistMu sync.Mutex
 	rev       uint64 // KV revision of the record last read or written; 0: none
@@ -185,6 +186,34 @@ type toolCallAcc struct {
 // upstream agent's.
 const passthroughExt = "agent.passthrough"
 
+// historyCache is a thread's conversation as historyNode's leaves, kept
+// with the "messages" value they were made from: every run sends the whole
+// history, and decoding it again at each start made a run of a long
+// conversation start in time proportional to its length. A state value is
+// never written in place (each change stores a new array, see
+// appendMessagesLocked), so the same bytes at the same address are the
+// same history.
+type historyCache struct {
+	raw   json.RawMessage
+	nodes []*canonical.Node
+}
+
+// sameBytes reports whether a and b are the same bytes in memory.
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// historyLocked returns the "messages" state as canonical input leaves
+// (historyNode's). The array is the cache's: a caller appends to a clipped
+// copy and changes no element.
+func (t *Thread) historyLocked() []*canonical.Node {
+	raw, h := t.rt.rec.Values["messages"], &t.rt.history
+	if !sameBytes(raw, h.raw) || h.nodes == nil && len(raw) > 0 {
+		h.raw, h.nodes = raw, historyNode(t.messagesLocked()).Children
+	}
+	return h.nodes
+}
+
 func (t *Thread) messagesLocked() []json.RawMessage {
 	var msgs []json.RawMessage
 	if raw, ok := t.rt.rec.Values["messages"]; ok {
@@ -206,7 +235,13 @@ func (t *Thread) appendMessagesLocked(msgs []json.RawMessage) {
 	if t.rt.rec.Values == nil {
 		t.rt.rec.Values = map[string]json.RawMessage{}
 	}
-	old := bytes.TrimSpace(t.rt.rec.Values["messages"])
+	stored := t.rt.rec.Values["messages"]
+	// The history the cache holds, if it is this one's, gains msgs' leaves
+	// (in place: a run is sent a copy of the array, see historyLocked).
+	if h := &t.rt.history; sameBytes(stored, h.raw) && (h.nodes != nil || len(stored) == 0) {
+		defer func() { h.raw, h.nodes = t.rt.rec.Values["messages"], append(h.nodes, historyNode(msgs).Children...) }()
+	}
+	old := bytes.TrimSpace(stored)
 	if len(old) < 2 || old[0] != '[' || len(bytes.TrimSpace(old[1:len(old)-1])) == 0 {
 		t.rt.rec.Values["messages"] = joinArray(msgs) // not an array, or empty
 		return
@@ -553,9 +588,8 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	}
 	req := pr.req
 	req.RunId, req.ThreadId = pr.id, t.id
-	hist := t.messagesLocked()
-	hist = append(slices.Clip(hist), pr.input...)
-	req.Inputs = []*canonical.NamedNode{{Name: "messages", Node: historyNode(hist)}}
+	hist := append(slices.Clip(t.historyLocked()), historyNode(pr.input).Children...)
+	req.Inputs = []*canonical.NamedNode{{Name: "messages", Node: &canonical.Node{Children: hist}}}
 	rt.known = true
 	rt.rec.Runs++
 	rt.rec.LastRun = pr.id
