@@ -53,7 +53,19 @@ func newNoopProxy(base string, h2c bool, streams int) (*noopProxy, error) {
 		// the proxy's: nothing to log.
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	srv, err := serve(rp, h2c)
+	// Full duplex, as a hop must be: by default Go's HTTP/1 server drains
+	// and closes a request body once the handler starts its response, and
+	// a peer that answers before the transport has finished with the body
+	// (the agent protocol's SSE streams do) then has its response cut
+	// mid-stream when the transport's last read of the body fails and it
+	// drops the upstream connection (golang/go#40747).
+	fullDuplex := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 {
+			_ = http.NewResponseController(w).EnableFullDuplex()
+		}
+		rp.ServeHTTP(w, r)
+	})
+	srv, err := serve(fullDuplex, h2c)
 	if err != nil {
 		return nil, err
 	}

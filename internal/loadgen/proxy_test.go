@@ -101,7 +101,8 @@ func TestProxyTableRows(t *testing.T) {
 }
 
 // TestNoopProxyStreams: the proxy passes each piece of a stream on as it
-// comes, in the three ways the harness's protocols stream. Each side waits
+// comes, in the ways the harness's protocols stream, and a request body
+// the peer reads after its response has begun. Each side waits
 // for the other's previous piece before sending its next one, so a proxy
 // that held anything back would hang the exchange (and fail on the
 // deadline) rather than pass slowly.
@@ -186,6 +187,59 @@ func TestNoopProxyStreams(t *testing.T) {
 			_, msg, err := c.ReadMessage()
 			if err != nil || string(msg) != "echo "+strconv.Itoa(i) {
 				t.Fatalf("piece %d: %q, %v", i, msg, err)
+			}
+		}
+	})
+
+	t.Run("http/1.1 full duplex", func(t *testing.T) {
+		up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			if err := rc.EnableFullDuplex(); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+			_ = rc.Flush()
+			br := bufio.NewReader(r.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				_, _ = io.WriteString(w, "echo "+line)
+				if rc.Flush() != nil {
+					return
+				}
+			}
+		}), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer up.close()
+		px := startProxy(t, "http://"+up.addr(), false)
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		// A proxy that is not full duplex stops reading the body: the
+		// pipe's writes would block past the test's deadline.
+		stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+		defer stop()
+		req, _ := http.NewRequestWithContext(ctx, "POST", px.base+"/bidi", pr)
+		resp, err := px.tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 1 {
+			t.Fatalf("status %d over %s", resp.StatusCode, resp.Proto)
+		}
+		br := bufio.NewReader(resp.Body)
+		for i := range pieces {
+			if _, err := fmt.Fprintf(pw, "%d\n", i); err != nil {
+				t.Fatal(err)
+			}
+			line, err := br.ReadString('\n')
+			if err != nil || line != fmt.Sprintf("echo %d\n", i) {
+				t.Fatalf("piece %d: %q, %v", i, line, err)
 			}
 		}
 	})
