@@ -191,107 +191,69 @@ func TestNoopProxyStreams(t *testing.T) {
 		}
 	})
 
-	t.Run("http/1.1 full duplex", func(t *testing.T) {
-		up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rc := http.NewResponseController(w)
-			if err := rc.EnableFullDuplex(); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			w.WriteHeader(http.StatusOK)
-			_ = rc.Flush()
-			br := bufio.NewReader(r.Body)
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
+	// A body the peer reads after its response has begun (gRPC's bidi
+	// streams on h2c; on HTTP/1.1, as a peer may answer before the end of
+	// a request's body).
+	for _, h2c := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full duplex h2c=%v", h2c), func(t *testing.T) {
+			up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rc := http.NewResponseController(w)
+				if h2c && r.ProtoMajor != 2 {
+					http.Error(w, "want HTTP/2, got "+r.Proto, http.StatusHTTPVersionNotSupported)
 					return
 				}
-				_, _ = io.WriteString(w, "echo "+line)
-				if rc.Flush() != nil {
-					return
+				if !h2c {
+					if err := rc.EnableFullDuplex(); err != nil {
+						http.Error(w, err.Error(), http.StatusInternalServerError)
+						return
+					}
 				}
-			}
-		}), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer up.close()
-		px := startProxy(t, "http://"+up.addr(), false)
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		// A proxy that is not full duplex stops reading the body: the
-		// pipe's writes would block past the test's deadline.
-		stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
-		defer stop()
-		req, _ := http.NewRequestWithContext(ctx, "POST", px.base+"/bidi", pr)
-		resp, err := px.tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 1 {
-			t.Fatalf("status %d over %s", resp.StatusCode, resp.Proto)
-		}
-		br := bufio.NewReader(resp.Body)
-		for i := range pieces {
-			if _, err := fmt.Fprintf(pw, "%d\n", i); err != nil {
+				w.WriteHeader(http.StatusOK)
+				_ = rc.Flush()
+				br := bufio.NewReader(r.Body)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					_, _ = io.WriteString(w, "echo "+line)
+					if rc.Flush() != nil {
+						return
+					}
+				}
+			}), h2c)
+			if err != nil {
 				t.Fatal(err)
 			}
-			line, err := br.ReadString('\n')
-			if err != nil || line != fmt.Sprintf("echo %d\n", i) {
-				t.Fatalf("piece %d: %q, %v", i, line, err)
-			}
-		}
-	})
-
-	t.Run("h2c full duplex", func(t *testing.T) {
-		up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.ProtoMajor != 2 {
-				http.Error(w, "want HTTP/2, got "+r.Proto, http.StatusHTTPVersionNotSupported)
-				return
-			}
-			rc := http.NewResponseController(w)
-			w.WriteHeader(http.StatusOK)
-			_ = rc.Flush()
-			br := bufio.NewReader(r.Body)
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					return
-				}
-				_, _ = io.WriteString(w, "echo "+line)
-				if rc.Flush() != nil {
-					return
-				}
-			}
-		}), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer up.close()
-		px := startProxy(t, "http://"+up.addr(), true)
-		pr, pw := io.Pipe()
-		defer pw.Close()
-		req, _ := http.NewRequestWithContext(ctx, "POST", px.base+"/bidi", pr)
-		resp, err := px.tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
-			t.Fatalf("status %d over %s", resp.StatusCode, resp.Proto)
-		}
-		br := bufio.NewReader(resp.Body)
-		for i := range pieces {
-			if _, err := fmt.Fprintf(pw, "%d\n", i); err != nil {
+			defer up.close()
+			px := startProxy(t, "http://"+up.addr(), h2c)
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			// A proxy that stops reading the body (HTTP/1.1 without full
+			// duplex) would block the pipe's writes past the deadline.
+			stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+			defer stop()
+			req, _ := http.NewRequestWithContext(ctx, "POST", px.base+"/bidi", pr)
+			resp, err := px.tr.RoundTrip(req)
+			if err != nil {
 				t.Fatal(err)
 			}
-			line, err := br.ReadString('\n')
-			if err != nil || line != fmt.Sprintf("echo %d\n", i) {
-				t.Fatalf("piece %d: %q, %v", i, line, err)
+			defer resp.Body.Close()
+			if want := map[bool]int{false: 1, true: 2}[h2c]; resp.StatusCode != http.StatusOK || resp.ProtoMajor != want {
+				t.Fatalf("status %d over %s", resp.StatusCode, resp.Proto)
 			}
-		}
-	})
+			br := bufio.NewReader(resp.Body)
+			for i := range pieces {
+				if _, err := fmt.Fprintf(pw, "%d\n", i); err != nil {
+					t.Fatal(err)
+				}
+				line, err := br.ReadString('\n')
+				if err != nil || line != fmt.Sprintf("echo %d\n", i) {
+					t.Fatalf("piece %d: %q, %v", i, line, err)
+				}
+			}
+		})
+	}
 }
 
 // startProxy starts a no-op proxy to base; its transport (the protocol the
