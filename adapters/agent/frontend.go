@@ -38,6 +38,11 @@ type Config struct {
 	CheckThread func(ctx context.Context, thread string) error
 	// KVTimeout bounds one KV read or write. Default 5s.
 	KVTimeout time.Duration
+	// Alone says that no other frontend uses KV: a thread's first save,
+	// which creates its record, is then made beside the run like every
+	// later one, instead of before run.start is answered so that another
+	// instance asked for the thread meanwhile finds it.
+	Alone bool
 	// BufferEvents is the per-thread replay buffer (ring) size. Default
 	// 10,000 events; the latest values event of each namespace is kept
 	// beyond it.

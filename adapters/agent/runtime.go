@@ -1014,15 +1014,16 @@ func (t *Thread) applyInjectedLocked() {
 // stream once the command is answered, as the SDK does. One save runs at
 // a time; asked for meanwhile, one more follows, of the state as it is
 // then, so steps that come faster than KV writes share a save. The first
-// save, which creates the record, is made at once: until it exists,
-// another instance asked for the thread (a client resuming there) does
-// not know it; so are saves once the frontend is closing.
+// save, which creates the record, is made at once unless the frontend is
+// Alone: until it exists, another instance asked for the thread (a client
+// resuming there) does not know it; so are saves once the frontend is
+// closing.
 func (t *Thread) saveSoon() {
 	if t.f.cfg.KV == nil {
 		return
 	}
 	t.mu.Lock()
-	if t.rt.rev == 0 && !t.rt.saving {
+	if t.rt.rev == 0 && !t.rt.saving && !t.f.cfg.Alone {
 		t.mu.Unlock()
 		t.persist()
 		return

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -27,15 +28,50 @@ type heldKV struct {
 }
 
 func (k *heldKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	if k.held.Load() {
-		k.waiting.Add(1)
-		select {
-		case <-k.release:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	if err := k.hold(ctx); err != nil {
+		return 0, err
 	}
 	return k.KeyValue.Update(ctx, key, value, rev)
+}
+
+func (k *heldKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if err := k.hold(ctx); err != nil {
+		return 0, err
+	}
+	return k.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// hold waits, while the bucket is held, until it is released.
+func (k *heldKV) hold(ctx context.Context) error {
+	if !k.held.Load() {
+		return nil
+	}
+	k.waiting.Add(1)
+	select {
+	case <-k.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// postRunStart posts run.start with input text on thread (config is the
+// JSON of its configurable) and reports anything but a success answer.
+func postRunStart(base, thread, text, config string) error {
+	body := `{"id":1,"method":"run.start","params":{"assistant_id":"stream","input":{"messages":[{"role":"user","content":"` + text + `"}]},"config":{"configurable":` + config + `}}}`
+	resp, err := http.Post(base+"/threads/"+thread+"/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var r struct{ Type string }
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return err
+	}
+	if r.Type != "success" {
+		return &json.UnsupportedValueError{Str: r.Type}
+	}
+	return nil
 }
 
 // TestStepSavesDoNotHoldEvents: the saves of run.start and of a run's
@@ -55,19 +91,7 @@ func TestStepSavesDoNotHoldEvents(t *testing.T) {
 	kv.held.Store(true)
 	st := a.openSSE(t, "held", `{"channels":["lifecycle","messages","values","checkpoints"],"since":`+strconv.FormatUint(last, 10)+`}`, nil)
 	answered := make(chan error, 1)
-	go func() {
-		body := `{"id":1,"method":"run.start","params":{"assistant_id":"stream","input":{"messages":[{"role":"user","content":"two"}]},"config":{"configurable":{"deltas":2}}}}`
-		resp, err := http.Post(a.URL+"/threads/held/commands", "application/json", strings.NewReader(body))
-		if err == nil {
-			var r struct{ Type string }
-			err = json.NewDecoder(resp.Body).Decode(&r)
-			resp.Body.Close()
-			if err == nil && r.Type != "success" {
-				err = &json.UnsupportedValueError{Str: r.Type}
-			}
-		}
-		answered <- err
-	}()
+	go func() { answered <- postRunStart(a.URL, "held", "two", `{"deltas":2}`) }()
 	// run.start is answered without waiting for its save, which is held.
 	if err := <-answered; err != nil {
 		t.Fatalf("run.start: %v", err)
@@ -170,5 +194,58 @@ func TestRunEndIsOneSave(t *testing.T) {
 	s.fe.Close() // waits for the run's goroutines
 	if after := kv.all(); len(after) != len(seen) {
 		t.Fatalf("written after the client saw the end: %+v", after[len(seen):])
+	}
+}
+
+// TestFirstSaveWhenAlone: a thread's first save, which creates its record,
+// is made before run.start is answered, so that another instance asked for
+// the thread finds it; a frontend that is Alone answers with the create
+// held, and the record is made beside the run.
+func TestFirstSaveWhenAlone(t *testing.T) {
+	for _, alone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
+			kv := &heldKV{KeyValue: startKV(t), release: make(chan struct{})}
+			var release sync.Once
+			t.Cleanup(func() { release.Do(func() { close(kv.release) }) })
+			kv.held.Store(true)
+			a := newServer(t, agent.Config{KV: kv, KVTimeout: 3 * wait, Alone: alone})
+			answered := make(chan error, 1)
+			go func() { answered <- postRunStart(a.URL, "fresh", "one", `{"deltas":2}`) }()
+			if alone {
+				select {
+				case err := <-answered:
+					if err != nil {
+						t.Fatalf("run.start: %v", err)
+					}
+				case <-time.After(wait):
+					release.Do(func() { close(kv.release) }) // the server's close waits for its saves
+					t.Fatal("run.start waited for the held create")
+				}
+			} else {
+				select {
+				case err := <-answered:
+					t.Fatalf("run.start answered (%v) before the thread's record was made", err)
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			for deadline := time.Now().Add(wait); kv.waiting.Load() == 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no save was held: the test did not hold the bucket")
+				}
+			}
+			release.Do(func() { close(kv.release) })
+			if !alone {
+				if err := <-answered; err != nil {
+					t.Fatalf("run.start: %v", err)
+				}
+			}
+			for deadline := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+				if _, err := kv.Get(context.Background(), "agent.fresh"); err == nil {
+					break
+				} else if time.Now().After(deadline) {
+					t.Fatalf("the thread's record: %v", err)
+				}
+			}
+		})
 	}
 }
