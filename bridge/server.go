@@ -187,7 +187,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		errc <- s.http.Serve(s.ln)
 	}()
-	s.log.Info("serving", "listen", s.Addr(), "nats", redact(s.cfg.NATS.URL), "data_dir", s.cfg.DataDir)
+	// "alone": on the embedded server without a listener no other instance
+	// can join, so what instances share only with each other is skipped.
+	s.log.Info("serving", "listen", s.Addr(), "nats", redact(s.cfg.NATS.URL), "alone", s.fabric.Alone(), "data_dir", s.cfg.DataDir)
 	select {
 	case err := <-errc:
 		s.bridge.StopCluster()
