@@ -828,18 +828,33 @@ func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err err
 }
 
 // appendEvent appends ev's protobuf encoding to b. Block deltas (the per
-// token hot path) without extensions or unknown fields are encoded here,
-// field by field in the order, and to the bytes, proto.Marshal gives;
+// token hot path) and state snapshots (a thread's whole state, at every
+// step of an agent) without extensions or unknown fields are encoded here,
+// field by field in the order proto.Marshal gives (deltas to its very
+// bytes; a snapshot's maps in Go's order, as proto.Marshal's own);
 // anything else goes through proto.MarshalOptions.MarshalAppend. Like
 // proto.Marshal it refuses a string field that is not valid UTF-8.
 func appendEvent(b []byte, ev *canonical.Event) ([]byte, error) {
-	k, ok := ev.GetKind().(*canonical.KindBlockDelta)
-	if !ok || k.BlockDelta == nil || len(ev.GetExtensions()) > 0 ||
-		len(ev.ProtoReflect().GetUnknown()) > 0 || len(k.BlockDelta.ProtoReflect().GetUnknown()) > 0 {
-		return proto.MarshalOptions{}.MarshalAppend(b, ev)
+	if len(ev.GetExtensions()) == 0 && len(ev.ProtoReflect().GetUnknown()) == 0 {
+		switch k := ev.GetKind().(type) {
+		case *canonical.KindBlockDelta:
+			if d := k.BlockDelta; d != nil && len(d.ProtoReflect().GetUnknown()) == 0 {
+				return appendDeltaEvent(b, ev, d)
+			}
+		case *canonical.KindStateSnapshot:
+			if st := k.StateSnapshot; st != nil && len(st.ProtoReflect().GetUnknown()) == 0 {
+				if out, ok, err := appendSnapshotEvent(b, ev, st); ok || err != nil {
+					return out, err
+				}
+			}
+		}
 	}
-	d := k.BlockDelta
-	if !utf8.ValidString(ev.GetThreadId()) || !utf8.ValidString(ev.GetRunId()) || !utf8.ValidString(ev.GetGraphNode()) || !utf8.ValidString(d.GetText()) {
+	return proto.MarshalOptions{}.MarshalAppend(b, ev)
+}
+
+// appendEventHeader appends ev's fields before its kind (1 to 6).
+func appendEventHeader(b []byte, ev *canonical.Event) ([]byte, error) {
+	if !utf8.ValidString(ev.GetThreadId()) || !utf8.ValidString(ev.GetRunId()) || !utf8.ValidString(ev.GetGraphNode()) {
 		return b, errors.New("event: string field is not valid UTF-8")
 	}
 	for _, ns := range ev.GetNamespace() {
@@ -861,7 +876,18 @@ func appendEvent(b []byte, ev *canonical.Event) ([]byte, error) {
 		b = protowire.AppendTag(b, 5, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(t))
 	}
-	b = appendStringField(b, 6, ev.GetGraphNode())
+	return appendStringField(b, 6, ev.GetGraphNode()), nil
+}
+
+// appendDeltaEvent appends a block delta event, ev of kind d.
+func appendDeltaEvent(b []byte, ev *canonical.Event, d *canonical.BlockDelta) ([]byte, error) {
+	if !utf8.ValidString(d.GetText()) {
+		return b, errors.New("event: string field is not valid UTF-8")
+	}
+	b, err := appendEventHeader(b, ev)
+	if err != nil {
+		return b, err
+	}
 	size := 0
 	if d.GetIndex() != 0 {
 		size += 1 + protowire.SizeVarint(uint64(d.GetIndex()))
@@ -884,6 +910,27 @@ func appendEvent(b []byte, ev *canonical.Event) ([]byte, error) {
 		b = protowire.AppendBytes(b, data)
 	}
 	return b, nil
+}
+
+// appendSnapshotEvent appends a state snapshot event, ev of kind st; ok is
+// false, and b as it was, when the values hold what appendValue leaves to
+// proto.Marshal. proto.Marshal walks a google.protobuf.Struct's map by
+// reflection, a few allocations a key: about 44 µs and 178 allocations for
+// a state of 22 messages, at every step of an agent run
+// (BenchmarkAppendEventSnapshot).
+func appendSnapshotEvent(b []byte, ev *canonical.Event, st *canonical.StateSnapshot) (out []byte, ok bool, err error) {
+	start := len(b)
+	if b, err = appendEventHeader(b, ev); err != nil {
+		return b[:start], false, err
+	}
+	b = protowire.AppendTag(b, 22, protowire.BytesType)
+	at := openLength(&b)
+	if v := st.GetValues(); v != nil {
+		if b, ok, err = appendValueField(b, 1, v); !ok || err != nil {
+			return b[:start], false, err
+		}
+	}
+	return closeLength(b, at), true, nil
 }
 
 // appendStringField appends a proto3 string field, omitted when empty.
