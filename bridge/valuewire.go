@@ -39,15 +39,21 @@ func closeLength(b []byte, at int) []byte {
 	return b
 }
 
-// appendValueField appends v as message field num.
-func appendValueField(b []byte, num protowire.Number, v *structpb.Value) ([]byte, bool, error) {
+// appendMessageField appends m as message field num, its fields appended
+// by body.
+func appendMessageField[M any](b []byte, num protowire.Number, m M, body func([]byte, M) ([]byte, bool, error)) ([]byte, bool, error) {
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	at := openLength(&b)
-	b, ok, err := appendValue(b, v)
+	b, ok, err := body(b, m)
 	if !ok || err != nil {
 		return b, ok, err
 	}
 	return closeLength(b, at), true, nil
+}
+
+// appendValueField appends v as message field num.
+func appendValueField(b []byte, num protowire.Number, v *structpb.Value) ([]byte, bool, error) {
+	return appendMessageField(b, num, v, appendValue)
 }
 
 // appendValue appends the fields of v, a google.protobuf.Value.
@@ -73,23 +79,9 @@ func appendValue(b []byte, v *structpb.Value) ([]byte, bool, error) {
 		b = protowire.AppendTag(b, 4, protowire.VarintType)
 		b = protowire.AppendVarint(b, protowire.EncodeBool(k.BoolValue))
 	case *structpb.Value_StructValue:
-		b = protowire.AppendTag(b, 5, protowire.BytesType)
-		at := openLength(&b)
-		var ok bool
-		var err error
-		if b, ok, err = appendStruct(b, k.StructValue); !ok || err != nil {
-			return b, ok, err
-		}
-		b = closeLength(b, at)
+		return appendMessageField(b, 5, k.StructValue, appendStruct)
 	case *structpb.Value_ListValue:
-		b = protowire.AppendTag(b, 6, protowire.BytesType)
-		at := openLength(&b)
-		var ok bool
-		var err error
-		if b, ok, err = appendList(b, k.ListValue); !ok || err != nil {
-			return b, ok, err
-		}
-		b = closeLength(b, at)
+		return appendMessageField(b, 6, k.ListValue, appendList)
 	default:
 		return b, false, nil
 	}
