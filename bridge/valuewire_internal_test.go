@@ -30,31 +30,34 @@ func mustValue(t testing.TB, x any) *structpb.Value {
 
 // A state snapshot whose every struct has at most one field (so that
 // proto.Marshal's map order is the only one) gets proto.Marshal's bytes,
-// whatever its values and however long their encodings' lengths.
+// whatever its values and however long their encodings' lengths: a map
+// entry's key and value are written even when empty, a oneof's member even
+// when zero.
 func TestAppendSnapshotMatchesProtoMarshal(t *testing.T) {
 	long := strings.Repeat("y", 20_000) // lengths of one, two and three bytes nested
 	withUnknown := mustValue(t, map[string]any{"k": "v"})
 	withUnknown.GetStructValue().GetFields()["k"].ProtoReflect().SetUnknown([]byte{0xa8, 0x1f, 0x01})
 	for name, v := range map[string]*structpb.Value{
-		"no values":     nil,
-		"empty value":   {},
-		"null":          structpb.NewNullValue(),
-		"number":        structpb.NewNumberValue(-1.5),
-		"zero":          structpb.NewNumberValue(0),
-		"infinity":      structpb.NewNumberValue(math.Inf(1)),
-		"false":         structpb.NewBoolValue(false),
-		"true":          structpb.NewBoolValue(true),
-		"empty string":  structpb.NewStringValue(""),
-		"string":        structpb.NewStringValue("héllo 😀"),
-		"empty struct":  mustValue(t, map[string]any{}),
-		"empty list":    mustValue(t, []any{}),
-		"empty key":     mustValue(t, map[string]any{"": nil}),
-		"messages":      mustValue(t, map[string]any{"messages": []any{map[string]any{"content": "hi"}, map[string]any{"content": long}, []any{1.0, true, nil, "x"}}}),
-		"long":          mustValue(t, map[string]any{"k": long + long}),
-		"deep":          mustValue(t, []any{[]any{[]any{map[string]any{"a": []any{map[string]any{"b": long}}}}}}),
-		"unknown field": withUnknown, // left to proto.Marshal
-		"nil in a list": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNullValue(), nil}}),
-		"nil struct":    {Kind: &structpb.Value_StructValue{}},
+		"no values":      nil,
+		"empty value":    {},
+		"null":           structpb.NewNullValue(),
+		"number":         structpb.NewNumberValue(-1.5),
+		"zero":           structpb.NewNumberValue(0),
+		"infinity":       structpb.NewNumberValue(math.Inf(1)),
+		"false":          structpb.NewBoolValue(false),
+		"true":           structpb.NewBoolValue(true),
+		"empty string":   structpb.NewStringValue(""),
+		"string":         structpb.NewStringValue("héllo 😀"),
+		"empty struct":   mustValue(t, map[string]any{}),
+		"empty list":     mustValue(t, []any{}),
+		"empty key":      mustValue(t, map[string]any{"": nil}),
+		"empty in a map": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"k": {}}}),
+		"messages":       mustValue(t, map[string]any{"messages": []any{map[string]any{"content": "hi"}, map[string]any{"content": long}, []any{1.0, true, nil, "x"}}}),
+		"long":           mustValue(t, map[string]any{"k": long + long}),
+		"deep":           mustValue(t, []any{[]any{[]any{map[string]any{"a": []any{map[string]any{"b": long}}}}}}),
+		"unknown field":  withUnknown, // left to proto.Marshal
+		"nil in a list":  structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNullValue(), nil}}),
+		"nil struct":     {Kind: &structpb.Value_StructValue{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ev := snapshot(v)
