@@ -852,10 +852,14 @@ func appendEvent(b []byte, ev *canonical.Event) ([]byte, error) {
 	return proto.MarshalOptions{}.MarshalAppend(b, ev)
 }
 
+// errStringUTF8 is proto.Marshal's refusal of a string field that is not
+// UTF-8.
+var errStringUTF8 = errors.New("event: string field is not valid UTF-8")
+
 // appendEventHeader appends ev's fields before its kind (1 to 6).
 func appendEventHeader(b []byte, ev *canonical.Event) ([]byte, error) {
 	if !utf8.ValidString(ev.GetThreadId()) || !utf8.ValidString(ev.GetRunId()) || !utf8.ValidString(ev.GetGraphNode()) {
-		return b, errors.New("event: string field is not valid UTF-8")
+		return b, errStringUTF8
 	}
 	for _, ns := range ev.GetNamespace() {
 		if !utf8.ValidString(ns) {
@@ -882,7 +886,7 @@ func appendEventHeader(b []byte, ev *canonical.Event) ([]byte, error) {
 // appendDeltaEvent appends a block delta event, ev of kind d.
 func appendDeltaEvent(b []byte, ev *canonical.Event, d *canonical.BlockDelta) ([]byte, error) {
 	if !utf8.ValidString(d.GetText()) {
-		return b, errors.New("event: string field is not valid UTF-8")
+		return b, errStringUTF8
 	}
 	b, err := appendEventHeader(b, ev)
 	if err != nil {
