@@ -435,7 +435,7 @@ func writeMachine(w io.Writer, load [3]float64, rtt [3]float64, gcFloor int64) {
 		fmt.Fprintf(w, "- Source: %s\n", rev)
 	}
 	gogc := cmp.Or(os.Getenv("GOGC"), "100")
-	if gcFloor > 0 {
+	if gcFloor > 0 && gogc != "off" { // GOGC=off disables the floor (gcfloor.Start)
 		fmt.Fprintf(w, "- GC: GOGC %s with a heap floor of %d MiB (gc_heap_floor, as \"interlingua serve\" runs by default): the collector does not start a cycle below it. The clients, peers, proxy and instances of every path share this process, so each path runs under it.\n", gogc, gcFloor>>20)
 	} else {
 		fmt.Fprintf(w, "- GC: GOGC %s, no heap floor.\n", gogc)
