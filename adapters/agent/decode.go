@@ -185,6 +185,9 @@ func (d *Decoder) feed(frame []byte, out []*canonical.Event) ([]*canonical.Event
 		if o, ok := d.feedFast(frame, out); ok {
 			return o, nil
 		}
+		if o, ok := d.fastEnvelope(frame, out); ok {
+			return o, nil
+		}
 	}
 	return d.feedJSON(frame, out)
 }
@@ -203,6 +206,14 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 		}
 		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: event %s: params is not an object with namespace, timestamp and data", jstr(probe["method"]))
 	}
+	return d.feedEvent(&env, nil, out)
+}
+
+// feedEvent decodes a frame from its envelope: feedJSON's, or the fast
+// path's for a frame whose data it does not read, which passes data, an
+// object's members, decoded (nil: feedEvent decodes them). It keeps no
+// part of env.Params.Data.
+func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.RawMessage, out []*canonical.Event) ([]*canonical.Event, error) {
 	if env.Type != "event" || d.ended {
 		return out, nil
 	}
@@ -222,11 +233,10 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 			return o, nil
 		}
 	}
-	var data map[string]json.RawMessage
 	switch env.Method {
 	case methodValues, methodTasks: // any JSON
 	default:
-		if json.Unmarshal(p.Data, &data) != nil {
+		if data == nil && json.Unmarshal(p.Data, &data) != nil {
 			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: %s event: data is not an object", env.Method)
 		}
 	}
@@ -239,21 +249,21 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 		return d.lifecycle(&base, data, out), nil
 	case methodInputRequested:
 		return d.emit(out, &base, &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{
-			InterruptId: jstr(data["interrupt_id"]), Payload: rawValue(data["payload"])}}), nil
+			InterruptId: jstr(data["interrupt_id"]), Payload: d.value(data["payload"])}}), nil
 	case methodInputAnswered:
 		var ids []string
 		_ = json.Unmarshal(data["interrupt_ids"], &ids)
 		return d.emit(out, &base, &canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: ids}}), nil
 	case methodValues:
-		return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: rawValue(p.Data)}}), nil
+		return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: d.value(p.Data)}}), nil
 	case methodUpdates:
-		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: jstr(data["node"]), Values: rawValue(data["values"])}}), nil
+		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: jstr(data["node"]), Values: d.value(data["values"])}}), nil
 	case methodCheckpoints:
 		step, _ := strconv.ParseInt(string(bytes.TrimSpace(data["step"])), 10, 64)
 		return d.emit(out, &base, &canonical.KindCheckpoint{Checkpoint: &canonical.Checkpoint{
 			Id: jstr(data["id"]), ParentId: jstr(data["parent_id"]), Step: step, Source: jstr(data["source"])}}), nil
 	case methodTasks:
-		return d.emit(out, &base, &canonical.KindTask{Task: &canonical.Task{Payload: rawValue(p.Data)}}), nil
+		return d.emit(out, &base, &canonical.KindTask{Task: &canonical.Task{Payload: d.value(p.Data)}}), nil
 	case methodCustom:
 		name := jstr(data["name"])
 		if name == errorCustomName {
@@ -261,9 +271,17 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 			_ = json.Unmarshal(data["payload"], &pl)
 			return d.emit(out, &base, &canonical.KindError{Error: errorProto(pl.Code, pl.Message, "upstream error")}), nil
 		}
-		return d.emit(out, &base, &canonical.KindCustom{Custom: &canonical.Custom{Name: name, Payload: rawValue(data["payload"])}}), nil
+		return d.emit(out, &base, &canonical.KindCustom{Custom: &canonical.Custom{Name: name, Payload: d.value(data["payload"])}}), nil
 	}
 	return out, nil // an event this version does not know: ignored
+}
+
+// value is rawValue, or jsonValue on the path forced onto encoding/json.
+func (d *Decoder) value(raw json.RawMessage) *structpb.Value {
+	if d.slow {
+		return jsonValue(raw)
+	}
+	return rawValue(raw)
 }
 
 // End appends what the run still owes when the upstream stream ends: the
@@ -481,7 +499,7 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessag
 		if json.Unmarshal(data["metadata"], &md) == nil && len(md) > 0 {
 			ms.Metadata = map[string]*structpb.Value{}
 			for k, v := range md {
-				if pv := rawValue(v); pv != nil && isScalar(pv) {
+				if pv := d.value(v); pv != nil && isScalar(pv) {
 					ms.Metadata[k] = pv
 				}
 			}
@@ -726,11 +744,11 @@ func (d *Decoder) tools(base *canonical.Event, data map[string]json.RawMessage, 
 	id := jstr(data["tool_call_id"])
 	switch jstr(data["event"]) {
 	case "tool-started":
-		return d.emit(out, base, &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{ToolCallId: id, Name: jstr(data["tool_name"]), Input: rawValue(data["input"])}})
+		return d.emit(out, base, &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{ToolCallId: id, Name: jstr(data["tool_name"]), Input: d.value(data["input"])}})
 	case "tool-output-delta":
 		return d.emit(out, base, &canonical.KindToolOutput{ToolOutput: &canonical.ToolOutput{ToolCallId: id, Delta: jstr(data["delta"])}})
 	case "tool-finished":
-		return d.emit(out, base, &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: id, Output: rawValue(data["output"])}})
+		return d.emit(out, base, &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: id, Output: d.value(data["output"])}})
 	case "tool-error":
 		return d.emit(out, base, &canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: id, Error: errorProto(jstr(data["code"]), jstr(data["message"]), "tool failed")}})
 	}

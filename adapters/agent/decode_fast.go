@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math/bits"
 	"strconv"
 	"unicode/utf8"
@@ -31,7 +33,16 @@ import (
 // straight into its structpb value, where encoding/json validated the
 // frame, decoded it into maps and structpb copied those), and produces
 // exactly the events Feed's encoding/json path produces.
-// Whenever it cannot prove that (another shape, a member it does not read
+//
+// Any other event frame (lifecycle, checkpoints, updates, message and
+// block starts and finishes: some ten a run) fastEnvelope decodes from
+// what feedFast read: the envelope, and data split into its members, each
+// then decoded as the general path decodes it (feedEvent). Decoding those
+// with encoding/json took twice as long and allocated twice as much
+// (BenchmarkDecodeRunFrames).
+//
+// Whenever the fast path cannot prove it decodes a frame as the general
+// path does (another shape, a member it does not read
 // spelt in another case or twice, null, an escaped name, a number
 // encoding/json would refuse, a namespace it has not seen, a block not
 // open, invalid JSON anywhere) it declines without side effects and the
@@ -71,8 +82,11 @@ type fastFrame struct {
 	node     fastSpan
 	hasNode  bool
 	index    int64
-	method   int             // fastMessages or fastValues once read
+	method   int             // fastMessages, fastValues or fastOther once read
+	name     fastSpan        // the method's name
 	values   *structpb.Value // a values frame's data
+	data     fastSpan        // data's raw JSON value (start and end only)
+	whole    bool            // the frame was read whole: an event not replayed
 	dtype    int             // the field the delta type carries; -1 before it is read
 	fields   [fastFields]fastSpan
 	hasField [fastFields]bool
@@ -83,6 +97,7 @@ type fastFrame struct {
 const (
 	fastMessages = iota + 1
 	fastValues
+	fastOther // any other: only the envelope is read
 )
 
 // Bits of fastFrame.seen, one per member read.
@@ -110,15 +125,16 @@ var (
 	fastDeltaNames    = []string{"type", "text", "reasoning", "args", "data"}
 )
 
-// feedFast decodes frame (trimmed, starting with '{') if it is a delta the
-// fast path handles; ok is false, with out unchanged and no decoding state
-// touched (only the lookup cache d.last), for any other frame.
+// feedFast decodes frame (trimmed, starting with '{') if it is a delta or
+// values frame the fast path handles; ok is false, with out unchanged and
+// no decoding state touched (only the lookup cache d.last), for any other
+// frame, which fastEnvelope may then decode from what feedFast read.
 func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical.Event, ok bool) {
+	f := &d.fast
+	*f = fastFrame{dtype: -1}
 	if d.ended {
 		return out, false
 	}
-	f := &d.fast
-	*f = fastFrame{dtype: -1}
 	s := fastScanner{b: frame}
 	if !s.envelope(f) || s.pos != len(frame) {
 		return out, false
@@ -126,9 +142,18 @@ func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical
 	if f.hasSeq && f.seq <= d.AfterSeq {
 		return out, false
 	}
-	if f.method == fastValues {
+	f.whole = true
+	switch f.method {
+	case fastValues:
 		return d.fastValues(frame, f, out)
+	case fastMessages:
+		return d.fastDeltaFrame(frame, f, out)
 	}
+	return out, false
+}
+
+// fastDeltaFrame emits a messages frame that is a delta on the open block.
+func (d *Decoder) fastDeltaFrame(frame []byte, f *fastFrame, out []*canonical.Event) (_ []*canonical.Event, ok bool) {
 	const all = fastSeenType | fastSeenMethod | fastSeenParams | fastSeenData | fastSeenEvent | fastSeenIndex | fastSeenDelta | fastSeenDeltaType
 	if f.seen&all != all || !f.hasField[f.dtype] {
 		return out, false
@@ -193,6 +218,105 @@ func (d *Decoder) fastValues(frame []byte, f *fastFrame, out []*canonical.Event)
 		base.TimeUnixNano = int64(f.ts) * 1e6
 	}
 	return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: f.values}}), true
+}
+
+// fastEnvelope decodes the frame feedFast read and declined from its
+// envelope, with data decoded as feedJSON decodes it (feedEvent): the
+// frames whose data the fast path does not read, and those whose data it
+// declined. Like feedFast it declines without side effects.
+func (d *Decoder) fastEnvelope(frame []byte, out []*canonical.Event) (_ []*canonical.Event, ok bool) {
+	f := &d.fast
+	const all = fastSeenType | fastSeenMethod | fastSeenParams
+	if !f.whole || f.seen&all != all {
+		return out, false
+	}
+	name, plain := fastPlain(frame, f.name)
+	if !plain {
+		return out, false
+	}
+	env := wireEnvelope{Type: "event", Method: fastMethodName(name)}
+	p := &env.Params
+	if f.hasNode {
+		raw, plain := fastPlain(frame, f.node)
+		if !plain {
+			return out, false
+		}
+		p.Node = string(raw)
+	}
+	if st := d.fastState(frame, f); st != nil {
+		p.Namespace = st.ns
+	} else {
+		p.Namespace = make([]string, f.nsN)
+		for i, sp := range f.ns[:f.nsN] {
+			raw, _ := fastPlain(frame, sp) // plain: namespace checked it
+			p.Namespace[i] = string(raw)
+		}
+	}
+	if f.hasTS {
+		p.Timestamp = &f.ts
+	}
+	var data map[string]json.RawMessage
+	if f.seen&fastSeenData != 0 {
+		p.Data = frame[f.data.start:f.data.end] // feedEvent keeps none of it
+		if p.Data[0] == '{' && env.Method != methodValues && env.Method != methodTasks {
+			if data, ok = fastObject(p.Data); !ok {
+				return out, false
+			}
+		}
+	}
+	out, err := d.feedEvent(&env, data, out)
+	if err != nil {
+		// Only data that is not an object fails, before any state
+		// changes: the general path makes the same error of it.
+		return out, false
+	}
+	return out, true
+}
+
+// fastObject is data, a JSON object the envelope's scan read, as
+// encoding/json decodes it into a map: names unquoted, a repeated name's
+// last value. The values share one copy of data (the decoders may keep
+// them; the frame's buffer is reused). ok is false for what the scan
+// should have refused.
+func fastObject(data []byte) (_ map[string]json.RawMessage, ok bool) {
+	s := fastScanner{b: bytes.Clone(data)}
+	empty, ok := s.open('{')
+	if !ok {
+		return nil, false
+	}
+	m := make(map[string]json.RawMessage)
+	for !empty {
+		sp, ok := s.anyKey()
+		if !ok {
+			return nil, false
+		}
+		s.ws()
+		start := s.pos
+		if !s.skip(1) {
+			return nil, false
+		}
+		m[s.text(sp)] = s.b[start:s.pos:s.pos]
+		more, ok := s.next('}')
+		if !ok {
+			return nil, false
+		}
+		empty = !more
+	}
+	return m, true
+}
+
+// fastMethods are the methods fastMethodName returns without allocating.
+var fastMethods = [...]string{methodValues, methodMessages, methodLifecycle, methodTools, methodUpdates,
+	methodCheckpoints, methodTasks, methodCustom, methodInputRequested, methodInputAnswered}
+
+// fastMethodName is a method's name as a string.
+func fastMethodName(raw []byte) string {
+	for _, m := range fastMethods {
+		if string(raw) == m {
+			return m
+		}
+	}
+	return string(raw)
 }
 
 // fastState is the state of the frame's namespace if it exists: the one
@@ -587,8 +711,9 @@ func (s *fastScanner) envelope(f *fastFrame) bool {
 			case string(s.b[sp.start:sp.end]) == methodValues && f.seen&fastSeenParams == 0:
 				f.method = fastValues
 			default:
-				return false
+				f.method = fastOther
 			}
+			f.name = sp
 			return true
 		case "params":
 			return f.mark(fastSeenParams) && s.params(f)
@@ -625,12 +750,23 @@ func (s *fastScanner) params(f *fastFrame) bool {
 			if !f.mark(fastSeenData) {
 				return false
 			}
-			if f.method == fastValues {
-				var ok bool
+			s.ws()
+			start := s.pos
+			var ok bool
+			switch f.method {
+			case fastValues:
 				f.values, ok = s.value(2)
-				return ok
+			case fastOther:
+				ok = s.skip(2)
+			default: // messages, or a method not read yet
+				seen := f.seen
+				if ok = s.data(f); !ok { // not a delta: read it over as any value
+					s.pos, f.seen, f.dtype, f.hasField = start, seen, -1, [fastFields]bool{}
+					ok = s.skip(2)
+				}
 			}
-			return s.data(f)
+			f.data = fastSpan{start: start, end: s.pos}
+			return ok
 		}
 		return s.other(name, fastParamsNames, 2)
 	})

@@ -30,6 +30,7 @@ type pathPair struct {
 	t          testing.TB
 	fast, slow *Decoder
 	hits, n    int // frames the fast path decoded, frames fed
+	envHits    int // frames decoded from the envelope the fast path read
 }
 
 func newPathPair(t testing.TB, afterSeq uint64) *pathPair {
@@ -42,11 +43,18 @@ func (p *pathPair) feed(frame []byte) {
 	var got []*canonical.Event
 	var gerr error
 	trimmed := bytes.TrimSpace(frame)
+	// Feed, with the path taken counted.
 	if o, ok := p.fast.feedFast(trimmed, nil); ok && trimmed[0] == '{' {
 		p.hits++
 		got = o
+	} else if o, ok := p.fast.fastEnvelope(trimmed, nil); ok {
+		p.envHits++
+		got = o
 	} else {
-		got, gerr = p.fast.Feed(frame, nil)
+		got, gerr = p.fast.feed(frame, nil)
+	}
+	if p.fast.held != nil {
+		got = p.fast.release(got, 0)
 	}
 	want, werr := p.slow.Feed(frame, nil)
 	sameErr(p.t, frame, werr, gerr)
@@ -93,16 +101,20 @@ func testdataFrames(t testing.TB) [][][]byte {
 }
 
 // TestFastPathTestdata: the golden transcripts decode the same on both
-// paths, and their deltas take the fast one.
+// paths, their deltas take the fast one and their other event frames are
+// decoded from the envelope it read.
 func TestFastPathTestdata(t *testing.T) {
-	hits := 0
+	hits, envHits := 0, 0
 	for _, frames := range testdataFrames(t) {
 		p := newPathPair(t, 0)
 		for _, f := range frames {
 			p.feed(f)
 		}
 		p.end()
-		hits += p.hits
+		hits, envHits = hits+p.hits, envHits+p.envHits
+	}
+	if envHits < 10 {
+		t.Fatalf("only %d testdata frames were decoded from the fast path's envelope", envHits)
 	}
 	if hits < 10 {
 		t.Fatalf("only %d testdata frames took the fast path", hits)
@@ -147,40 +159,60 @@ func TestFastPathCases(t *testing.T) {
 	cases := []struct {
 		name  string
 		frame string
-		fast  bool // the fast path must decode it
+		path  string // the path that must decode it: fast, envelope (fastEnvelope) or json
 	}{
-		{"plain", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"hi"}}}}`, true},
-		{"escapes", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"a\n\"b\\\/\t\u00e9\ud83d\ude00"}}}}`, true},
-		{"lone surrogates", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"\ud800\u0041\udc00x\ud83d"}}}}`, true},
-		{"invalid utf-8", pre + "{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\xffb\xe2\x82\"}}}}", true},
-		{"raw unicode", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"日本語 😀"}}}}`, true},
-		{"empty text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":""}}}}`, true},
-		{"reordered", `{"params":{"data":{"delta":{"text":"x","type":"text-delta"},"index":0,"event":"content-block-delta"},"node":"n","namespace":[]},"method":"messages","type":"event"}`, true},
-		{"extra members", `{"x":[1,{"y":null}],"type":"event","method":"messages","params":{"z":"\u0041","namespace":[],"data":{"event":"content-block-delta","w":-1.5e3,"index":0,"delta":{"v":true,"type":"text-delta","text":"x"}}}}`, true},
-		{"whitespace", " {\n\"type\" : \"event\" ,\r\n\t\"method\":\"messages\",\"params\":{ \"namespace\" : [ ] , \"data\" : { \"event\" : \"content-block-delta\" , \"index\" : 0 , \"delta\" : { \"type\" : \"text-delta\" , \"text\" : \"x\" } } } } \n", true},
-		{"subgraph", `{"type":"event","method":"messages","params":{"namespace":["sub:1"],"data":{"event":"content-block-delta","index":2,"delta":{"type":"reasoning-delta","reasoning":"r"}}}}`, true},
-		{"float timestamp", `{"type":"event","method":"messages","params":{"namespace":[],"timestamp":1.7e12,"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, true},
-		{"negative timestamp", `{"type":"event","method":"messages","params":{"namespace":[],"timestamp":-5,"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, true},
-		{"no namespace", `{"type":"event","method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, true},
-		{"other index", pre + `{"event":"content-block-delta","index":1,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"no index", pre + `{"event":"content-block-delta","delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"other type", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"reasoning-delta","reasoning":"x"}}}}`, false},
-		{"re-cased member", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","Text":"x"}}}}`, false},
-		{"re-cased envelope member", `{"TYPE":"event","type":"event","method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"duplicate text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x","text":"y"}}}}`, false},
-		{"duplicate params", `{"type":"event","method":"messages","params":{"node":"a"},"params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"null text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":null}}}}`, false},
-		{"number text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":1}}}}`, false},
-		{"float index", pre + `{"event":"content-block-delta","index":0.0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"negative seq", `{"type":"event","seq":-1,"method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"escaped name", `{"type":"event","method":"messages","params":{"d\u0061ta":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"escaped node", pre[:len(pre)-len(`"node":"agent","data":`)] + `"node":"a\u0067ent","data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"trailing garbage", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}}`, false},
-		{"truncated", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}`, false},
-		{"control character", pre + "{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\x01\"}}}}", false},
-		{"bad escape", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"\x"}}}}`, false},
-		{"replayed", `{"type":"event","seq":1,"method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, false},
-		{"response", `{"type":"success","id":1,"result":{}}`, false},
+		{"plain", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"hi"}}}}`, "fast"},
+		{"escapes", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"a\n\"b\\\/\t\u00e9\ud83d\ude00"}}}}`, "fast"},
+		{"lone surrogates", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"\ud800\u0041\udc00x\ud83d"}}}}`, "fast"},
+		{"invalid utf-8", pre + "{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\xffb\xe2\x82\"}}}}", "fast"},
+		{"raw unicode", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"日本語 😀"}}}}`, "fast"},
+		{"empty text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":""}}}}`, "fast"},
+		{"reordered", `{"params":{"data":{"delta":{"text":"x","type":"text-delta"},"index":0,"event":"content-block-delta"},"node":"n","namespace":[]},"method":"messages","type":"event"}`, "fast"},
+		{"extra members", `{"x":[1,{"y":null}],"type":"event","method":"messages","params":{"z":"\u0041","namespace":[],"data":{"event":"content-block-delta","w":-1.5e3,"index":0,"delta":{"v":true,"type":"text-delta","text":"x"}}}}`, "fast"},
+		{"whitespace", " {\n\"type\" : \"event\" ,\r\n\t\"method\":\"messages\",\"params\":{ \"namespace\" : [ ] , \"data\" : { \"event\" : \"content-block-delta\" , \"index\" : 0 , \"delta\" : { \"type\" : \"text-delta\" , \"text\" : \"x\" } } } } \n", "fast"},
+		{"subgraph", `{"type":"event","method":"messages","params":{"namespace":["sub:1"],"data":{"event":"content-block-delta","index":2,"delta":{"type":"reasoning-delta","reasoning":"r"}}}}`, "fast"},
+		{"float timestamp", `{"type":"event","method":"messages","params":{"namespace":[],"timestamp":1.7e12,"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "fast"},
+		{"negative timestamp", `{"type":"event","method":"messages","params":{"namespace":[],"timestamp":-5,"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "fast"},
+		{"no namespace", `{"type":"event","method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "fast"},
+		{"other index", pre + `{"event":"content-block-delta","index":1,"delta":{"type":"text-delta","text":"x"}}}}`, "envelope"},
+		{"no index", pre + `{"event":"content-block-delta","delta":{"type":"text-delta","text":"x"}}}}`, "envelope"},
+		{"other type", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"reasoning-delta","reasoning":"x"}}}}`, "envelope"},
+		{"re-cased member", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","Text":"x"}}}}`, "envelope"},
+		{"re-cased envelope member", `{"TYPE":"event","type":"event","method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "json"},
+		{"duplicate text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x","text":"y"}}}}`, "envelope"},
+		{"duplicate params", `{"type":"event","method":"messages","params":{"node":"a"},"params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "json"},
+		{"null text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":null}}}}`, "envelope"},
+		{"number text", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":1}}}}`, "envelope"},
+		{"float index", pre + `{"event":"content-block-delta","index":0.0,"delta":{"type":"text-delta","text":"x"}}}}`, "envelope"},
+		{"negative seq", `{"type":"event","seq":-1,"method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "json"},
+		{"escaped name", `{"type":"event","method":"messages","params":{"d\u0061ta":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "json"},
+		{"escaped node", pre[:len(pre)-len(`"node":"agent","data":`)] + `"node":"a\u0067ent","data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "json"},
+		{"trailing garbage", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}}`, "json"},
+		{"truncated", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}`, "json"},
+		{"control character", pre + "{\"event\":\"content-block-delta\",\"index\":0,\"delta\":{\"type\":\"text-delta\",\"text\":\"a\x01\"}}}}", "json"},
+		{"bad escape", pre + `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"\x"}}}}`, "json"},
+		{"replayed", `{"type":"event","seq":1,"method":"messages","params":{"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"x"}}}}`, "json"},
+		{"response", `{"type":"success","id":1,"result":{}}`, "json"},
+		{"lifecycle", `{"type":"event","seq":9,"method":"lifecycle","params":{"namespace":[],"timestamp":1710000000000,"data":{"event":"completed","graph_name":"g"}}}`, "envelope"},
+		{"checkpoint", `{"type":"event","event_id":"9","seq":9,"method":"checkpoints","params":{"namespace":[],"timestamp":1710000000000,"data":{"id":"c2","parent_id":"c1","step":0,"source":"loop"}}}`, "envelope"},
+		{"block finish", pre + `{"event":"content-block-finish","index":0,"content":{"type":"text","text":"hi"}}}}`, "envelope"},
+		{"message finish", `{"type":"event","seq":9,"method":"messages","params":{"namespace":["sub:1"],"data":{"event":"message-finish","reason":"stop"}}}`, "envelope"},
+		{"block start", pre + `{"event":"content-block-start","index":1,"content":{"type":"text","text":""}}}}`, "envelope"},
+		{"updates", `{"type":"event","seq":9,"method":"updates","params":{"namespace":[],"node":"model","data":{"node":"model","values":{"messages":[{"type":"ai","content":"x"}]}}}}`, "envelope"},
+		{"tasks", `{"type":"event","seq":9,"method":"tasks","params":{"namespace":[],"data":[1,"two",{"three":null}]}}`, "envelope"},
+		{"custom", `{"type":"event","seq":9,"method":"custom","params":{"namespace":["a","b"],"data":{"name":"n","payload":{"k":[true]}}}}`, "envelope"},
+		{"input requested", `{"type":"event","seq":9,"method":"input.requested","params":{"namespace":[],"data":{"interrupt_id":"i","payload":"q"}}}`, "envelope"},
+		{"values after params", `{"type":"event","seq":9,"params":{"namespace":[],"data":{"messages":[]}},"method":"values"}`, "envelope"},
+		{"messages null data", `{"type":"event","seq":9,"method":"messages","params":{"namespace":[],"data":null}}`, "envelope"},
+		{"unknown method", `{"type":"event","seq":9,"method":"future","params":{"namespace":[],"data":{"x":1}}}`, "envelope"},
+		{"new namespace", `{"type":"event","seq":9,"method":"lifecycle","params":{"namespace":["new:1"],"data":{"event":"started"}}}`, "envelope"},
+		{"unknown method, data not an object", `{"type":"event","seq":9,"method":"future","params":{"namespace":[],"data":"x"}}`, "json"},
+		{"lifecycle without data", `{"type":"event","seq":9,"method":"lifecycle","params":{"namespace":[]}}`, "json"},
+		{"escaped method", `{"type":"event","seq":9,"method":"lif\u0065cycle","params":{"namespace":[],"data":{"event":"completed"}}}`, "json"},
+		{"invalid utf-8 method", "{\"type\":\"event\",\"seq\":9,\"method\":\"x\xff\",\"params\":{\"namespace\":[],\"data\":{}}}", "json"},
+		{"escaped node on lifecycle", `{"type":"event","seq":9,"method":"lifecycle","params":{"namespace":[],"node":"\u0061","data":{"event":"completed"}}}`, "json"},
+		{"replayed lifecycle", `{"type":"event","seq":2,"method":"lifecycle","params":{"namespace":[],"data":{"event":"completed"}}}`, "json"},
+		{"re-cased method member", `{"type":"event","seq":9,"Method":"lifecycle","params":{"namespace":[],"data":{"event":"completed"}}}`, "json"},
 	}
 	setup := []string{
 		`{"type":"event","seq":1,"method":"messages","params":{"namespace":[],"data":{"event":"message-start","role":"ai","id":"m"}}}`,
@@ -195,10 +227,17 @@ func TestFastPathCases(t *testing.T) {
 				p.feed([]byte(f))
 			}
 			p.fast.AfterSeq, p.slow.AfterSeq = 4, 4
-			p.hits = 0
+			p.hits, p.envHits = 0, 0
 			p.feed([]byte(tc.frame))
-			if (p.hits == 1) != tc.fast {
-				t.Errorf("fast path taken: %v, want %v", p.hits == 1, tc.fast)
+			path := "json"
+			switch {
+			case p.hits == 1:
+				path = "fast"
+			case p.envHits == 1:
+				path = "envelope"
+			}
+			if path != tc.path {
+				t.Errorf("decoded on the %s path, want %s", path, tc.path)
 			}
 			p.feed([]byte(tc.frame)) // again: the state after it agrees too
 			p.end()
@@ -628,6 +667,82 @@ func TestFastPathValues(t *testing.T) {
 // BenchmarkDecodeValuesFrame: a values frame holding a thread of ten
 // turns (twenty messages) to its state snapshot, on the fast path and on
 // the encoding/json path it replaces.
+// TestRawValue: rawValue, which reads JSON with the fast path's scanner,
+// makes the value encoding/json and structpb.NewValue make (jsonValue),
+// nil included, for the cases where the scanner declines too.
+func TestRawValue(t *testing.T) {
+	for _, raw := range rawValueSeeds {
+		got, want := rawValue(json.RawMessage(raw)), jsonValue(json.RawMessage(raw))
+		if !proto.Equal(got, want) {
+			t.Errorf("rawValue(%q) = %v, want %v", raw, got, want)
+		}
+	}
+	for seed := range uint64(200) {
+		g := &frameGen{r: rand.New(rand.NewPCG(seed, 3))}
+		raw := g.state(0, seed%2 == 0)
+		if got, want := rawValue(json.RawMessage(raw)), jsonValue(json.RawMessage(raw)); !proto.Equal(got, want) {
+			t.Fatalf("rawValue(%q) = %v, want %v", raw, got, want)
+		}
+	}
+}
+
+var rawValueSeeds = []string{
+	``, `null`, `true`, `false`, `0`, `-0`, `1.5e3`, `1e400`, `-1e-400`, `01`, `"x"`, `"a\u00e9\ud83d\ude00"`,
+	`"\ud800"`, "\"\xff\"", "\"a\x01\"", `[]`, `{}`, ` [1, "2", {"3": [null]}] `, `{"a":1,"a":2}`,
+	`{"A":1,"a":2}`, `{"\u0061":1}`, `{"messages":[{"type":"ai","content":"x","id":"m"}]}`, `[1,]`, `{"a"}`, `[1] 2`,
+	strings.Repeat("[", 70) + strings.Repeat("]", 70),
+}
+
+// FuzzRawValue: on any bytes rawValue and jsonValue agree.
+func FuzzRawValue(f *testing.F) {
+	for _, raw := range rawValueSeeds {
+		f.Add([]byte(raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if got, want := rawValue(raw), jsonValue(raw); !proto.Equal(got, want) {
+			t.Fatalf("rawValue(%q) = %v, want %v", raw, got, want)
+		}
+	})
+}
+
+// BenchmarkDecodeRunFrames: the frames of a one-delta run but the delta
+// (lifecycle, checkpoints, message and block starts and finishes, the
+// node's update), which the fast path decodes from its envelope.
+func BenchmarkDecodeRunFrames(b *testing.B) {
+	const head = `{"type":"event","event_id":"1","seq":1,"method":`
+	const params = `"params":{"namespace":[],"timestamp":1710000000000,"data":`
+	frames := [][]byte{
+		[]byte(head + `"lifecycle",` + params + `{"event":"running","graph_name":"agent"}}}`),
+		[]byte(head + `"checkpoints",` + params + `{"id":"ckpt-1","step":-1,"source":"input"}}}`),
+		[]byte(head + `"messages",` + params + `{"event":"message-start","role":"ai","id":"msg-1"}}}`),
+		[]byte(head + `"messages",` + params + `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}}}`),
+		[]byte(head + `"messages",` + params + `{"event":"content-block-finish","index":0,"content":{"type":"text","text":"tok "}}}}`),
+		[]byte(head + `"messages",` + params + `{"event":"message-finish","reason":"stop"}}}`),
+		[]byte(head + `"updates",` + params + `{"node":"model","values":{"messages":[{"content":"tok ","id":"msg-1","response_metadata":{"finish_reason":"stop"},"type":"ai"}]}}}}`),
+		[]byte(head + `"checkpoints",` + params + `{"id":"ckpt-2","parent_id":"ckpt-1","step":0,"source":"loop"}}}`),
+		[]byte(head + `"lifecycle",` + params + `{"event":"completed","graph_name":"agent"}}}`),
+	}
+	for _, path := range []struct {
+		name string
+		slow bool
+	}{{"fast", false}, {"json", true}} {
+		b.Run(path.name, func(b *testing.B) {
+			var out []*canonical.Event
+			b.ReportAllocs()
+			for b.Loop() {
+				d := &Decoder{slow: path.slow}
+				out = out[:0]
+				for _, f := range frames {
+					out, _ = d.Feed(f, out)
+				}
+			}
+			if _, ok := canonical.TerminalOf(out[len(out)-1]); !ok {
+				b.Fatalf("the run did not end: %v", out)
+			}
+		})
+	}
+}
+
 func BenchmarkDecodeValuesFrame(b *testing.B) {
 	var msgs []string
 	for i := range 10 {

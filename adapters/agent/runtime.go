@@ -548,11 +548,26 @@ func stateKeys(state *structpb.Value) (map[string]json.RawMessage, bool) {
 	return v, true
 }
 
-// rawValue converts JSON to a structpb value (nil for null or invalid).
+// rawValue converts JSON to a structpb value (nil for invalid JSON), as
+// jsonValue does.
 func rawValue(raw json.RawMessage) *structpb.Value {
 	if len(raw) == 0 {
 		return nil
 	}
+	// The fast path's scanner makes the same value straight from the
+	// bytes, without encoding/json's maps and reflection in between, or
+	// declines (see fastScanner.value).
+	s := fastScanner{b: raw}
+	if v, ok := s.value(0); ok {
+		if s.ws(); s.pos == len(raw) {
+			return v
+		}
+	}
+	return jsonValue(raw)
+}
+
+// jsonValue is rawValue by way of encoding/json and structpb.NewValue.
+func jsonValue(raw json.RawMessage) *structpb.Value {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return nil
