@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/jsonw"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
@@ -199,42 +202,83 @@ func command1(req *canonical.Request, assistant string) ([]byte, error) {
 	if assistant == "" {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "agent backend: no assistant_id (set options.assistant_id or a request target)")
 	}
-	params := map[string]any{"assistant_id": assistant, "input": runInput(req)}
-	if c, ok := req.GetExtensions()["agent.config"]; ok {
-		params["config"] = json.RawMessage(appendValue(nil, c))
-	} else if len(req.GetParameters()) > 0 {
-		params["config"] = map[string]any{"configurable": json.RawMessage(appendFields(nil, req.GetParameters(), false))}
-	}
-	if m, ok := req.GetExtensions()["agent.metadata"]; ok {
-		params["metadata"] = json.RawMessage(appendValue(nil, m))
-	} else if len(req.GetMetadata()) > 0 {
-		params["metadata"] = req.GetMetadata()
-	}
-	return json.Marshal(map[string]any{"id": 2, "method": "run.start", "params": params})
+	return runStart(req, assistant), nil
 }
 
-// runInput is the run's input: the client's own input when the frontend was
-// the agent protocol's (extension agent.input), else {"messages": [...]}
-// with one {role, content} per text leaf of the request's inputs.
-func runInput(req *canonical.Request) json.RawMessage {
-	if in, ok := req.GetExtensions()["agent.input"]; ok {
-		return appendValue(nil, in)
+// runStart is the run.start command, written by hand in the bytes
+// encoding/json gives the same maps (members sorted, strings HTML-safe):
+// Marshal sorted the maps' keys by reflection and validated and compacted
+// every raw value again, the run's whole input included
+// (TestRunStartBytes holds the two to the same bytes).
+func runStart(req *canonical.Request, assistant string) []byte {
+	ext := req.GetExtensions()
+	b := append(make([]byte, 0, 256), `{"id":2,"method":"run.start","params":{"assistant_id":`...)
+	b = jsonw.AppendString(b, assistant, jsonw.EncodingJSON)
+	if c, ok := ext["agent.config"]; ok {
+		b = appendValue(append(b, `,"config":`...), c)
+	} else if len(req.GetParameters()) > 0 {
+		b = appendFields(append(b, `,"config":{"configurable":`...), req.GetParameters(), false)
+		b = append(b, '}')
 	}
-	var msgs []map[string]string
+	b = appendRunInput(append(b, `,"input":`...), req)
+	if m, ok := ext["agent.metadata"]; ok {
+		b = appendValue(append(b, `,"metadata":`...), m)
+	} else if md := req.GetMetadata(); len(md) > 0 {
+		b = append(b, `,"metadata":{`...)
+		for i, k := range slices.Sorted(maps.Keys(md)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonw.AppendString(b, k, jsonw.EncodingJSON)
+			b = jsonw.AppendString(append(b, ':'), md[k], jsonw.EncodingJSON)
+		}
+		b = append(b, '}')
+	}
+	return htmlSafe(append(b, "}}"...))
+}
+
+// appendRunInput appends the run's input: the client's own input when the
+// frontend was the agent protocol's (extension agent.input), else
+// {"messages": [...]} with one {role, content} per text leaf of the
+// request's inputs.
+func appendRunInput(b []byte, req *canonical.Request) []byte {
+	if in, ok := req.GetExtensions()["agent.input"]; ok {
+		return appendValue(b, in)
+	}
+	b = append(b, `{"messages":`...)
+	n := 0
 	for _, in := range req.GetInputs() {
 		for _, leaf := range canonical.Leaves(nil, in.GetNode()) {
 			if !canonical.IsText(leaf) {
 				continue
 			}
-			role := leaf.GetRole()
-			if role == "" {
-				role = "user"
+			if n == 0 {
+				b = append(b, '[')
+			} else {
+				b = append(b, ',')
 			}
-			msgs = append(msgs, map[string]string{"role": role, "content": string(leaf.GetData())})
+			n++
+			b = jsonw.AppendString(append(b, `{"content":`...), leaf.GetData(), jsonw.EncodingJSON)
+			b = jsonw.AppendString(append(b, `,"role":`...), cmp.Or(leaf.GetRole(), "user"), jsonw.EncodingJSON)
+			b = append(b, '}')
 		}
 	}
-	b, _ := json.Marshal(map[string]any{"messages": msgs})
-	return b
+	if n == 0 {
+		return append(b, "null}"...) // encoding/json's nil slice
+	}
+	return append(b, "]}"...)
+}
+
+// htmlSafe escapes <, >, &, U+2028 and U+2029 in JSON b as encoding/json
+// does (appendValue's strings leave them as they are).
+func htmlSafe(b []byte) []byte {
+	if !bytes.ContainsAny(b, "<>&\u2028\u2029") {
+		return b
+	}
+	var out bytes.Buffer
+	out.Grow(len(b) + 16)
+	json.HTMLEscape(&out, b)
+	return out.Bytes()
 }
 
 // eventStream is one open POST /threads/{id}/stream/events. Its decoder
