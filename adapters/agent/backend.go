@@ -359,7 +359,8 @@ type upStream struct {
 	wdec    *Decoder
 	pending [][]byte // frames read before the command's answer
 
-	out      []*canonical.Event
+	out      []*canonical.Event // decoded; out[next:] are for Recv
+	next     int
 	marked   bool
 	eof      bool
 	ended    atomic.Bool // the run's terminal event was returned (read by Close)
@@ -566,7 +567,11 @@ func (s *upStream) failWS(err error) error {
 
 // Recv implements canonical.Stream.
 func (s *upStream) Recv() (*canonical.Event, error) {
-	for len(s.out) == 0 {
+	for s.next == len(s.out) {
+		// The array is kept for the next read: taking events off its
+		// front left a paced stream, an event a read, to allocate
+		// another for each.
+		s.out, s.next = s.out[:0], 0
 		if s.eof {
 			return nil, io.EOF
 		}
@@ -577,11 +582,12 @@ func (s *upStream) Recv() (*canonical.Event, error) {
 		}
 		s.fill()
 	}
-	ev := s.out[0]
-	s.out = s.out[1:]
+	ev := s.out[s.next]
+	s.out[s.next] = nil
+	s.next++
 	if _, ok := canonical.TerminalOf(ev); ok {
 		s.ended.Store(true)
-		if len(s.out) == 0 { // the stream is free now, for the thread's next run
+		if s.next == len(s.out) { // the stream is free now, for the thread's next run
 			s.eof = true
 			s.release()
 		}
@@ -595,6 +601,11 @@ func (s *upStream) Recv() (*canonical.Event, error) {
 	}
 	return ev, nil
 }
+
+// Buffered implements canonical.Buffered: the events decoded from what
+// was read so far. The bridge then publishes a burst's events together
+// and stamps them with one reading of the clock.
+func (s *upStream) Buffered() int { return len(s.out) - s.next }
 
 // fill reads from the upstream and decodes, ending the run on a failure.
 func (s *upStream) fill() {
