@@ -19,7 +19,8 @@ func randomRecord(rng *rand.Rand) threadRecord {
 	values := func() map[string]json.RawMessage {
 		v := map[string]json.RawMessage{}
 		for range rng.IntN(4) {
-			v[fmt.Sprintf("k%d%s", rng.IntN(9), str())] = json.RawMessage([]string{`1`, `"s"`, `{"a":[1,2,{"b":null}]}`, `[]`, `"x\u00e9\n"`}[rng.IntN(5)])
+			v[fmt.Sprintf("k%d%s", rng.IntN(9), str())] = json.RawMessage([]string{`1`, `"s"`, `{"a":[1,2,{"b":null}]}`, `[]`, `"x\u00e9\n"`,
+				longValue, ` { "spaced" : [ 1 , "a b" ] } `, "\"<tag>&\u2028\u2029 \\\" \xe2\x80\xa8\xe2\x80\xa9\"", ` "\"\\" `}[rng.IntN(9)])
 		}
 		if rng.IntN(4) == 0 {
 			return nil
@@ -30,7 +31,11 @@ func randomRecord(rng *rand.Rand) threadRecord {
 	rec := threadRecord{Version: stateVersion, Thread: str(), Assistant: str(), Seq: rng.Uint64N(1e6), Agent: rng.IntN(2) == 0,
 		Values: values(), Head: str(), NextCkpt: rng.Uint64N(100), Status: str(), Runs: rng.Uint64N(9), LastRun: str(), Updated: at}
 	for range rng.IntN(5) {
-		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: str(), Parent: str(), Step: rng.Int64N(9) - 1, Source: str(), Node: str(), Time: at, Values: values()})
+		cv := values()
+		if rng.IntN(2) == 0 { // as checkpointLocked makes them: sharing the record's arrays
+			cv = cloneValues(rec.Values)
+		}
+		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: str(), Parent: str(), Step: rng.Int64N(9) - 1, Source: str(), Node: str(), Time: at, Values: cv})
 	}
 	if rng.IntN(3) == 0 {
 		rec.Interrupts = []interruptRec{{ID: str(), Namespace: []string{str()}, Payload: json.RawMessage(`{"q":1}`)}}
@@ -38,9 +43,14 @@ func randomRecord(rng *rand.Rand) threadRecord {
 	return rec
 }
 
+// longValue is a history of the kind a record holds several copies of:
+// long enough for recordWriter to compact it once per save.
+var longValue = `[{"content":"` + strings.Repeat("a <b> & c ", 20) + `","type":"ai"},  {"content" : "x\u2028"}]`
+
 // encodeRecord's JSON is json.Marshal's, with "checkpoints" first and the
-// same length (the size bound sees the same figure); a second encoding,
-// from the kept checkpoint encodings, is the same bytes.
+// same length (the size bound sees the same figure): each checkpoint's and
+// the rest's bytes are json.Marshal's; a second encoding, from the kept
+// checkpoint encodings, is the same bytes.
 func TestEncodeRecordMatchesMarshal(t *testing.T) {
 	for i := range 500 {
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
@@ -48,6 +58,19 @@ func TestEncodeRecordMatchesMarshal(t *testing.T) {
 		want, err := json.Marshal(&rec)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var w recordWriter
+		for j := range rec.Checkpoints {
+			cw, _ := json.Marshal(&rec.Checkpoints[j])
+			if cg, err := w.checkpoint(nil, &rec.Checkpoints[j]); err != nil || string(cg) != string(cw) {
+				t.Fatalf("case %d, checkpoint %d: %v\n got %s\nwant %s", i, j, err, cg, cw)
+			}
+		}
+		rest := rec
+		rest.Checkpoints = nil
+		rw, _ := json.Marshal(&rest)
+		if rg, err := w.rest(nil, &rest); err != nil || string(rg) != string(rw) {
+			t.Fatalf("case %d: %v\n got %s\nwant %s", i, err, rg, rw)
 		}
 		got, err := encodeRecord(&rec)
 		if err != nil {
@@ -101,4 +124,48 @@ func BenchmarkEncodeRecord(b *testing.B) {
 			}
 		})
 	}
+}
+
+// compactCases are raw values as a record may hold them: valid JSON, with
+// whitespace, escapes and the characters json.Marshal escapes in strings.
+var compactCases = []string{
+	`1`, ` 1 `, `"s"`, `""`, `" "`, `"a\"b"`, `"\\"`, `"\\\""`, `"<>&"`, "\"\u2028\u2029\"", "\"\xe2\x80\"", "\"\xe2\x80\xa7\"",
+	` { "a" : [ 1 , 2 , { "b" : null } ] , "c" : "x y\tz" } `, "[\n\t1,\r\n2]", `{"k<":"v&"}`, `[true,false,null,-1.5e3]`,
+	longValue, "\"\xff\xfe\"", `"\u003c"`,
+}
+
+// TestAppendCompact: appendCompact writes what json.Marshal writes of a
+// json.RawMessage, for valid JSON.
+func TestAppendCompact(t *testing.T) {
+	for _, raw := range compactCases {
+		want, err := json.Marshal(json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		if got := appendCompact(nil, []byte(raw)); string(got) != string(want) {
+			t.Errorf("appendCompact(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// FuzzAppendCompact: on any valid JSON appendCompact writes json.Marshal's
+// bytes (on invalid JSON, which a record never holds, it only must not
+// panic).
+func FuzzAppendCompact(f *testing.F) {
+	for _, raw := range compactCases {
+		f.Add([]byte(raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := appendCompact(nil, raw)
+		if !json.Valid(raw) {
+			return
+		}
+		want, err := json.Marshal(json.RawMessage(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("appendCompact(%q) = %q, want %q", raw, got, want)
+		}
+	})
 }

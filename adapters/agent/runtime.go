@@ -65,43 +65,6 @@ type checkpointRec struct {
 	enc    []byte                     // its JSON, once a save encoded it
 }
 
-// encodeRecord is the JSON of rec, with "checkpoints" first. Each
-// checkpoint is encoded once, the first time a save needs it, and kept in
-// rec.Checkpoints (the thread's own array: the caller holds t.mu): every
-// checkpoint holds a full copy of the values, and encoding them all anew
-// on every save made a save cost the thread's history times its
-// checkpoints (about 600 KB after five runs of 5,000 deltas).
-func encodeRecord(rec *threadRecord) ([]byte, error) {
-	cps := rec.Checkpoints
-	size := len(`{"checkpoints":[],`)
-	for i := range cps {
-		if cps[i].enc == nil {
-			b, err := json.Marshal(&cps[i])
-			if err != nil {
-				return nil, err
-			}
-			cps[i].enc = b
-		}
-		size += len(cps[i].enc) + 1
-	}
-	rest := *rec
-	rest.Checkpoints = nil // omitempty: not in rest's JSON
-	body, err := json.Marshal(&rest)
-	if err != nil || len(cps) == 0 {
-		return body, err
-	}
-	out := make([]byte, 0, size+len(body))
-	out = append(out, `{"checkpoints":[`...)
-	for i := range cps {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, cps[i].enc...)
-	}
-	out = append(out, "],"...)
-	return append(out, body[1:]...), nil // body is {"v":...}: never empty
-}
-
 // interruptRec is a pending input request.
 type interruptRec struct {
 	ID        string          `json:"id"`
