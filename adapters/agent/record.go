@@ -12,9 +12,9 @@ import (
 // A thread record is saved at the end of every run, with the thread's
 // values (its whole history) in it once and once more in each checkpoint
 // a save encodes for the first time. json.Marshal validated and compacted
-// every one of those copies again, byte by byte through its scanner: a
-// tenth of the process's CPU in an unpaced agent run whose history held a
-// few long messages. The record is written here instead, in json.Marshal's
+// every one of those copies again, byte by byte through its scanner: 7%
+// of the process's CPU in an unpaced agent-to-agent benchmark whose
+// threads held a few long messages. The record is written here instead, in json.Marshal's
 // very bytes (TestEncodeRecordMatchesMarshal), each distinct raw value
 // compacted once per save (the checkpoints share their values' arrays with
 // the record) by appendCompact, which relies on what this package keeps
