@@ -478,6 +478,26 @@ func BenchmarkWriterEvent(b *testing.B) {
 
 // BenchmarkWriterQueueData is a burst's per-event cost: queued, with one
 // Write and flush per 64 events.
+// BenchmarkWriterQueueSeqEvent: an agent-protocol delta frame, the size
+// of those an agent frontend queues for each token.
+func BenchmarkWriterQueueSeqEvent(b *testing.B) {
+	w, err := NewWriter(&discard{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	frame := []byte(`{"type":"event","event_id":"1234","seq":1234,"method":"messages","params":{"namespace":[],"timestamp":1710000000000,"node":"model","data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"tok "}}}}`)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.QueueSeqEvent(1234, "messages", frame); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkWriterQueueData(b *testing.B) {
 	w, err := NewWriter(&discard{})
 	if err != nil {
@@ -527,5 +547,31 @@ func TestWriterQueueSeqEvent(t *testing.T) {
 		_ = w.Flush()
 	}); n != 0 {
 		t.Fatalf("QueueSeqEvent allocates %v times per event", n)
+	}
+}
+
+// TestIndexLineEnd: indexLineEnd finds the first CR or LF as a pass over
+// every byte does, for strings and byte slices of every mix of the two.
+func TestIndexLineEnd(t *testing.T) {
+	naive := func(s []byte) int {
+		for i, c := range s {
+			if c == '\n' || c == '\r' {
+				return i
+			}
+		}
+		return -1
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 5000 {
+		s := make([]byte, rng.IntN(80))
+		for i := range s {
+			s[i] = "ab\r\n\x00é"[rng.IntN(7)]
+		}
+		if got, want := indexLineEnd(s), naive(s); got != want {
+			t.Fatalf("indexLineEnd(%q) = %d, want %d", s, got, want)
+		}
+		if got, want := indexLineEnd(string(s)), naive(s); got != want {
+			t.Fatalf("indexLineEnd(string %q) = %d, want %d", s, got, want)
+		}
 	}
 }
