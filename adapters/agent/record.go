@@ -175,9 +175,10 @@ func (w *recordWriter) values(b []byte, m map[string]json.RawMessage) []byte {
 }
 
 // raw appends a raw value as json.Marshal does (null when nil), compacting
-// each array of bytes once.
+// each array of bytes once. An empty one, which json.Marshal refuses and
+// this package never stores, is written null too: the record stays JSON.
 func (w *recordWriter) raw(b []byte, v json.RawMessage) []byte {
-	if v == nil {
+	if len(v) == 0 {
 		return append(b, "null"...)
 	}
 	if len(v) < 64 { // not worth remembering
