@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -158,18 +159,12 @@ func (w *recordWriter) values(b []byte, m map[string]json.RawMessage) []byte {
 	if m == nil {
 		return append(b, "null"...)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	b = append(b, '{')
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendMarshalString(b, k)
-		b = w.raw(append(b, ':'), m[k])
+		b = w.raw(append(appendMarshalString(b, k), ':'), m[k])
 	}
 	return append(b, '}')
 }
