@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +22,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/jsonw"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
@@ -213,7 +210,7 @@ func command1(req *canonical.Request, assistant string) ([]byte, error) {
 func runStart(req *canonical.Request, assistant string) []byte {
 	ext := req.GetExtensions()
 	b := append(make([]byte, 0, 256), `{"id":2,"method":"run.start","params":{"assistant_id":`...)
-	b = jsonw.AppendString(b, assistant, jsonw.EncodingJSON)
+	b = appendMarshalString(b, assistant)
 	if c, ok := ext["agent.config"]; ok {
 		b = appendValue(append(b, `,"config":`...), c)
 	} else if len(req.GetParameters()) > 0 {
@@ -224,15 +221,7 @@ func runStart(req *canonical.Request, assistant string) []byte {
 	if m, ok := ext["agent.metadata"]; ok {
 		b = appendValue(append(b, `,"metadata":`...), m)
 	} else if md := req.GetMetadata(); len(md) > 0 {
-		b = append(b, `,"metadata":{`...)
-		for i, k := range slices.Sorted(maps.Keys(md)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsonw.AppendString(b, k, jsonw.EncodingJSON)
-			b = jsonw.AppendString(append(b, ':'), md[k], jsonw.EncodingJSON)
-		}
-		b = append(b, '}')
+		b = appendMarshalObject(append(b, `,"metadata":`...), md, appendMarshalString[string])
 	}
 	return htmlSafe(append(b, "}}"...))
 }
@@ -258,8 +247,8 @@ func appendRunInput(b []byte, req *canonical.Request) []byte {
 				b = append(b, ',')
 			}
 			n++
-			b = jsonw.AppendString(append(b, `{"content":`...), leaf.GetData(), jsonw.EncodingJSON)
-			b = jsonw.AppendString(append(b, `,"role":`...), cmp.Or(leaf.GetRole(), "user"), jsonw.EncodingJSON)
+			b = appendMarshalString(append(b, `{"content":`...), leaf.GetData())
+			b = appendMarshalString(append(b, `,"role":`...), cmp.Or(leaf.GetRole(), "user"))
 			b = append(b, '}')
 		}
 	}
@@ -269,16 +258,14 @@ func appendRunInput(b []byte, req *canonical.Request) []byte {
 	return append(b, "]}"...)
 }
 
-// htmlSafe escapes <, >, &, U+2028 and U+2029 in JSON b as encoding/json
-// does (appendValue's strings leave them as they are).
+// htmlSafe is JSON b as json.Marshal writes it when it holds b as a raw
+// value (appendCompact): appendValue's strings leave <, >, &, U+2028 and
+// U+2029 as they are, where Marshal escapes them.
 func htmlSafe(b []byte) []byte {
 	if !bytes.ContainsAny(b, "<>&\u2028\u2029") {
 		return b
 	}
-	var out bytes.Buffer
-	out.Grow(len(b) + 16)
-	json.HTMLEscape(&out, b)
-	return out.Bytes()
+	return appendCompact(make([]byte, 0, len(b)+16), b)
 }
 
 // eventStream is one open POST /threads/{id}/stream/events. Its decoder

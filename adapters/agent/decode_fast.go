@@ -202,18 +202,11 @@ func (d *Decoder) fastValues(frame []byte, f *fastFrame, out []*canonical.Event)
 	if f.seen&all != all {
 		return out, false
 	}
-	base := canonical.Event{Namespace: make([]string, f.nsN)}
-	for i, sp := range f.ns[:f.nsN] {
-		raw, _ := fastPlain(frame, sp) // plain: namespace checked it
-		base.Namespace[i] = string(raw)
+	node, plain := f.graphNode(frame)
+	if !plain {
+		return out, false
 	}
-	if f.hasNode {
-		raw, plain := fastPlain(frame, f.node)
-		if !plain {
-			return out, false
-		}
-		base.GraphNode = string(raw)
-	}
+	base := canonical.Event{Namespace: f.namespace(frame), GraphNode: node}
 	if f.hasTS && f.ts > 0 && f.ts < 1e14 {
 		base.TimeUnixNano = int64(f.ts) * 1e6
 	}
@@ -234,23 +227,17 @@ func (d *Decoder) fastEnvelope(frame []byte, out []*canonical.Event) (_ []*canon
 	if !plain {
 		return out, false
 	}
+	node, plain := f.graphNode(frame)
+	if !plain {
+		return out, false
+	}
 	env := wireEnvelope{Type: "event", Method: fastMethodName(name)}
 	p := &env.Params
-	if f.hasNode {
-		raw, plain := fastPlain(frame, f.node)
-		if !plain {
-			return out, false
-		}
-		p.Node = string(raw)
-	}
+	p.Node = node
 	if st := d.fastState(frame, f); st != nil {
 		p.Namespace = st.ns
 	} else {
-		p.Namespace = make([]string, f.nsN)
-		for i, sp := range f.ns[:f.nsN] {
-			raw, _ := fastPlain(frame, sp) // plain: namespace checked it
-			p.Namespace[i] = string(raw)
-		}
+		p.Namespace = f.namespace(frame)
 	}
 	if f.hasTS {
 		p.Timestamp = &f.ts
@@ -271,6 +258,27 @@ func (d *Decoder) fastEnvelope(frame []byte, out []*canonical.Event) (_ []*canon
 		return out, false
 	}
 	return out, true
+}
+
+// namespace is the frame's namespace, read as strings (each plain: the
+// scan's namespace checked it).
+func (f *fastFrame) namespace(frame []byte) []string {
+	ns := make([]string, f.nsN)
+	for i, sp := range f.ns[:f.nsN] {
+		raw, _ := fastPlain(frame, sp)
+		ns[i] = string(raw)
+	}
+	return ns
+}
+
+// graphNode is the frame's node ("" without one); plain is false when its
+// string is not what encoding/json decodes it to as it lies.
+func (f *fastFrame) graphNode(frame []byte) (node string, plain bool) {
+	if !f.hasNode {
+		return "", true
+	}
+	raw, plain := fastPlain(frame, f.node)
+	return string(raw), plain
 }
 
 // fastObject is data, a JSON object the envelope's scan read, as

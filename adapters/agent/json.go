@@ -20,6 +20,40 @@ import (
 // encoding/json does; <, > and & are not escaped (the frames are not HTML).
 func appendString(b []byte, s string) []byte { return jsonw.AppendString(b, s, jsonw.Plain) }
 
+// appendMarshalString appends s as encoding/json writes a string (<, > and
+// & escaped): for what must be json.Marshal's bytes, the thread record
+// and the run.start command.
+func appendMarshalString[S ~string | ~[]byte](b []byte, s S) []byte {
+	return jsonw.AppendString(b, s, jsonw.EncodingJSON)
+}
+
+// appendMarshalObject appends m as json.Marshal writes a map: keys sorted
+// and escaped as appendMarshalString escapes them, each value by value.
+func appendMarshalObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
+	return appendSortedObject(b, m, jsonw.EncodingJSON, nil, value)
+}
+
+// appendSortedObject appends m as a JSON object: keys sorted and escaped per
+// mode, each value by value; keep, when not nil, says which members to
+// write.
+func appendSortedObject[V any](b []byte, m map[string]V, mode jsonw.Mode, keep func(V) bool, value func([]byte, V) []byte) []byte {
+	keys := make([]string, 0, len(m)) // one allocation, where slices.Sorted grows its own
+	for k, v := range m {
+		if keep == nil || keep(v) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = value(append(jsonw.AppendString(b, k, mode), ':'), m[k])
+	}
+	return append(b, '}')
+}
+
 // appendNamespace appends ns as a JSON array of strings.
 func appendNamespace(b []byte, ns []string) []byte {
 	b = append(b, '[')
@@ -87,24 +121,11 @@ func appendStruct(b []byte, s *structpb.Struct) []byte {
 // appendFields appends a map of values as a JSON object with sorted keys;
 // scalarsOnly drops lists and structs (MessageMetadata holds scalars only).
 func appendFields(b []byte, m map[string]*structpb.Value, scalarsOnly bool) []byte {
-	keys := make([]string, 0, len(m))
-	for k, v := range m {
-		if scalarsOnly && !isScalar(v) {
-			continue
-		}
-		keys = append(keys, k)
+	var keep func(*structpb.Value) bool
+	if scalarsOnly {
+		keep = isScalar
 	}
-	slices.Sort(keys)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, k)
-		b = append(b, ':')
-		b = appendValue(b, m[k])
-	}
-	return append(b, '}')
+	return appendSortedObject(b, m, jsonw.Plain, keep, appendValue)
 }
 
 func isScalar(v *structpb.Value) bool {

@@ -2,12 +2,8 @@ package agent
 
 import (
 	"encoding/json"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
-
-	"github.com/interlingua-dev/interlingua/internal/jsonw"
 )
 
 // A thread record is saved at the end of every run, with the thread's
@@ -159,14 +155,7 @@ func (w *recordWriter) values(b []byte, m map[string]json.RawMessage) []byte {
 	if m == nil {
 		return append(b, "null"...)
 	}
-	b = append(b, '{')
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = w.raw(append(appendMarshalString(b, k), ':'), m[k])
-	}
-	return append(b, '}')
+	return appendMarshalObject(b, m, w.raw)
 }
 
 // raw appends a raw value as json.Marshal does (null when nil), compacting
@@ -190,11 +179,6 @@ func (w *recordWriter) raw(b []byte, v json.RawMessage) []byte {
 	}
 	w.seen[k] = b[start:len(b):len(b)]
 	return b
-}
-
-// appendMarshalString appends s as encoding/json writes a string.
-func appendMarshalString(b []byte, s string) []byte {
-	return jsonw.AppendString(b, s, jsonw.EncodingJSON)
 }
 
 // appendTime appends t as its MarshalJSON does.
