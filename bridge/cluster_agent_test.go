@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 )
@@ -146,15 +144,7 @@ func TestAgentMirrorsOnlyWithPeers(t *testing.T) {
 				t.Fatalf("Alone() = %v, want %v", got, tc.alone)
 			}
 			nc := inst.Fabric().Conn()
-			msgs := make(chan *nats.Msg, 4096)
-			sub, err := nc.ChanSubscribe("interlingua.agent.events.>", msgs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Unsubscribe()
-			if err := nc.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			msgs := subscribed(t, nc, "interlingua.agent.events.>", 4096)
 			sc := agentStream(t, inst.URL, "mirror-"+tc.name)
 			res := agentCommand(t, inst.URL, "mirror-"+tc.name, `{"id":1,"method":"run.start","params":{"assistant_id":"demo-agent","input":{"messages":[{"role":"user","content":"6 * 7?"}]}}}`)
 			if res["type"] != "success" {

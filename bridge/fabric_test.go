@@ -38,15 +38,7 @@ func TestEventsOnEmbeddedNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	msgs := make(chan *nats.Msg, 1024)
-	sub, err := nc.ChanSubscribe("interlingua.events.thread-nats.>", msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	msgs := subscribed(t, nc, "interlingua.events.thread-nats.>", 1024)
 
 	body := `{"target":"demo-agent","threadId":"thread-nats","runId":"run-nats","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
@@ -173,15 +165,7 @@ func TestLongRunPublishedWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	got := make(chan *nats.Msg, 8192)
-	sub, err := nc.ChanSubscribe("interlingua.events.thread-long.>", got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribed(t, nc, "interlingua.events.thread-long.>", 8192)
 	req := &canonical.Request{Target: "stream", ThreadId: "thread-long", Parameters: map[string]*structpb.Value{
 		"deltas": structpb.NewNumberValue(3000), "delta_text": structpb.NewStringValue("tok-ü "),
 	}}
@@ -218,4 +202,20 @@ func TestLongRunPublishedWhole(t *testing.T) {
 			t.Fatalf("received %d of %d events", i, len(evs))
 		}
 	}
+}
+
+// subscribed subscribes nc to subject into a channel of n messages, live
+// when it returns (flushed: the server has the subscription).
+func subscribed(t *testing.T, nc *nats.Conn, subject string, n int) chan *nats.Msg {
+	t.Helper()
+	msgs := make(chan *nats.Msg, n)
+	sub, err := nc.ChanSubscribe(subject, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return msgs
 }

@@ -113,7 +113,7 @@ func TestNoopProxyStreams(t *testing.T) {
 
 	t.Run("sse", func(t *testing.T) {
 		next := make(chan struct{})
-		up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		px := proxied(t, "http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			rc := http.NewResponseController(w)
 			for i := range pieces {
@@ -128,11 +128,6 @@ func TestNoopProxyStreams(t *testing.T) {
 				}
 			}
 		}), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer up.close()
-		px := startProxy(t, "http://"+up.addr(), false)
 		req, _ := http.NewRequestWithContext(ctx, "GET", px.base+"/stream", nil)
 		resp, err := px.tr.RoundTrip(req)
 		if err != nil {
@@ -151,7 +146,7 @@ func TestNoopProxyStreams(t *testing.T) {
 	})
 
 	t.Run("websocket", func(t *testing.T) {
-		up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		px := proxied(t, "ws", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
 			if err != nil {
 				return
@@ -167,11 +162,6 @@ func TestNoopProxyStreams(t *testing.T) {
 				}
 			}
 		}), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer up.close()
-		px := startProxy(t, "ws://"+up.addr(), false)
 		if !strings.HasPrefix(px.base, "ws://") {
 			t.Fatalf("proxy base %q: want the peer's ws scheme", px.base)
 		}
@@ -196,7 +186,7 @@ func TestNoopProxyStreams(t *testing.T) {
 	// a request's body).
 	for _, h2c := range []bool{false, true} {
 		t.Run(fmt.Sprintf("full duplex h2c=%v", h2c), func(t *testing.T) {
-			up, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			px := proxied(t, "http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				rc := http.NewResponseController(w)
 				if h2c && r.ProtoMajor != 2 {
 					http.Error(w, "want HTTP/2, got "+r.Proto, http.StatusHTTPVersionNotSupported)
@@ -222,11 +212,6 @@ func TestNoopProxyStreams(t *testing.T) {
 					}
 				}
 			}), h2c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer up.close()
-			px := startProxy(t, "http://"+up.addr(), h2c)
 			pr, pw := io.Pipe()
 			defer pw.Close()
 			// A proxy that stops reading the body (HTTP/1.1 without full
@@ -256,11 +241,18 @@ func TestNoopProxyStreams(t *testing.T) {
 	}
 }
 
-// startProxy starts a no-op proxy to base; its transport (the protocol the
-// proxy speaks to its upstream) also serves the test as a client of it.
-func startProxy(t *testing.T, base string, h2c bool) *noopProxy {
+// proxied serves upstream and starts a no-op proxy in front of it, reached
+// with scheme (http, or ws for WebSocket upgrades); both close when the
+// test ends. The proxy's transport (the protocol it speaks to its
+// upstream) also serves the test as a client of it.
+func proxied(t *testing.T, scheme string, upstream http.Handler, h2c bool) *noopProxy {
 	t.Helper()
-	px, err := newNoopProxy(base, h2c, 4)
+	up, err := serve(upstream, h2c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.close)
+	px, err := newNoopProxy(scheme+"://"+up.addr(), h2c, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
