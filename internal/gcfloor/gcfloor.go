@@ -20,15 +20,26 @@
 package gcfloor
 
 import (
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 )
 
-// A tuner adjusts the GC percent after each collection (a cleanup attached
-// to an object allocated for the purpose runs once a cycle has found it
-// unreachable, then attaches itself to a new one).
+// A tuner adjusts the GC percent after each collection. It learns of one
+// by polling the runtime's cycle count, soon after a cycle and less often
+// as time passes without one (see wait).
+//
+// Why not a cleanup on an object each cycle finds unreachable, as it
+// first did: a cleanup runs once the sweeper reaches its object's span,
+// and the background sweeper yields to every other goroutine, so in a
+// busy process it ran as the next cycle began. Each cycle's goal then came
+// from the live heap of the cycle before: a small heap's percent applied
+// to a large one. In the triton bench the goal swung between the 128 MiB
+// floor and 177-199 MiB, and the scavenger gave the difference back to the
+// OS each time, to be faulted in again: 28% of that bench's page faults,
+// and 25-50 MiB of its peak RSS.
+// TestGoalFollowsEachCycle shows it.
 type tuner struct {
 	floor uint64
 	base  int // GOGC's percent, restored by stop
@@ -37,12 +48,18 @@ type tuner struct {
 	cur     int
 	stopped bool
 	samples []metrics.Sample
+
+	quit chan struct{} // closed by stop
+	done chan struct{} // closed when poll returns
 }
 
-// sentinel is the object whose collection marks a GC cycle. It holds a
-// pointer so that the allocator does not batch it with other tiny objects
-// (a cleanup on a batched tiny object may never run).
-type sentinel struct{ t *tuner }
+// The bounds of the poll interval: soon after a cycle, and at most once a
+// second in a process that does not collect (an idle daemon collects every
+// two minutes).
+const (
+	pollMin = 2 * time.Millisecond
+	pollMax = time.Second
+)
 
 // active is the running tuner: the GC percent is the process's, so there
 // is at most one.
@@ -64,10 +81,13 @@ func Start(floor int64) (stop func()) {
 	}
 	t := &tuner{floor: uint64(floor), base: base, cur: base, samples: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
-	}}
+	}, quit: make(chan struct{}), done: make(chan struct{})}
+	count := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	if metrics.Read(count); count[0].Value.Kind() != metrics.KindUint64 || !t.adjust() {
+		return func() {} // a runtime without the metrics: GOGC alone
+	}
 	active = t
-	t.adjust()
-	t.arm()
+	go t.poll(count)
 	return t.stop
 }
 
@@ -82,29 +102,53 @@ func gogc() int {
 	return int(int32(s[0].Value.Uint64())) // the runtime holds an int32: off is -1
 }
 
-func (t *tuner) arm() {
-	s := &sentinel{t: t}
-	runtime.AddCleanup(s, (*tuner).collected, t)
-}
-
-// collected runs after each GC cycle, on the runtime's cleanup goroutine.
-func (t *tuner) collected() {
-	if t.adjust() {
-		t.arm()
+// poll adjusts the percent each time count, the sample of the cycle
+// count, moves, until stop.
+func (t *tuner) poll(count []metrics.Sample) {
+	defer close(t.done)
+	seen, since := count[0].Value.Uint64(), time.Now()
+	timer := time.NewTimer(pollMin)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.quit:
+			return
+		case <-timer.C:
+		}
+		if n := cycles(count); n != seen {
+			seen, since = n, time.Now()
+			t.adjust()
+		}
+		timer.Reset(wait(time.Since(since)))
 	}
 }
 
+// cycles reads the count of completed GC cycles into s.
+func cycles(s []metrics.Sample) uint64 {
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// wait is the poll interval some time after the last cycle seen: a
+// sixteenth of it, so that a cycle is seen within about 6% of the time
+// between two (the heap grows meanwhile at the percent of the cycle
+// before), between pollMin and pollMax. A process collecting every 250 ms
+// polls some 35 times a cycle.
+func wait(since time.Duration) time.Duration {
+	return min(max(since/16, pollMin), pollMax)
+}
+
 // adjust sets the percent for the live heap the last cycle found, and
-// reports whether the tuner is still running.
+// reports whether the runtime has the metrics it reads.
 func (t *tuner) adjust() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
-		return false
+		return true
 	}
 	metrics.Read(t.samples)
 	for _, m := range t.samples {
-		if m.Value.Kind() != metrics.KindUint64 { // a runtime without them: GOGC alone
+		if m.Value.Kind() != metrics.KindUint64 {
 			return false
 		}
 	}
@@ -115,16 +159,21 @@ func (t *tuner) adjust() bool {
 	return true
 }
 
+// stop ends the polling and restores GOGC's percent.
 func (t *tuner) stop() {
 	activeMu.Lock()
 	defer activeMu.Unlock()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.stopped {
-		t.stopped = true
-		debug.SetGCPercent(t.base)
-		active = nil
+	if t.stopped {
+		t.mu.Unlock()
+		return
 	}
+	t.stopped = true
+	debug.SetGCPercent(t.base)
+	active = nil
+	t.mu.Unlock()
+	close(t.quit)
+	<-t.done
 }
 
 // heapMinimum is the runtime's smallest heap goal at GOGC=100 (its

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,7 +52,7 @@ func readMetric(name string) uint64 {
 }
 
 // awaitGoal collects until the heap goal satisfies ok (the tuner adjusts
-// after a cycle, on the runtime's cleanup goroutine).
+// after a cycle, when its poll sees the cycle count move).
 func awaitGoal(t *testing.T, what string, ok func(uint64) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -115,7 +117,7 @@ func TestStartKeepsGCOff(t *testing.T) {
 	defer debug.SetGCPercent(base)
 	stop := Start(256 << 20)
 	runtime.GC()
-	time.Sleep(10 * time.Millisecond) // a cleanup would have run
+	time.Sleep(10 * time.Millisecond) // a poll would have run
 	stop()
 	if p := gogc(); p != -1 {
 		t.Fatalf("GC percent = %d, want -1 (off) left alone", p)
@@ -144,4 +146,98 @@ func TestStartTwice(t *testing.T) {
 	if p := gogc(); p <= 100 {
 		t.Fatalf("GC percent after a new Start = %d, want it raised", p)
 	}
+}
+
+// Each cycle's goal comes from that cycle's live heap, not the one before:
+// with the live heap swinging between small and large from one natural
+// cycle to the next, and the process busy allocating, the goal each cycle
+// ran to stays near the floor. A tuner one cycle late (as a cleanup was,
+// waiting on a background sweeper that a busy process starves) applies a
+// small heap's percent to a large heap, several times the floor, and a
+// large heap's to a small one, a fraction of it: most cycles are off.
+func TestGoalFollowsEachCycle(t *testing.T) {
+	const floor = 64 << 20
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	runtime.GC()
+	stop := Start(floor)
+	defer stop()
+
+	quit := make(chan struct{})
+	var churn sync.WaitGroup
+	var live atomic.Pointer[[]byte] // swapped between 2 and 24 MiB each cycle
+	// More busy goroutines than Ps, allocating some 200 MB/s each: a cycle
+	// every 100 ms or so, and a background sweeper left little time.
+	for range runtime.GOMAXPROCS(0) + 1 {
+		churn.Go(func() {
+			var sink []byte
+			x := uint64(1)
+			for {
+				select {
+				case <-quit:
+					runtime.KeepAlive(sink)
+					return
+				default:
+				}
+				sink = make([]byte, 4<<10) // garbage: cycles come of it
+				for range 20_000 {         // and work between allocations
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+				sink[0] = byte(x)
+			}
+		})
+	}
+	defer func() { close(quit); churn.Wait() }()
+
+	// ranTo is the goal each cycle started with: the last goal sampled
+	// before the cycle count moved by one.
+	var ranTo []uint64
+	cycles := readMetric("/gc/cycles/total:gc-cycles")
+	goal := heapGoal()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(ranTo) < 20 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+		n := readMetric("/gc/cycles/total:gc-cycles")
+		if n == cycles {
+			goal = heapGoal()
+			continue
+		}
+		if n == cycles+1 {
+			ranTo = append(ranTo, goal)
+		}
+		cycles = n
+		size := 2 << 20
+		if len(ranTo)%2 == 1 {
+			size = 24 << 20
+		}
+		b := make([]byte, size)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		live.Store(&b)
+		goal = heapGoal()
+	}
+	if len(ranTo) < 10 {
+		t.Skipf("saw %d cycles one at a time in 20 s: this machine is too loaded to tell", len(ranTo))
+	}
+	off := 0
+	for _, g := range ranTo {
+		if g > 2*floor || g < floor/2 {
+			off++
+		}
+	}
+	// A poll late behind busy goroutines may let a cycle or two begin at
+	// the percent before: a tuner one cycle late is off at most cycles.
+	if off > len(ranTo)/4 {
+		t.Fatalf("goals cycles ran to (MiB): %v; %d of %d off the %d MiB floor by 2× or more", mib(ranTo), off, len(ranTo), floor>>20)
+	}
+	t.Logf("goals cycles ran to (MiB): %v", mib(ranTo))
+}
+
+func mib(v []uint64) []uint64 {
+	out := make([]uint64, len(v))
+	for i, x := range v {
+		out[i] = x >> 20
+	}
+	return out
 }
