@@ -822,7 +822,7 @@ func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err err
 		return nil, b[:start], err
 	}
 	n := len(b) - body
-	hdr := protowire.AppendVarint(protowire.AppendTag(b[start:start:body], 1, protowire.BytesType), uint64(n))
+	hdr := appendVarint(appendTag(b[start:start:body], 1, protowire.BytesType), uint64(n))
 	end := start + len(hdr) + copy(b[start+len(hdr):], b[body:])
 	return b[start:end:end], b[:end], nil
 }
@@ -869,16 +869,16 @@ func appendEventHeader(b []byte, ev *canonical.Event) ([]byte, error) {
 	b = appendStringField(b, 1, ev.GetThreadId())
 	b = appendStringField(b, 2, ev.GetRunId())
 	if s := ev.GetSeq(); s != 0 {
-		b = protowire.AppendTag(b, 3, protowire.VarintType)
-		b = protowire.AppendVarint(b, s)
+		b = appendTag(b, 3, protowire.VarintType)
+		b = appendVarint(b, s)
 	}
 	for _, ns := range ev.GetNamespace() { // repeated: empty ones too
-		b = protowire.AppendTag(b, 4, protowire.BytesType)
-		b = protowire.AppendString(b, ns)
+		b = appendTag(b, 4, protowire.BytesType)
+		b = appendString(b, ns)
 	}
 	if t := ev.GetTimeUnixNano(); t != 0 {
-		b = protowire.AppendTag(b, 5, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(t))
+		b = appendTag(b, 5, protowire.VarintType)
+		b = appendVarint(b, uint64(t))
 	}
 	return appendStringField(b, 6, ev.GetGraphNode()), nil
 }
@@ -902,15 +902,15 @@ func appendDeltaEvent(b []byte, ev *canonical.Event, d *canonical.BlockDelta) ([
 	if n := len(d.GetData()); n > 0 {
 		size += 1 + protowire.SizeBytes(n)
 	}
-	b = protowire.AppendTag(b, 14, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(size))
+	b = appendTag(b, 14, protowire.BytesType)
+	b = appendVarint(b, uint64(size))
 	if i := d.GetIndex(); i != 0 {
-		b = protowire.AppendTag(b, 1, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(i))
+		b = appendTag(b, 1, protowire.VarintType)
+		b = appendVarint(b, uint64(i))
 	}
 	b = appendStringField(b, 2, d.GetText())
 	if data := d.GetData(); len(data) > 0 {
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = appendTag(b, 3, protowire.BytesType)
 		b = protowire.AppendBytes(b, data)
 	}
 	return b, nil
@@ -927,7 +927,7 @@ func appendSnapshotEvent(b []byte, ev *canonical.Event, st *canonical.StateSnaps
 	if b, err = appendEventHeader(b, ev); err != nil {
 		return b[:start], false, err
 	}
-	b = protowire.AppendTag(b, 22, protowire.BytesType)
+	b = appendTag(b, 22, protowire.BytesType)
 	at := openLength(&b)
 	if v := st.GetValues(); v != nil {
 		if b, ok, err = appendValueField(b, 1, v); !ok || err != nil {
@@ -937,11 +937,31 @@ func appendSnapshotEvent(b []byte, ev *canonical.Event, st *canonical.StateSnaps
 	return closeLength(b, at), true, nil
 }
 
+// appendTag, appendVarint and appendString are protowire's, with their
+// one-byte case (fields 1 to 15, values below 128) inlined: protowire's
+// AppendVarint is too large to inline, and a call for each of a delta's
+// dozen tags and lengths was a quarter of its encoding.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	return appendVarint(b, uint64(num)<<3|uint64(typ&7))
+}
+
+func appendVarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(appendVarint(b, uint64(len(s))), s...)
+}
+
 // appendStringField appends a proto3 string field, omitted when empty.
 func appendStringField(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendTag(b, num, protowire.BytesType)
+	return appendString(b, s)
 }

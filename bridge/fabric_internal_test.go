@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -67,6 +70,35 @@ func TestAppendEventMatchesProtoMarshal(t *testing.T) {
 				t.Fatalf("round trip: %v, %v", err, back)
 			}
 		})
+	}
+}
+
+// appendVarint, appendTag and appendString write protowire's bytes: every
+// length of varint, both ends of each, and random values and field numbers.
+func TestAppendVarintMatchesProtowire(t *testing.T) {
+	vals := []uint64{0, math.MaxUint64}
+	for n := 7; n < 64; n += 7 {
+		vals = append(vals, 1<<n-1, 1<<n)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 10_000 {
+		vals = append(vals, rng.Uint64()>>rng.IntN(64))
+	}
+	for _, v := range vals {
+		if got, want := appendVarint([]byte("p"), v), protowire.AppendVarint([]byte("p"), v); !bytes.Equal(got, want) {
+			t.Fatalf("appendVarint(%d) = %x, want %x", v, got, want)
+		}
+		num := protowire.Number(v%uint64(protowire.MaxValidNumber)) + 1
+		typ := protowire.Type(v % 6)
+		if got, want := appendTag(nil, num, typ), protowire.AppendTag(nil, num, typ); !bytes.Equal(got, want) {
+			t.Fatalf("appendTag(%d, %d) = %x, want %x", num, typ, got, want)
+		}
+	}
+	for _, n := range []int{0, 1, 127, 128, 300, 16384} {
+		s := strings.Repeat("x", n)
+		if got, want := appendString(nil, s), protowire.AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendString of %d bytes = %x..., want %x...", n, got[:min(len(got), 4)], want[:min(len(want), 4)])
+		}
 	}
 }
 

@@ -35,14 +35,14 @@ func closeLength(b []byte, at int) []byte {
 	extra := protowire.SizeVarint(uint64(n)) - 1
 	b = append(b, make([]byte, extra)...)
 	copy(b[at+1+extra:], b[at+1:at+1+n])
-	protowire.AppendVarint(b[at:at], uint64(n))
+	appendVarint(b[at:at], uint64(n))
 	return b
 }
 
 // appendMessageField appends m as message field num, its fields appended
 // by body.
 func appendMessageField[M any](b []byte, num protowire.Number, m M, body func([]byte, M) ([]byte, bool, error)) ([]byte, bool, error) {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = appendTag(b, num, protowire.BytesType)
 	at := openLength(&b)
 	b, ok, err := body(b, m)
 	if !ok || err != nil {
@@ -64,20 +64,20 @@ func appendValue(b []byte, v *structpb.Value) ([]byte, bool, error) {
 	switch k := v.GetKind().(type) {
 	case nil: // no kind: an empty message
 	case *structpb.Value_NullValue: // a oneof member is written even when zero
-		b = protowire.AppendTag(b, 1, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(k.NullValue))
+		b = appendTag(b, 1, protowire.VarintType)
+		b = appendVarint(b, uint64(k.NullValue))
 	case *structpb.Value_NumberValue:
-		b = protowire.AppendTag(b, 2, protowire.Fixed64Type)
+		b = appendTag(b, 2, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, math.Float64bits(k.NumberValue))
 	case *structpb.Value_StringValue:
 		if !utf8.ValidString(k.StringValue) {
 			return b, false, errValueUTF8
 		}
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendString(b, k.StringValue)
+		b = appendTag(b, 3, protowire.BytesType)
+		b = appendString(b, k.StringValue)
 	case *structpb.Value_BoolValue:
-		b = protowire.AppendTag(b, 4, protowire.VarintType)
-		b = protowire.AppendVarint(b, protowire.EncodeBool(k.BoolValue))
+		b = appendTag(b, 4, protowire.VarintType)
+		b = appendVarint(b, protowire.EncodeBool(k.BoolValue))
 	case *structpb.Value_StructValue:
 		return appendMessageField(b, 5, k.StructValue, appendStruct)
 	case *structpb.Value_ListValue:
@@ -98,10 +98,10 @@ func appendStruct(b []byte, s *structpb.Struct) ([]byte, bool, error) {
 		if !utf8.ValidString(key) {
 			return b, false, errValueUTF8
 		}
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = appendTag(b, 1, protowire.BytesType)
 		at := openLength(&b)
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendString(b, key)
+		b = appendTag(b, 1, protowire.BytesType)
+		b = appendString(b, key)
 		var ok bool
 		var err error
 		if b, ok, err = appendValueField(b, 2, v); !ok || err != nil {
