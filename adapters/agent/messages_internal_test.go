@@ -121,7 +121,9 @@ func BenchmarkAppendMessages(b *testing.B) {
 // between runs and extended by appendMessagesLocked) against decoding the
 // stored messages afresh, after each of random steps: messages appended;
 // the value replaced by another array, one written with white space, an
-// earlier value (a fork), a value that is not an array, or none.
+// earlier value (a fork), a value that is not an array, or none; or by a
+// copy of the value with messages appended, or without (a backend's state
+// snapshot: new bytes, the same conversation).
 func TestHistoryCache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for c := range 200 {
@@ -129,7 +131,7 @@ func TestHistoryCache(t *testing.T) {
 		th.rt.rec.Values = map[string]json.RawMessage{}
 		var earlier []json.RawMessage
 		for step := range 30 {
-			switch k := rng.IntN(10); {
+			switch k := rng.IntN(12); {
 			case k < 5:
 				th.appendMessagesLocked(withBlocks(rng, randomMessages(rng, 1+rng.IntN(3))))
 			case k < 6:
@@ -140,6 +142,8 @@ func TestHistoryCache(t *testing.T) {
 				th.rt.rec.Values["messages"] = json.RawMessage(" [ " + string(randomMessages(rng, 1)[0]) + " ]\n")
 			case k < 9:
 				th.rt.rec.Values["messages"] = json.RawMessage([]string{`null`, `{"a":[1]}`, `[]`, ` [ ] `}[rng.IntN(4)])
+			case k < 11:
+				th.rt.rec.Values["messages"] = snapshotOf(th.rt.rec.Values["messages"], withBlocks(rng, randomMessages(rng, rng.IntN(3))))
 			default:
 				delete(th.rt.rec.Values, "messages")
 			}
@@ -156,6 +160,20 @@ func TestHistoryCache(t *testing.T) {
 			_ = append(slices.Clip(th.historyLocked()), canonical.TextNode("user", "x"))
 		}
 	}
+}
+
+// snapshotOf is stored as a backend's snapshot would give it back: in new
+// bytes, with msgs appended when it is an array that has elements.
+func snapshotOf(stored json.RawMessage, msgs []json.RawMessage) json.RawMessage {
+	old := bytes.TrimSpace(stored)
+	if len(old) < 2 || old[0] != '[' || len(bytes.TrimSpace(old[1:len(old)-1])) == 0 {
+		return joinArray(msgs)
+	}
+	b := bytes.Clone(old[:len(old)-1])
+	for _, m := range msgs {
+		b = append(append(b, ','), m...)
+	}
+	return append(b, ']')
 }
 
 // withBlocks gives some of msgs a content of text blocks instead of a string.
@@ -182,6 +200,19 @@ func BenchmarkHistory(b *testing.B) {
 		for b.Loop() {
 			th.rt.rec.Values["messages"], th.rt.history = history, historyCache{history, nodes}
 			th.appendMessagesLocked(add)
+			_ = th.historyLocked()
+		}
+	})
+	// A backend's snapshot: the history with one more message, in new
+	// bytes (what an agent upstream's values event stores at every run).
+	grown := snapshotOf(history, add)
+	b.Run("snapshot", func(b *testing.B) {
+		th := &Thread{}
+		th.rt.rec.Values = map[string]json.RawMessage{"messages": history}
+		nodes := slices.Clip(th.historyLocked())
+		b.ReportAllocs()
+		for b.Loop() {
+			th.rt.rec.Values["messages"], th.rt.history = grown, historyCache{history, nodes}
 			_ = th.historyLocked()
 		}
 	})

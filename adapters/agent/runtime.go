@@ -169,12 +169,34 @@ func sameBytes(a, b []byte) bool {
 // historyLocked returns the "messages" state as canonical input leaves
 // (historyNode's). The array is the cache's: a caller appends to a clipped
 // copy and changes no element.
+//
+// A backend's state snapshot replaces the stored array with its own bytes
+// at every step, so the cache of the array before no longer holds the
+// same bytes; but a conversation grows at its end, and when the new array
+// is the cached one with elements added, only those are decoded. Decoding
+// the whole history at every run start was 8% of an agent bridge's CPU
+// at 20 messages, and grew with the conversation.
 func (t *Thread) historyLocked() []*canonical.Node {
 	raw, h := t.rt.rec.Values["messages"], &t.rt.history
-	if !sameBytes(raw, h.raw) || h.nodes == nil && len(raw) > 0 {
+	switch {
+	case sameBytes(raw, h.raw) && (h.nodes != nil || len(raw) == 0):
+	case h.nodes != nil && extendsArray(raw, h.raw):
+		var added []json.RawMessage
+		_ = json.Unmarshal(append([]byte{'['}, raw[len(h.raw):]...), &added)
+		h.raw, h.nodes = raw, append(h.nodes, historyNode(added).Children...)
+	default:
 		h.raw, h.nodes = raw, historyNode(t.messagesLocked()).Children
 	}
 	return h.nodes
+}
+
+// extendsArray reports whether the JSON array b is the JSON array a with
+// elements appended: a without its closing bracket, then a comma. Each of
+// a's elements is whole (a is an array), so b's first elements are a's,
+// byte for byte.
+func extendsArray(b, a []byte) bool {
+	return len(a) > 2 && a[len(a)-1] == ']' && len(b) > len(a) &&
+		b[len(a)-1] == ',' && bytes.Equal(b[:len(a)-1], a[:len(a)-1])
 }
 
 func (t *Thread) messagesLocked() []json.RawMessage {
