@@ -261,7 +261,7 @@ func errorMessage(contentType string, data []byte) string {
 		return ""
 	}
 	var f responseFields
-	if _, err := parseResponse(data, nil, &f, false); err == nil && f.hasErr {
+	if _, err := parseResponse(data, nil, &f, false, nil); err == nil && f.hasErr {
 		return strings.ToValidUTF8(f.err, "\uFFFD")
 	}
 	s := strings.TrimSpace(strings.ToValidUTF8(string(data), "\uFFFD"))

@@ -56,7 +56,7 @@ func BenchmarkDecodeDeltaWire(b *testing.B) {
 		if events, err = p.Feed(frame, events[:0]); err != nil || len(events) != 1 {
 			b.Fatal(err)
 		}
-		if scratch, err = parseResponse(events[0].Data, scratch, &f, false); err != nil {
+		if scratch, err = parseResponse(events[0].Data, scratch, &f, false, nil); err != nil {
 			b.Fatal(err)
 		}
 		if acc.Append(f.text) == "" {

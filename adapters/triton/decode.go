@@ -359,6 +359,12 @@ type responseFields struct {
 	numOutput    int64
 }
 
+// setAny reports whether f holds anything but its text (which only
+// text_output sets).
+func (f *responseFields) setAny() bool {
+	return f.hasErr || f.modelName != "" || f.modelVersion != "" || f.finishReason != "" || f.numInput != 0 || f.numOutput != 0
+}
+
 // parseResponse reads a Triton response object (reference section 3):
 // text_output (a string, or an array of strings for a multi-element
 // output, concatenated), error, model_name, model_version and vLLM's
@@ -367,35 +373,54 @@ type responseFields struct {
 // the UTF-8 accumulator. model_name and model_version are read only with
 // meta set. f.text aliases data or scratch, which is reused for unescaping
 // and returned (possibly grown).
-func parseResponse(data, scratch []byte, f *responseFields, meta bool) ([]byte, error) {
+//
+// known, when not nil, holds the bytes the stream's last response began
+// with up to its text_output value (see knownPrefix); a response that
+// begins with them is read from there.
+func parseResponse(data, scratch []byte, f *responseFields, meta bool, known *knownPrefix) ([]byte, error) {
 	*f = responseFields{}
 	l := lexer{data: data}
-	l.ws()
-	if l.peek() != '{' {
-		return scratch, canonical.Errorf(canonical.CodeInternal, "upstream response is not a JSON object")
-	}
-	l.pos++
-	l.ws()
-	if l.peek() == '}' {
+	var k []byte
+	if !meta && known.starts(data) {
+		l.pos, k = len(known.b), textOutputKey
+		l.ws() // the prefix may have ended at the colon, this response not
+	} else {
+		l.ws()
+		if l.peek() != '{' {
+			return scratch, canonical.Errorf(canonical.CodeInternal, "upstream response is not a JSON object")
+		}
 		l.pos++
-		return scratch, l.end()
+		l.ws()
+		if l.peek() == '}' {
+			l.pos++
+			return scratch, l.end()
+		}
 	}
+	// clean: no member read so far set a field, so the bytes up to the
+	// first text_output value can be a known prefix.
+	clean := !meta && known != nil
 	for {
-		if l.peek() != '"' {
-			return scratch, badResponse(l.fail(errObjectMissName, l.pos))
+		if k == nil {
+			if l.peek() != '"' {
+				return scratch, badResponse(l.fail(errObjectMissName, l.pos))
+			}
+			var err *syntaxError
+			if k, _, err = l.str(nil); err != nil {
+				return scratch, badResponse(err)
+			}
+			l.ws()
+			if l.peek() != ':' {
+				return scratch, badResponse(l.fail(errObjectMissColon, l.pos))
+			}
+			l.pos++
+			l.ws()
 		}
-		k, _, err := l.str(nil)
-		if err != nil {
-			return scratch, badResponse(err)
-		}
-		l.ws()
-		if l.peek() != ':' {
-			return scratch, badResponse(l.fail(errObjectMissColon, l.pos))
-		}
-		l.pos++
-		l.ws()
+		var err *syntaxError
 		switch string(k) {
 		case "text_output":
+			if clean {
+				known.b, clean = append(known.b[:0], data[:l.pos]...), false
+			}
 			scratch, err = f.readText(&l, scratch)
 		case "error":
 			var s []byte
@@ -422,6 +447,10 @@ func parseResponse(data, scratch []byte, f *responseFields, meta bool) ([]byte, 
 		if err != nil {
 			return scratch, badResponse(err)
 		}
+		if f.setAny() {
+			clean = false
+		}
+		k = nil
 		l.ws()
 		switch l.peek() {
 		case ',':
@@ -434,6 +463,25 @@ func parseResponse(data, scratch []byte, f *responseFields, meta bool) ([]byte, 
 			return scratch, badResponse(l.fail(errObjectMissCommaOrCurly, l.pos))
 		}
 	}
+}
+
+var textOutputKey = []byte("text_output")
+
+// knownPrefix is what a stream's responses repeat before text_output: the
+// model's name and version and, from TensorRT-LLM, its outputs not asked
+// for (zeros), the same bytes in every response. Read once, they need
+// only be compared in the responses after: lexing them again was most of
+// parseResponse, itself a seventh of the bridge's CPU per Triton delta.
+// The bytes that set a field (an error, a finish reason, token counts) or
+// were read with meta are never a known prefix, so a response read from
+// one sets exactly what reading it whole sets (TestKnownPrefix).
+type knownPrefix struct {
+	b []byte // up to text_output's value (with the blanks before it); empty: none yet
+}
+
+// starts reports whether data begins with the known prefix.
+func (k *knownPrefix) starts(data []byte) bool {
+	return k != nil && len(k.b) > 0 && bytes.HasPrefix(data, k.b)
 }
 
 // validUTF8 is s as a string with invalid bytes replaced: messages and
@@ -556,6 +604,7 @@ type streamDecoder struct {
 	slowText   bool            // every text through acc.Append (tests compare the two)
 	f          responseFields
 	scratch    []byte
+	known      knownPrefix
 	prev       []byte // cumulative mode: the text so far
 	started    bool   // the message is open
 	reason     canonical.FinishReason
@@ -667,7 +716,7 @@ func (d *streamDecoder) inBandCode(msg string) canonical.Code {
 
 func (d *streamDecoder) response(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	var err error
-	if d.scratch, err = parseResponse(data, d.scratch, &d.f, !d.started); err != nil {
+	if d.scratch, err = parseResponse(data, d.scratch, &d.f, !d.started, &d.known); err != nil {
 		return out, err
 	}
 	f := &d.f

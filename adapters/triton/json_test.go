@@ -2,6 +2,9 @@ package triton
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -138,7 +141,7 @@ func TestParseResponse(t *testing.T) {
 		{in: `{"a":` + strings.Repeat("[", 200), wantErr: true},
 	} {
 		var f responseFields
-		_, err := parseResponse([]byte(tc.in), nil, &f, true)
+		_, err := parseResponse([]byte(tc.in), nil, &f, true, nil)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("parseResponse(%q) error %v, want error %v", tc.in, err, tc.wantErr)
 			continue
@@ -161,4 +164,107 @@ func TestParseJSONValueLimit(t *testing.T) {
 	if err == nil || !err.tooMany {
 		t.Fatalf("%d values: %v", maxJSONValues+1, err)
 	}
+}
+
+// A stream's responses read with a known prefix (parseResponse's known)
+// give what each gives read whole: fields, text and error, in sequences of
+// responses built from shared and varied members before text_output (so
+// that the prefix is met, missed, and met half-way), members after it,
+// white space, escapes, and bytes corrupted at random.
+func TestKnownPrefix(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	ws := func() string { return []string{"", "", "", " ", "\n\t"}[rng.IntN(5)] }
+	member := func() string {
+		switch rng.IntN(12) {
+		case 0:
+			return `"model_name":"ensemble"`
+		case 1:
+			return `"model_version":"1"`
+		case 2:
+			return `"batch_index":` + []string{"0", "1", "0.0"}[rng.IntN(3)]
+		case 3:
+			return `"output_log_probs":[0.0,` + ws() + `{"x":[1]}]`
+		case 4:
+			return `"error":"boom"`
+		case 5:
+			return `"finish_reason":` + []string{`"stop"`, `""`, `"length"`}[rng.IntN(3)]
+		case 6:
+			return `"num_input_tokens":` + []string{"0", "3", `"7"`}[rng.IntN(3)]
+		case 7:
+			return `"num_output_tokens":5`
+		case 8:
+			return `"text_output":"early"`
+		case 9:
+			return `"model\u005fname":"esc"`
+		case 10:
+			return `"other":{"a":[1,2,{"b":null}]}`
+		}
+		return `"sequence_index":0`
+	}
+	text := func() string {
+		return []string{`"tok"`, `" a\nb\u00e9"`, `["a","b"]`, `[]`, `5`, `"x`, "\"\xf0\x9f\""}[rng.IntN(7)]
+	}
+	// head is the part of a response up to text_output's value: what a
+	// stream repeats.
+	head := func(before []string) string {
+		b := "{" + ws()
+		for _, m := range before {
+			b += m + ws() + "," + ws()
+		}
+		return b + `"text_output":` + ws()
+	}
+	response := func(head string) string {
+		b := head + text()
+		for range rng.IntN(3) {
+			b += ws() + "," + ws() + member()
+		}
+		b += ws() + "}" + ws()
+		if rng.IntN(10) == 0 { // corrupt a byte
+			i := rng.IntN(len(b))
+			b = b[:i] + string([]byte{"\",:{}[]x\x00 "[rng.IntN(10)]}) + b[i+1:]
+		}
+		return b
+	}
+	hits := 0
+	for range 20_000 {
+		var before []string
+		for range rng.IntN(5) {
+			before = append(before, member())
+		}
+		h := head(before)
+		var known knownPrefix
+		var scratch []byte
+		for i := range 4 {
+			switch rng.IntN(6) {
+			case 0: // other members before text_output
+				before = slices.Clone(before)
+				if len(before) > 0 && rng.IntN(2) == 0 {
+					before[rng.IntN(len(before))] = member()
+				} else {
+					before = append(before, member())
+				}
+				h = head(before)
+			case 1: // the same members, other blanks
+				h = head(before)
+			}
+			in := []byte(response(h))
+			meta := i == 0 && rng.IntN(2) == 0
+			var got, want responseFields
+			if !meta && known.starts(in) {
+				hits++
+			}
+			var gerr, werr error
+			scratch, gerr = parseResponse(in, scratch, &got, meta, &known)
+			_, werr = parseResponse(in, nil, &want, meta, nil)
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || string(got.text) != string(want.text) || got.hasText != want.hasText ||
+				got.err != want.err || got.hasErr != want.hasErr || got.modelName != want.modelName || got.modelVersion != want.modelVersion ||
+				got.finishReason != want.finishReason || got.numInput != want.numInput || got.numOutput != want.numOutput {
+				t.Fatalf("response %q (meta %v, known prefix %q):\n got %+v, %v\nwant %+v, %v", in, meta, known.b, got, gerr, want, werr)
+			}
+		}
+	}
+	if hits < 10_000 {
+		t.Fatalf("the known prefix was met %d times in 80,000 responses: the test no longer exercises it", hits)
+	}
+	t.Logf("known prefix met in %d of 80,000 responses", hits)
 }
