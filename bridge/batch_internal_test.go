@@ -34,7 +34,7 @@ func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64)
 		seq[thread]++
 		ev := canonical.NewTextDelta(0, string(make([]byte, rng.IntN(300))))
 		ev.ThreadId, ev.RunId, ev.Seq = thread, run, seq[thread]
-		data, _, err := appendBatchElem(nil, ev)
+		data, _, err := appendBatchElem(nil, ev, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestBurstIsOneMessage(t *testing.T) {
 	for seq := range uint64(100) {
 		e := ev(seq + 1)
 		burst = append(burst, e)
-		data, b, err := appendBatchElem(p.slab, e)
+		data, b, err := appendBatchElem(p.slab, e, p.ids)
 		if err != nil {
 			t.Fatal(err)
 		}

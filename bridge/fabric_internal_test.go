@@ -58,7 +58,7 @@ func TestAppendEventMatchesProtoMarshal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := appendEvent([]byte("prefix"), tt.ev)
+			got, err := appendEvent([]byte("prefix"), tt.ev, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,19 +112,37 @@ func TestAppendEventRefusesBadUTF8(t *testing.T) {
 		if _, err := proto.Marshal(ev); err == nil {
 			t.Fatalf("proto.Marshal accepted %q", ev.String())
 		}
-		if _, err := appendEvent(nil, ev); err == nil {
+		if _, err := appendEvent(nil, ev, nil); err == nil {
 			t.Errorf("appendEvent accepted %v", ev)
 		}
+		// Ids known to be UTF-8 vouch for themselves only.
+		if _, err := appendEvent(nil, ev, &validIDs{thread: "t", run: ev.GetRunId()}); err == nil {
+			t.Errorf("appendEvent with other known ids accepted %v", ev)
+		}
+	}
+	// A publisher knows its own ids, and takes an event that carries them
+	// without checking them again; nor does it vouch for ids that are not
+	// UTF-8.
+	ev := canonical.NewTextDelta(0, "x")
+	ev.ThreadId, ev.RunId = "thread-1", "run-1"
+	want, _ := proto.Marshal(ev)
+	p := (&Fabric{}).publisher(ev.ThreadId, ev.RunId, false)
+	if got, err := appendEvent(nil, ev, p.ids); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("appendEvent with its publisher's ids = %x, %v; want %x", got, err, want)
+	}
+	if p := (&Fabric{}).publisher("\xc3", "r", false); p.ids != nil {
+		t.Fatal("a publisher whose thread id is not UTF-8 vouches for it")
 	}
 }
 
 func BenchmarkAppendEventDelta(b *testing.B) {
 	ev := canonical.NewTextDelta(0, "tok ")
 	ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", 1234, 1_700_000_000_123_456_789
+	ids := &validIDs{thread: ev.ThreadId, run: ev.RunId} // a publisher's
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		buf, _ = appendEvent(buf[:0], ev)
+		buf, _ = appendEvent(buf[:0], ev, ids)
 	}
 }
 

@@ -65,7 +65,7 @@ func TestAppendSnapshotMatchesProtoMarshal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := appendEvent([]byte("prefix"), ev)
+			got, err := appendEvent([]byte("prefix"), ev, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestAppendSnapshotRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for i := range 2000 {
 		ev := snapshot(randomValue(rng, 4))
-		got, err := appendEvent(nil, ev)
+		got, err := appendEvent(nil, ev, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestAppendSnapshotRefusesBadUTF8(t *testing.T) {
 		if _, err := proto.Marshal(ev); err == nil {
 			t.Fatalf("proto.Marshal accepted %v", v)
 		}
-		if got, err := appendEvent([]byte("prefix"), ev); err == nil || string(got) != "prefix" {
+		if got, err := appendEvent([]byte("prefix"), ev, nil); err == nil || string(got) != "prefix" {
 			t.Errorf("appendEvent(%v) = %q, %v", v, got, err)
 		}
 	}
@@ -161,7 +161,7 @@ func BenchmarkAppendEventSnapshot(b *testing.B) {
 	b.Run("append", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			buf, _ = appendEvent(buf[:0], ev)
+			buf, _ = appendEvent(buf[:0], ev, nil)
 		}
 	})
 	b.Run("proto", func(b *testing.B) {
