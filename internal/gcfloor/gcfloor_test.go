@@ -87,15 +87,20 @@ func TestStartRaisesTheGoalToTheFloor(t *testing.T) {
 	awaitGoal(t, "want GOGC's goal back after stop", func(g uint64) bool { return g < floor })
 }
 
+// startAfterGC starts a floor at GOGC=100 after a collection, and stops
+// it and restores the percent when the test ends.
+func startAfterGC(t *testing.T, floor int64) {
+	base := debug.SetGCPercent(100)
+	runtime.GC()
+	stop := Start(floor)
+	t.Cleanup(func() { stop(); debug.SetGCPercent(base) })
+}
+
 // A live heap above the floor is collected as GOGC says: the percent the
 // first adjustment raised (the heap was small then) comes back to GOGC's.
 func TestStartLeavesALargeHeapAlone(t *testing.T) {
 	const floor = 8 << 20
-	base := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(base)
-	runtime.GC()
-	stop := Start(floor)
-	defer stop()
+	startAfterGC(t, floor)
 	if p := gogc(); p <= 100 {
 		t.Fatalf("GC percent with a small heap = %d, want it raised to the %d MiB floor", p, floor>>20)
 	}
@@ -157,11 +162,7 @@ func TestStartTwice(t *testing.T) {
 // large heap's to a small one, a fraction of it: most cycles are off.
 func TestGoalFollowsEachCycle(t *testing.T) {
 	const floor = 64 << 20
-	base := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(base)
-	runtime.GC()
-	stop := Start(floor)
-	defer stop()
+	startAfterGC(t, floor)
 
 	quit := make(chan struct{})
 	var churn sync.WaitGroup
