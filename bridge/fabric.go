@@ -434,10 +434,10 @@ type publisher struct {
 	subject string
 	thread  string
 	must    bool
-	slab    []byte // encodings of queued events, then of held ones, then free room
-	held    int    // slab[held:] are the held events' EventBatch elements
-	nheld   int    // events held
-	ids     *validIDs
+	slab    []byte    // encodings of queued events, then of held ones, then free room
+	held    int       // slab[held:] are the held events' EventBatch elements
+	nheld   int       // events held
+	ids     *validIDs // its thread and run ids, when they are UTF-8
 }
 
 // Sizes of a publisher's arrays: the first, and the largest they double

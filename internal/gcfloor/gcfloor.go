@@ -133,7 +133,8 @@ func cycles(s []metrics.Sample) uint64 {
 // sixteenth of it, so that a cycle is seen within about 6% of the time
 // between two (the heap grows meanwhile at the percent of the cycle
 // before), between pollMin and pollMax. A process collecting every 250 ms
-// polls some 35 times a cycle.
+// polls some 50 times a cycle (each a metrics read, about a microsecond);
+// an idle one about once a second.
 func wait(since time.Duration) time.Duration {
 	return min(max(since/16, pollMin), pollMax)
 }
