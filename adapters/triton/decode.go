@@ -397,8 +397,8 @@ func parseResponse(data, scratch []byte, f *responseFields, meta bool, known *kn
 		}
 	}
 	// clean: no member read so far set a field, so the bytes up to the
-	// first text_output value can be a known prefix.
-	clean := !meta && known != nil
+	// first text_output value can be a known prefix (unless they are it).
+	clean := !meta && known != nil && k == nil
 	for {
 		if k == nil {
 			if l.peek() != '"' {
