@@ -174,7 +174,7 @@ func (w *Writer) QueueData(data []byte) error {
 }
 
 func (w *Writer) appendData(data []byte) ([]byte, error) {
-	if bytes.IndexByte(data, '\n') >= 0 || bytes.IndexByte(data, '\r') >= 0 {
+	if indexLineEnd(data) >= 0 {
 		return w.appendEvent("", "", data)
 	}
 	if w.err != nil {
