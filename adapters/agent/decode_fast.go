@@ -513,7 +513,7 @@ func (s *fastScanner) str() (sp fastSpan, ok bool) {
 }
 
 // fastPlainRun returns the index of the first byte at or after i that is
-// not plain (fastPlainByte), or len(b): eight bytes at a time, then one.
+// not plain (jsonw.PlainByte), or len(b): eight bytes at a time, then one.
 // In each word, a byte below 0x20, a zero byte of q or bs (a quote or a
 // backslash) or a set high bit flags its byte's high bit; borrows only
 // carry upwards from a flagged byte, so the lowest flag is exact.
@@ -526,20 +526,11 @@ func fastPlainRun(b []byte, i int) int {
 			return i + bits.TrailingZeros64(flags)/8
 		}
 	}
-	for i < len(b) && fastPlainByte[b[i]] {
+	for i < len(b) && jsonw.PlainByte[b[i]] {
 		i++
 	}
 	return i
 }
-
-// fastPlainByte marks the bytes a string holds as they are: ASCII but for
-// control characters, '"' and '\\'.
-var fastPlainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
 
 // number reads a number per the JSON grammar and returns its text.
 func (s *fastScanner) number() ([]byte, bool) {

@@ -133,12 +133,12 @@ func (l *lexer) ws() {
 var (
 	jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 	// strPlain[strict] holds the bytes a string's run of plain bytes goes
-	// on over: all but the quote, the backslash and control characters,
-	// and, when strict, bytes above 0x7F (their UTF-8 is checked).
+	// on over: jsonw.PlainByte's and, unless strict (which checks their
+	// UTF-8), bytes above 0x7F.
 	strPlain = func() (t [2][256]bool) {
-		for c := 0x20; c < 256; c++ {
-			t[0][c] = c != '"' && c != '\\'
-			t[1][c] = t[0][c] && c < utf8.RuneSelf
+		t[1] = jsonw.PlainByte
+		for c := range 256 {
+			t[0][c] = t[1][c] || c >= utf8.RuneSelf
 		}
 		return t
 	}()

@@ -31,6 +31,16 @@ var (
 	Plain = Mode{ReplaceInvalid: true}
 )
 
+// PlainByte marks the bytes a reader takes from a JSON string as they
+// stand, with nothing to unescape and no UTF-8 to check: ASCII but for
+// control characters, '"' and '\\'. Decoders scan strings by it.
+var PlainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // AppendString appends s to dst as a JSON string escaped per m.
 func AppendString[S ~string | ~[]byte](dst []byte, s S, m Mode) []byte {
 	hex := "0123456789abcdef"

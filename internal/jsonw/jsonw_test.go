@@ -95,3 +95,22 @@ func FuzzUnquote(f *testing.F) {
 		}
 	})
 }
+
+// PlainByte holds exactly the plain ASCII bytes, which the modes that are
+// not HTML-safe write as they are: AppendString of a one-byte string gives
+// the byte in quotes.
+func TestPlainByte(t *testing.T) {
+	for c := range 256 {
+		want := c >= 0x20 && c < 0x80 && c != '"' && c != '\\'
+		if PlainByte[c] != want {
+			t.Errorf("PlainByte[%#x] = %v, want %v", c, PlainByte[c], want)
+		}
+		if PlainByte[c] {
+			for _, m := range []Mode{Plain, RapidJSON, {ReplaceInvalid: true, UpperHex: true}} {
+				if got := string(AppendString(nil, string(rune(c)), m)); got != `"`+string(rune(c))+`"` {
+					t.Errorf("AppendString(%q) = %s", rune(c), got)
+				}
+			}
+		}
+	}
+}
