@@ -22,10 +22,11 @@ type Stream interface {
 }
 
 // Buffered is implemented by streams that know how many events Recv
-// returns without waiting (the bridge's runs, the Triton backend's
-// streams). A frontend writes that many events at once and flushes only
-// before a Recv that may wait, so a burst costs one write and no event
-// waits for a later one. It is called from the goroutine that calls Recv.
+// returns without waiting (the bridge's runs; the Triton, Evergreen and
+// agent backends' streams). A frontend writes that many events at once and
+// flushes only before a Recv that may wait, so a burst costs one write and
+// no event waits for a later one. It is called from the goroutine that
+// calls Recv.
 type Buffered interface {
 	Buffered() int
 }
