@@ -54,7 +54,7 @@ func (o *owners) claim(ctx context.Context, thread, name string) (string, error)
 	if o.kv == nil {
 		return name, nil
 	}
-	key := "owner." + subject.Token(thread)
+	key := "owner." + subject.Key(thread)
 	_, err := o.kv.Create(ctx, key, []byte(name))
 	if err == nil {
 		return name, nil
