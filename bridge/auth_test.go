@@ -1,13 +1,18 @@
 package bridge_test
 
 import (
+	"bufio"
+	"context"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/nats-io/nats.go"
 )
 
 func TestAuth(t *testing.T) {
@@ -137,5 +142,79 @@ func TestTenantIsolation(t *testing.T) {
 	// The owner still can.
 	if code, body := do("key-a", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`); code != 200 {
 		t.Fatalf("owner's native run on its thread: %d %s", code, body)
+	}
+}
+
+// A run started without a thread (Triton, XML, native without threadId;
+// Glide's runs take the same path) runs on a thread claimed for its key when
+// it is created: another key that learns the id cannot observe it, and its
+// probe does not claim it, so the owner still can. Ids are 128 random bits.
+func TestTenantThreadlessRuns(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	threads := make(chan string, 64)
+	sub, err := inst.Fabric().Conn().Subscribe(inst.Fabric().Prefix()+".events.*.*", func(m *nats.Msg) {
+		threads <- strings.Split(m.Subject, ".")[2]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	do := func(key, path, body string) (int, string) {
+		req, _ := http.NewRequest("POST", inst.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// observe reads the first line of a thread's replay as key.
+	observe := func(key, thread string) string {
+		req, _ := http.NewRequest("GET", inst.URL+"/v1/threads/"+thread+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		resp, err := client.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		return line
+	}
+	for _, tt := range []struct{ name, path, body string }{
+		{"native", "/v1/runs", `{"target":"echo","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`},
+		{"triton", "/v2/models/echo/generate", `{"text_input":"hi"}`},
+		{"xml", "/v1/xml/stream", `{"target":"echo","input":"hi"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for len(threads) > 0 {
+				<-threads
+			}
+			if code, body := do("key-a", tt.path, tt.body); code != 200 {
+				t.Fatalf("owner's run: %d %s", code, body)
+			}
+			var thread string
+			select {
+			case thread = <-threads:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no event published")
+			}
+			if !regexp.MustCompile(`^run-[a-z2-7]{26}$`).MatchString(thread) {
+				t.Fatalf("thread id %q is not run- and 128 random bits", thread)
+			}
+			if got := observe("key-b", thread); !strings.Contains(got, "unknown thread") {
+				t.Fatalf("other key's replay of %s: %q, want unknown thread", thread, got)
+			}
+			if got := observe("key-a", thread); !strings.Contains(got, `"seq":"1"`) && !strings.Contains(got, `"seq":1`) {
+				t.Fatalf("owner's replay after the other key's probe: %q, want the first event", got)
+			}
+		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -94,10 +93,12 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		return nil, canonical.Errorf(canonical.CodePermissionDenied, "API key %q may not use target %q", p.Name, req.GetTarget())
 	}
 	if req.RunId == "" {
-		req.RunId = "run-" + nuid.Next()
+		req.RunId = NewID("run-")
 	}
+	var claim <-chan error // a thread named for the run alone, being claimed for its key
 	if req.ThreadId == "" {
 		req.ThreadId = req.RunId
+		claim = b.owners.claimNew(ctx, req.GetThreadId(), p)
 	} else if err := b.owners.check(ctx, req.GetThreadId(), p); err != nil {
 		return nil, err
 	}
@@ -112,9 +113,9 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		attribute.String("interlingua.run", req.GetRunId()), attribute.Bool("interlingua.remote", !b.hosts(rt.Backend))))
 	var s canonical.Stream
 	if b.hosts(rt.Backend) {
-		s, err = b.runLocal(ctx, rt, be, req, false)
+		s, err = b.runLocal(ctx, rt, be, req, false, claim)
 	} else {
-		s, err = b.runRemote(ctx, rt, req)
+		s, err = b.runRemote(ctx, rt, req, claim)
 	}
 	if err != nil {
 		release()
@@ -151,7 +152,12 @@ func (b *Bridge) admitKey(p *canonical.Principal) (release func(), err error) {
 // copy, so publishing them waits for room instead of dropping. A thread
 // whose id is not the run's own existed before, so its seq continues from
 // the replay log.
-func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, req *canonical.Request, forOther bool) (canonical.Stream, error) {
+//
+// claim, when not nil, is the claim of the run's new thread for the
+// caller's key: it is made while the backend starts, and the run's first
+// event waits for it, so no event of a thread reaches anyone before the
+// thread is its key's on every instance. A failed claim fails the run.
+func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, req *canonical.Request, forOther bool, claim <-chan error) (canonical.Stream, error) {
 	knownThread := req.GetThreadId() != req.GetRunId()
 	if rt.Model != "" {
 		req.Target = rt.Model
@@ -190,7 +196,7 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	b.runs[r.id] = r
 	r.thread = b.acquireThread(r.threadID)
 	b.mu.Unlock()
-	if knownThread && b.fabric != nil {
+	if (knownThread && b.fabric != nil) || claim != nil {
 		// The replay log is asked for the thread's last seq while the
 		// backend starts (a JetStream request, up to a millisecond here,
 		// was part of every Evergreen action's time to first delta); the
@@ -198,7 +204,12 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		r.seqReady = make(chan struct{})
 		go func() {
 			defer close(r.seqReady)
-			b.recoverSeq(runCtx, r.threadID, r.thread)
+			if claim != nil {
+				r.claimErr = <-claim
+			}
+			if knownThread && b.fabric != nil {
+				b.recoverSeq(runCtx, r.threadID, r.thread)
+			}
 		}()
 	}
 
@@ -356,6 +367,7 @@ type run struct {
 	pub      *publisher    // nil without a fabric
 	seqReady chan struct{} // closed when the thread's seq is recovered; nil: nothing to wait for
 	seqKnown bool          // take saw seqReady closed
+	claimErr error         // the run's new thread could not be claimed (set before seqReady closes)
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending
@@ -414,6 +426,14 @@ func (r *run) take() (*canonical.Event, error) {
 		r.owed, r.next = r.owed[:0], 0
 	}
 	sameRead := false // the event taken is one up held (never so for the guard's own)
+	if r.seqReady != nil && !r.seqKnown {
+		<-r.seqReady
+		r.seqKnown = true
+		if r.claimErr != nil {
+			r.cancel()
+			r.owed = r.guard.End(r.owed, canonical.StatusFailed, canonical.AsError(r.claimErr))
+		}
+	}
 	for len(r.owed) == 0 {
 		held := r.upBuf != nil && r.upBuf.Buffered() > 0
 		if !held && r.pub != nil {
@@ -457,10 +477,6 @@ func (r *run) take() (*canonical.Event, error) {
 		r.readAt, r.shared = r.b.now(), 0
 	}
 	canonical.Stamp(ev, r.readAt)
-	if r.seqReady != nil && !r.seqKnown {
-		<-r.seqReady
-		r.seqKnown = true
-	}
 	t := r.thread
 	t.mu.Lock()
 	t.seq++

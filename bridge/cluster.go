@@ -146,7 +146,7 @@ func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
 	}
 	ctx, span := tracing.Tracer().Start(tracing.FromNATS(context.Background(), msg), "interlingua.run.owner",
 		trace.WithAttributes(attribute.String("interlingua.backend", rt.Backend), attribute.String("interlingua.run", req.GetRunId())))
-	s, err := b.runLocal(ctx, rt, be, req, true)
+	s, err := b.runLocal(ctx, rt, be, req, true, nil)
 	if err != nil {
 		span.End()
 		respondError(msg, canonical.AsError(err))
@@ -218,7 +218,9 @@ func (b *Bridge) heartbeatLoop() {
 
 // runRemote places req on an instance that hosts the route's backend and
 // streams its events back.
-func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request) (canonical.Stream, error) {
+// A new thread's claim (see runLocal) is awaited before the stream is
+// returned.
+func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request, claim <-chan error) (canonical.Stream, error) {
 	if b.fabric == nil || !b.cluster.started {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "backend %q is not hosted here and the fabric is off", rt.Backend)
 	}
@@ -244,6 +246,11 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 	tracing.ToNATS(ctx, msg)
 	reply, err := nc.RequestMsgWithContext(sctx, msg)
 	cancel()
+	if err == nil && claim != nil {
+		if err = <-claim; err != nil {
+			b.cancelRemote(req.GetThreadId(), req.GetRunId())
+		}
+	}
 	if err == nil {
 		if code := reply.Header.Get(hdrErrorCode); code != "" {
 			n, _ := strconv.Atoi(code)
@@ -353,9 +360,14 @@ func (r *remoteStream) cleanup(cancelRun bool) {
 	r.once.Do(func() {
 		r.stopWatch()
 		if cancelRun {
-			data, _ := json.Marshal(command{CancelRun: r.run})
-			r.b.fabric.Publish(r.b.subject("cmd", subject.Token(r.thread)), data)
+			r.b.cancelRemote(r.thread, r.run)
 		}
 		_ = r.sub.Unsubscribe()
 	})
+}
+
+// cancelRemote asks the instance running a run to cancel it.
+func (b *Bridge) cancelRemote(thread, run string) {
+	data, _ := json.Marshal(command{CancelRun: run})
+	b.fabric.Publish(b.subject("cmd", subject.Token(thread)), data)
 }

@@ -2,7 +2,10 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,17 +38,22 @@ func (o *owners) check(ctx context.Context, thread string, p *canonical.Principa
 		if owner, err = o.claim(ctx, thread, p.Name); err != nil {
 			return err
 		}
-		o.mu.Lock()
-		if o.cache == nil || len(o.cache) >= maxOwnerCache {
-			o.cache = map[string]string{}
-		}
-		o.cache[thread] = owner
-		o.mu.Unlock()
+		o.remember(thread, owner)
 	}
 	if owner != p.Name {
 		return canonical.Errorf(canonical.CodeNotFound, "unknown thread %q", thread)
 	}
 	return nil
+}
+
+// remember caches a thread's owner.
+func (o *owners) remember(thread, owner string) {
+	o.mu.Lock()
+	if o.cache == nil || len(o.cache) >= maxOwnerCache {
+		o.cache = map[string]string{}
+	}
+	o.cache[thread] = owner
+	o.mu.Unlock()
 }
 
 // claim records name as the thread's owner unless it has one, and returns
@@ -67,6 +75,38 @@ func (o *owners) claim(ctx context.Context, thread, name string) (string, error)
 		return "", canonical.Errorf(canonical.CodeUnavailable, "thread owner: %v", err)
 	}
 	return string(e.Value()), nil
+}
+
+// claimNew claims a thread the bridge just named for one run (no client
+// chose it) for p's key, in the background: the result arrives on the
+// channel returned, nil when auth is off. Ids are random (NewID), so the
+// claim can only fail when the thread KV cannot be written.
+func (o *owners) claimNew(ctx context.Context, thread string, p *canonical.Principal) <-chan error {
+	done := make(chan error, 1)
+	if p == nil {
+		done <- nil
+		return done
+	}
+	go func() {
+		owner, err := o.claim(context.WithoutCancel(ctx), thread, p.Name)
+		if err == nil && owner != p.Name {
+			err = canonical.Errorf(canonical.CodeAlreadyExists, "thread %q already exists", thread)
+		}
+		if err == nil {
+			o.remember(thread, owner)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// NewID returns prefix followed by 128 random bits in base32 (26
+// characters of [a-z2-7]): run and thread ids that no one can guess from
+// another, unlike a counter or nuid's sequential suffix.
+func NewID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // CheckThread claims thread for the caller in ctx, or verifies the caller
