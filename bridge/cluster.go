@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,7 +231,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 	cfg := b.cluster.cfg
 	nc := b.fabric.Conn()
 	// Subscribe before asking, so no event can precede the subscription.
-	sub, err := nc.SubscribeSync(b.subject("*", subject.Token(req.GetThreadId()), subject.Token(req.GetRunId())))
+	sub, err := nc.SubscribeSync(b.subject("*", subject.Token(req.GetThreadId()), "*"))
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
 	}
@@ -269,26 +270,36 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 		}
 		return nil, canonical.AsError(err)
 	}
-	rs := &remoteStream{b: b, ctx: ctx, sub: sub, thread: req.GetThreadId(), run: req.GetRunId(), timeout: cfg.OwnerTimeout}
+	rs := &remoteStream{b: b, ctx: ctx, sub: sub, thread: req.GetThreadId(), run: req.GetRunId(),
+		runToken: subject.Token(req.GetRunId()), timeout: cfg.OwnerTimeout}
 	rs.stopWatch = context.AfterFunc(ctx, rs.abort)
 	return rs, nil
 }
 
 // remoteStream is a run owned by another instance, as its client sees it.
+// It reads the thread's events of every run (and their owners'
+// heartbeats): the thread's seqs are consecutive, so a seq skipped tells
+// that a message was missed (a NATS reconnect drops what a subscription
+// was sent while it was away); the missed events are read from the replay
+// log before delivery goes on, or the run ends failed (data loss), never
+// completed with a hole.
 type remoteStream struct {
 	b         *Bridge
 	ctx       context.Context
 	sub       *nats.Subscription
 	thread    string
 	run       string
+	runToken  string // run as its subjects' last token
 	timeout   time.Duration
 	stopWatch func() bool
 
-	guard   canonical.Guard
-	owed    []*canonical.Event
-	lastSeq uint64
-	ended   atomic.Bool
-	once    sync.Once
+	guard     canonical.Guard
+	owed      []*canonical.Event
+	lastSeq   uint64    // the run's last seq delivered
+	threadSeq uint64    // the thread's last seq seen, of any run; 0 before the first
+	alive     time.Time // when the owner last sent an event or heartbeat of the run
+	ended     atomic.Bool
+	once      sync.Once
 }
 
 // Recv implements canonical.Stream.
@@ -297,28 +308,22 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 		if r.ended.Load() {
 			return nil, io.EOF
 		}
-		msg, err := r.sub.NextMsg(r.timeout)
+		if r.alive.IsZero() {
+			r.alive = r.b.now()
+		}
+		wait := r.timeout - r.b.now().Sub(r.alive)
+		var msg *nats.Msg
+		err := nats.ErrTimeout
+		if wait > 0 {
+			msg, err = r.sub.NextMsg(wait)
+		}
 		switch {
-		case err == nil && strings.HasPrefix(msg.Subject, r.b.fabric.Prefix()+".hb."):
-			continue
 		case err == nil:
-			evs, err := DecodeEvents(msg.Data)
-			if err != nil {
-				r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events from run owner do not decode: %v", err))
-				continue
-			}
-			for _, ev := range evs {
-				if v := r.guard.Observe(ev); v != nil {
-					r.end(canonical.StatusFailed, v)
-					break
-				}
-				r.lastSeq = ev.GetSeq()
-				r.owed = append(r.owed, ev)
-			}
+			r.receive(msg)
 		case r.ctx.Err() != nil:
 			r.end(canonical.StatusCancelled, canonical.AsError(r.ctx.Err()))
 		case errors.Is(err, nats.ErrTimeout):
-			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", r.timeout))
+			r.ownerGone()
 		case errors.Is(err, nats.ErrSlowConsumer):
 			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeResourceExhausted, "remote run buffer overflowed (nats.remote_buffer)"))
 		default:
@@ -334,16 +339,133 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 	return ev, nil
 }
 
-// end appends the events owed when the stream fails here, stamped as the
-// owner would have.
-func (r *remoteStream) end(st canonical.RunStatus, e *canonical.Error) {
-	now := r.b.now()
-	for _, ev := range r.guard.End(nil, st, e) {
-		r.lastSeq++
-		ev.ThreadId, ev.RunId, ev.Seq = r.thread, r.run, r.lastSeq
-		canonical.Stamp(ev, now)
-		r.owed = append(r.owed, ev)
+// receive takes one message of the thread: a heartbeat, or events.
+func (r *remoteStream) receive(msg *nats.Msg) {
+	if strings.HasPrefix(msg.Subject, r.b.fabric.Prefix()+".hb.") {
+		if lastToken(msg.Subject) == r.runToken {
+			r.alive = r.b.now()
+		}
+		return
 	}
+	evs, err := DecodeEvents(msg.Data)
+	if err != nil {
+		r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events from run owner do not decode: %v", err))
+		return
+	}
+	for _, ev := range evs {
+		r.accept(ev)
+	}
+}
+
+// accept takes an event of the thread, after the ones missed before it.
+func (r *remoteStream) accept(ev *canonical.Event) {
+	seq := ev.GetSeq()
+	switch {
+	case r.guard.Ended():
+		return
+	case r.threadSeq != 0 && seq <= r.threadSeq:
+		return // delivered already (read from the log after a gap)
+	case r.threadSeq != 0 && seq > r.threadSeq+1:
+		if !r.fill(seq) {
+			return
+		}
+	}
+	r.deliver(ev)
+}
+
+// fill delivers the thread's events between the last seen and next, read
+// from the replay log; false, with the run ended failed, when the log
+// does not have them all.
+func (r *remoteStream) fill(next uint64) bool {
+	ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
+	defer cancel()
+	missed, err := r.b.fabric.threadEventsBetween(ctx, r.thread, r.threadSeq, next)
+	if err == nil && uint64(len(missed)) != next-r.threadSeq-1 {
+		err = fmt.Errorf("the replay log has %d of them", len(missed))
+	}
+	if err != nil {
+		r.b.log.Warn("remote run missed events", "thread", r.thread, "run", r.run, "after", r.threadSeq, "before", next, "err", err)
+		r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events %d to %d of the run's thread were lost in transit", r.threadSeq+1, next-1))
+		return false
+	}
+	for _, ev := range missed {
+		r.deliver(ev)
+	}
+	return true
+}
+
+// deliver passes on an event of the thread that is the run's.
+func (r *remoteStream) deliver(ev *canonical.Event) {
+	r.threadSeq = ev.GetSeq()
+	if ev.GetRunId() != r.run || r.guard.Ended() {
+		return
+	}
+	r.alive = r.b.now()
+	if v := r.guard.Observe(ev); v != nil {
+		r.end(canonical.StatusFailed, v)
+		return
+	}
+	r.lastSeq = ev.GetSeq()
+	r.owed = append(r.owed, ev)
+}
+
+// ownerGone ends the run whose owner went quiet. The failure is appended
+// to the replay log with the thread's next seqs, so every observer sees the
+// same end and no later run of the thread reuses those seqs; when the log
+// already ends the run (another instance appended it first, or the owner's
+// last events were sent after all), that is read instead. Only when the
+// log cannot be written is the failure made here alone.
+func (r *remoteStream) ownerGone() {
+	e := canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", r.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
+	defer cancel()
+	ended := r.guard.End(nil, canonical.StatusFailed, e)
+	evs, err := r.b.fabric.AppendEnd(ctx, r.thread, r.run, func(last uint64) []*canonical.Event {
+		return stampEnd(ended, r.thread, r.run, last, r.b.now())
+	})
+	switch {
+	case err == nil:
+		r.threadSeq = evs[len(evs)-1].GetSeq()
+		r.owed = append(r.owed, evs...)
+		return
+	case errors.Is(err, errRunEnded):
+		// The guard has ended the run already; the log's events, which
+		// their writer checked, pass as they are.
+		var rest []*canonical.Event
+		if rest, err = r.b.fabric.threadEventsBetween(ctx, r.thread, r.threadSeq, math.MaxUint64); err == nil {
+			for _, ev := range rest {
+				if ev.GetRunId() == r.run {
+					r.owed = append(r.owed, ev)
+				}
+			}
+			if n := len(r.owed); n > 0 {
+				if _, ok := canonical.TerminalOf(r.owed[n-1]); ok {
+					return
+				}
+			}
+			r.owed = r.owed[:0]
+			err = errors.New("the replay log's end of the run was not found")
+		}
+	}
+	r.b.log.Warn("run end not appended to the replay log", "thread", r.thread, "run", r.run, "err", err)
+	r.owed = append(r.owed, stampEnd(ended, r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())...)
+}
+
+// end appends the events owed when the stream fails here, stamped as the
+// owner would have: the client alone gets them (it is going away, or the
+// stream broke on this side).
+func (r *remoteStream) end(st canonical.RunStatus, e *canonical.Error) {
+	evs := stampEnd(r.guard.End(nil, st, e), r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())
+	r.owed = append(r.owed, evs...)
+}
+
+// stampEnd numbers the events that end a run after seq last.
+func stampEnd(evs []*canonical.Event, thread, run string, last uint64, now time.Time) []*canonical.Event {
+	for i, ev := range evs {
+		ev.ThreadId, ev.RunId, ev.Seq = thread, run, last+uint64(i)+1
+		canonical.Stamp(ev, now)
+	}
+	return evs
 }
 
 // abort runs when the client's context ends: cancel the run at its owner

@@ -1,0 +1,119 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
+)
+
+// appendAttempts bounds the tries of an append that keeps finding that
+// another instance appended to the thread first.
+const appendAttempts = 8
+
+// errRunEnded: the run already has its terminal event in the replay log.
+var errRunEnded = errors.New("the run has ended in the replay log")
+
+// AppendEnd appends to a thread's replay log the events that end run
+// (from end, given the thread's last seq in the log), when the instance
+// that ran it is gone and nobody else can: the client's instance or an
+// observer synthesises a failed run. The events take the seqs after the
+// log's last, and the append is conditional on that last message (JetStream's
+// expected-last-subject-sequence over the thread's subjects), so two
+// instances appending at once never give two events one seq, and a later
+// run of the thread, numbered from the log, never reuses them. It returns
+// the events appended, or errRunEnded when the log's last message already
+// ends run (another instance appended first).
+func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(last uint64) []*canonical.Event) ([]*canonical.Event, error) {
+	filter := f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
+	for range appendAttempts {
+		var streamSeq, last uint64
+		m, err := f.events.GetLastMsgForSubject(ctx, filter)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			evs, err := DecodeEvents(m.Data)
+			if err != nil || len(evs) == 0 {
+				return nil, fmt.Errorf("replay log message %d does not decode: %v", m.Sequence, err)
+			}
+			tail := evs[len(evs)-1]
+			if _, ok := canonical.TerminalOf(tail); ok && tail.GetRunId() == run {
+				return nil, errRunEnded
+			}
+			streamSeq, last = m.Sequence, tail.GetSeq()
+		}
+		evs := end(last)
+		data, err := proto.Marshal(&canonical.EventBatch{Events: evs})
+		if err != nil {
+			return nil, err
+		}
+		_, err = f.js.Publish(ctx, f.EventSubject(thread, run), data,
+			jetstream.WithExpectLastSequenceForSubject(streamSeq, filter))
+		if err == nil {
+			return evs, nil
+		}
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("thread %q: appends kept racing (%d attempts)", thread, appendAttempts)
+}
+
+// threadEventsBetween reads from the replay log the thread's events with
+// seqs in (after, before): what a live stream missed (a NATS reconnect
+// drops a subscription's messages while it is away). It reads the thread's
+// log up to its last message at the time of asking.
+func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, before uint64) ([]*canonical.Event, error) {
+	filter := f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
+	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cons, err := f.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { // an ordered consumer is ephemeral; do not leave it to its inactivity threshold
+		if info := cons.CachedInfo(); info != nil {
+			_ = f.js.DeleteConsumer(context.WithoutCancel(ctx), EventsStream, info.Name)
+		}
+	}()
+	var out []*canonical.Event
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		if err != nil {
+			return nil, err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		evs, err := DecodeEvents(m.Data())
+		if err != nil {
+			return nil, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
+		}
+		for _, ev := range evs {
+			if s := ev.GetSeq(); s > after && s < before {
+				out = append(out, ev)
+			}
+		}
+		if meta.Sequence.Stream >= lastMsg.Sequence || (len(evs) > 0 && evs[len(evs)-1].GetSeq() >= before) {
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// replayAll reads a thread's replay from seq 0 on base up to the n-th
+// terminal event.
+func replayAll(t *testing.T, base, thread string, terminals int) []*canonical.Event {
+	t.Helper()
+	r := openStream(t, "GET", base+"/v1/threads/"+thread+"/events?since=0", "")
+	var out []*canonical.Event
+	for range terminals {
+		out = append(out, r.untilTerminal()...)
+	}
+	return out
+}
+
+// strictlyIncreasing fails the test unless evs' seqs strictly increase.
+func strictlyIncreasing(t *testing.T, what string, evs []*canonical.Event) {
+	t.Helper()
+	for i := 1; i < len(evs); i++ {
+		if evs[i].GetSeq() <= evs[i-1].GetSeq() {
+			t.Fatalf("%s: event %d has seq %d after %d", what, i, evs[i].GetSeq(), evs[i-1].GetSeq())
+		}
+	}
+}
+
+// The owner of a run is killed; its client (on another instance) gets
+// failed/unavailable, and that end is in the replay log under a fresh seq:
+// the thread's next run, on the owner restarted, numbers after it, so no seq
+// the client saw is reused, and the replay from 0 has no duplicate.
+func TestClusterOwnerKilledSeqNotReused(t *testing.T) {
+	bin := buildBinary(t)
+	n := startNATS(t)
+	b := startDaemon(t, bin, n.url())
+	a := startDaemon(t, bin, n.url(), "--host-backends", "none")
+	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-seq","parameters":{"deltas":1000,"delay_ms":5},"inputs":[]}`)
+	var seen []*canonical.Event
+	for range 20 {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatal("stream ended early")
+		}
+		seen = append(seen, ev)
+	}
+	b.kill9()
+	seen = append(seen, r.untilTerminal()...)
+	strictlyIncreasing(t, "client", seen)
+	end := seen[len(seen)-1]
+	if lc := end.GetLifecycle(); lc.GetStatus() != canonical.StatusFailed || canonical.Code(lc.GetError().GetCode()) != canonical.CodeUnavailable {
+		t.Fatalf("client's run ended %v, want failed/unavailable", end)
+	}
+	startDaemon(t, bin, n.url()) // the owner restarted
+	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-seq","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
+	if first := next[0].GetSeq(); first <= end.GetSeq() {
+		t.Fatalf("the next run starts at seq %d: reuses a seq the client saw (its run ended at %d)", first, end.GetSeq())
+	}
+	all := replayAll(t, a.base, "t-seq", 2)
+	strictlyIncreasing(t, "replay", all)
+	var logged bool
+	for _, ev := range all {
+		if ev.GetSeq() == end.GetSeq() {
+			logged = ev.GetRunId() == end.GetRunId() && ev.GetLifecycle().GetStatus() == canonical.StatusFailed
+		}
+	}
+	if !logged {
+		t.Fatalf("the client's failed end (seq %d) is not in the replay log", end.GetSeq())
+	}
+}
+
+// NATS is killed and restarted while a run placed on another instance
+// streams: the client ends with every event and completed, or with failed,
+// never with completed and seqs missing.
+func TestClusterNATSRestartRemoteRun(t *testing.T) {
+	bin := buildBinary(t)
+	n := startNATS(t)
+	startDaemon(t, bin, n.url())
+	a := startDaemon(t, bin, n.url(), "--host-backends", "none", "--set", "nats.heartbeat=1s")
+	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-restart","parameters":{"deltas":300,"delay_ms":5},"inputs":[]}`)
+	first, ok := r.next()
+	if !ok {
+		t.Fatal("no first event")
+	}
+	n.kill()
+	n.start(t)
+	evs := append([]*canonical.Event{first}, r.untilTerminal()...)
+	strictlyIncreasing(t, "client", evs)
+	last := evs[len(evs)-1]
+	st, _ := canonical.TerminalOf(last)
+	switch st {
+	case canonical.StatusCompleted:
+		for i, ev := range evs {
+			if ev.GetSeq() != first.GetSeq()+uint64(i) {
+				t.Fatalf("completed with a hole: event %d has seq %d, want %d", i, ev.GetSeq(), first.GetSeq()+uint64(i))
+			}
+		}
+		if len(evs) != 306 {
+			t.Fatalf("completed with %d events, want 306", len(evs))
+		}
+	case canonical.StatusFailed:
+		t.Logf("run failed across the NATS restart: %v", last.GetLifecycle().GetError())
+	default:
+		t.Fatalf("run ended %v", last)
+	}
+}
