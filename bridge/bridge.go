@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -42,8 +43,9 @@ type Bridge struct {
 	draining bool
 	idle     chan struct{} // closed when draining and no run is left
 	threads  map[string]*thread
-	idleFIFO []string       // idle thread ids, oldest first
-	keyRuns  map[string]int // runs in flight per API key
+	idleFIFO []string                   // idle thread ids, oldest first
+	keyRuns  map[string]int             // runs in flight per API key
+	remotes  map[*remoteStream]struct{} // runs this instance's clients read from other instances
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue
@@ -65,7 +67,7 @@ func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 	b := &Bridge{
 		router: router, fabric: fabric, log: log, now: time.Now,
 		runs: map[string]*run{}, threads: map[string]*thread{},
-		keyRuns: map[string]int{},
+		keyRuns: map[string]int{}, remotes: map[*remoteStream]struct{}{},
 	}
 	if fabric != nil {
 		b.owners.kv = fabric.Threads()
@@ -178,7 +180,8 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		cancel = func() { cancelDeadline(); prev() }
 	}
 	r := &run{b: b, ctx: runCtx, cancel: cancel, threadID: req.GetThreadId(), id: req.GetRunId(),
-		backend: rt.Backend}
+		backend: rt.Backend, forOther: forOther}
+	r.clientSeen.Store(b.now().UnixNano())
 	if b.fabric != nil {
 		r.pub = b.fabric.publisher(r.threadID, r.id, forOther)
 	}
@@ -364,10 +367,15 @@ type run struct {
 	thread   *thread
 	id       string
 	backend  string
-	pub      *publisher    // nil without a fabric
-	seqReady chan struct{} // closed when the thread's seq is recovered; nil: nothing to wait for
-	seqKnown bool          // take saw seqReady closed
-	claimErr error         // the run's new thread could not be claimed (set before seqReady closes)
+	forOther bool // placed here by another instance, whose client heartbeats it
+	// clientSeen is when the client's instance last said it still reads
+	// the run (unix ns); a run placed here whose client's instance went
+	// quiet is cancelled (heartbeatLoop).
+	clientSeen atomic.Int64
+	pub        *publisher    // nil without a fabric
+	seqReady   chan struct{} // closed when the thread's seq is recovered; nil: nothing to wait for
+	seqKnown   bool          // take saw seqReady closed
+	claimErr   error         // the run's new thread could not be claimed (set before seqReady closes)
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending

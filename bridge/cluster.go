@@ -34,6 +34,11 @@ import (
 //	                  events, kept by the JetStream replay stream.
 //	p.hb.<T>.<R>      the run owner's heartbeat, every nats.heartbeat.
 //	p.cmd.<T>         commands to live runs: {"cancel_run": "<run id>"}.
+//	p.chb.<T>.<R>     the client's heartbeat: the instance whose client reads
+//	                  run R (placed on another instance) says it still does,
+//	                  every nats.heartbeat; the owner cancels a run placed
+//	                  on it whose client's instance is quiet for
+//	                  nats.owner_timeout (that instance died).
 const (
 	runQueue       = "interlingua"
 	hdrErrorCode   = "Interlingua-Error-Code"
@@ -46,6 +51,7 @@ type clusterState struct {
 	cfg     NATSConfig
 	runSubs []*nats.Subscription
 	cmdSub  *nats.Subscription
+	chbSub  *nats.Subscription
 	stop    chan struct{}
 	wg      sync.WaitGroup // heartbeatLoop and pumps
 	started bool
@@ -89,6 +95,9 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 	if c.cmdSub, err = nc.Subscribe(b.subject("cmd", ">"), b.serveCommand); err != nil {
 		return fmt.Errorf("nats: subscribe cmd: %w", err)
 	}
+	if c.chbSub, err = nc.Subscribe(b.subject("chb", "*", "*"), b.serveClientHeartbeat); err != nil {
+		return fmt.Errorf("nats: subscribe chb: %w", err)
+	}
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
@@ -117,8 +126,10 @@ func (b *Bridge) StopCluster() {
 		return
 	}
 	b.StopAccepting()
-	if c.cmdSub != nil {
-		_ = c.cmdSub.Unsubscribe()
+	for _, sub := range []*nats.Subscription{c.cmdSub, c.chbSub} {
+		if sub != nil {
+			_ = sub.Unsubscribe()
+		}
 	}
 	close(c.stop)
 	c.wg.Wait()
@@ -194,25 +205,67 @@ func (b *Bridge) serveCommand(msg *nats.Msg) {
 	}
 }
 
-// heartbeatLoop says, for every local run, that its owner is alive.
+// heartbeatLoop says, for every local run, that its owner is alive, and
+// for every run read from another instance, that its client is; it
+// cancels the runs placed here whose client's instance went quiet.
 func (b *Bridge) heartbeatLoop() {
 	defer b.cluster.wg.Done()
 	t := time.NewTicker(b.cluster.cfg.Heartbeat)
 	defer t.Stop()
+	var subjects []string
+	var orphans []*run
+	var offline time.Time // when the NATS connection was last seen down
 	for {
 		select {
 		case <-b.cluster.stop:
 			return
 		case <-t.C:
 		}
+		now := b.now()
+		if !b.fabric.Conn().IsConnected() {
+			offline = now
+		}
+		// A client's heartbeats that could not reach us while we, or it,
+		// were reconnecting are no sign of its death: runs are judged
+		// orphans only after twice the timeout connected.
+		quiet := now.Add(-b.cluster.cfg.OwnerTimeout).UnixNano()
+		judge := now.Sub(offline) > 2*b.cluster.cfg.OwnerTimeout
+		subjects, orphans = subjects[:0], orphans[:0]
 		b.mu.Lock()
-		subjects := make([]string, 0, len(b.runs))
 		for _, r := range b.runs {
 			subjects = append(subjects, b.subject("hb", subject.Token(r.threadID), subject.Token(r.id)))
+			if judge && r.forOther && r.clientSeen.Load() < quiet {
+				orphans = append(orphans, r)
+			}
+		}
+		for rs := range b.remotes {
+			subjects = append(subjects, b.subject("chb", subject.Token(rs.thread), rs.runToken))
 		}
 		b.mu.Unlock()
 		for _, s := range subjects {
 			b.fabric.Publish(s, nil)
+		}
+		for _, r := range orphans {
+			b.log.Warn("run cancelled: its client's instance is gone", "thread", r.threadID, "run", r.id,
+				"quiet_for", b.cluster.cfg.OwnerTimeout.String())
+			r.cancel()
+		}
+	}
+}
+
+// serveClientHeartbeat notes that a run placed here still has its client.
+func (b *Bridge) serveClientHeartbeat(msg *nats.Msg) {
+	id := lastToken(msg.Subject)
+	now := b.now().UnixNano()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r := b.runs[id]; r != nil && subject.Token(r.id) == id {
+		r.clientSeen.Store(now)
+		return
+	}
+	for _, r := range b.runs { // a run id that is not a plain token
+		if r.forOther && subject.Token(r.id) == id {
+			r.clientSeen.Store(now)
 		}
 	}
 }
@@ -273,6 +326,9 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 	rs := &remoteStream{b: b, ctx: ctx, sub: sub, thread: req.GetThreadId(), run: req.GetRunId(),
 		runToken: subject.Token(req.GetRunId()), timeout: cfg.OwnerTimeout}
 	rs.stopWatch = context.AfterFunc(ctx, rs.abort)
+	b.mu.Lock()
+	b.remotes[rs] = struct{}{}
+	b.mu.Unlock()
 	return rs, nil
 }
 
@@ -481,6 +537,9 @@ func (r *remoteStream) Close() error {
 func (r *remoteStream) cleanup(cancelRun bool) {
 	r.once.Do(func() {
 		r.stopWatch()
+		r.b.mu.Lock()
+		delete(r.b.remotes, r)
+		r.b.mu.Unlock()
 		if cancelRun {
 			r.b.cancelRemote(r.thread, r.run)
 		}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 )
@@ -77,7 +79,9 @@ func TestClusterOwnerKilledSeqNotReused(t *testing.T) {
 func TestClusterNATSRestartRemoteRun(t *testing.T) {
 	bin := buildBinary(t)
 	n := startNATS(t)
-	startDaemon(t, bin, n.url())
+	// A heartbeat of 1s (owner timeout 3s) on both sides: the NATS restart
+	// and both reconnects fit in it, so neither side takes the other for dead.
+	startDaemon(t, bin, n.url(), "--set", "nats.heartbeat=1s")
 	a := startDaemon(t, bin, n.url(), "--host-backends", "none", "--set", "nats.heartbeat=1s")
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-restart","parameters":{"deltas":300,"delay_ms":5},"inputs":[]}`)
 	first, ok := r.next()
@@ -104,5 +108,34 @@ func TestClusterNATSRestartRemoteRun(t *testing.T) {
 		t.Logf("run failed across the NATS restart: %v", last.GetLifecycle().GetError())
 	default:
 		t.Fatalf("run ended %v", last)
+	}
+}
+
+// The instance whose client reads a run placed elsewhere dies: the owner
+// stops hearing the client's heartbeat and cancels the run within a few
+// seconds instead of running it to the end for nobody.
+func TestClusterClientInstanceKilledCancelsRun(t *testing.T) {
+	bin := buildBinary(t)
+	n := startNATS(t)
+	b := startDaemon(t, bin, n.url())
+	a := startDaemon(t, bin, n.url(), "--host-backends", "none")
+	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-orphan","parameters":{"deltas":100000,"delay_ms":10},"inputs":[]}`)
+	if _, ok := r.next(); !ok {
+		t.Fatal("no first event")
+	}
+	obs := openStream(t, "GET", b.base+"/v1/threads/t-orphan/events", "")
+	killed := time.Now()
+	a.kill9()
+	evs := obs.untilTerminal()
+	took := time.Since(killed)
+	end := evs[len(evs)-1]
+	if st, _ := canonical.TerminalOf(end); st != canonical.StatusCancelled {
+		t.Fatalf("run ended %v, want cancelled", end)
+	}
+	if took > 15*time.Second {
+		t.Fatalf("run cancelled %s after its client's instance died, want within 15s", took)
+	}
+	if !strings.Contains(b.log.String(), "its client's instance is gone") {
+		t.Fatalf("owner did not log why it cancelled the run:\n%s", b.log)
 	}
 }
