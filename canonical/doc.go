@@ -15,5 +15,6 @@
 //     reports the first violation with its seq.
 //   - TextAccumulator: holds back a UTF-8 rune split across upstream chunks,
 //     so no text delta is ever emitted broken.
-//   - Backend, Stream, Runner and Tools: the ports.
+//   - Backend, Stream, Runner, Tools, Observer and ThreadStore: the ports
+//     (ThreadStore: durable per-thread records, provided by the bridge).
 package canonical
