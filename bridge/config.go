@@ -97,6 +97,13 @@ type NATSConfig struct {
 	// NATS server before 2.12 has no async mode (the stream is written
 	// sync, logged at start).
 	PersistMode string `yaml:"persist_mode"`
+	// Replicas is how many NATS servers keep each JetStream asset (the
+	// replay stream, the thread bucket): with 3, a cluster loses nothing
+	// when one server dies. 1 to 5, default 1; more than 1 needs an
+	// external cluster (url) of at least that many JetStream servers. A
+	// replicated replay stream is written sync (JetStream has no async
+	// mode for it; its replicas are what keep an event).
+	Replicas int `yaml:"replicas"`
 	// ConnectTimeout bounds the first connection. Default 5s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// PublishQueue bounds the events queued for publishing. Default 65536.
@@ -205,6 +212,9 @@ func (c *Config) Defaults() {
 	}
 	if n.PersistMode == "" {
 		n.PersistMode = PersistAsync
+	}
+	if n.Replicas == 0 {
+		n.Replicas = 1
 	}
 	if n.ConnectTimeout == 0 {
 		n.ConnectTimeout = 5 * time.Second
@@ -353,6 +363,12 @@ func (c *Config) Validate() error {
 	case "", PersistAsync, PersistSync:
 	default:
 		errs = append(errs, fmt.Errorf("nats.persist_mode: %q is not async or sync", c.NATS.PersistMode))
+	}
+	switch r := c.NATS.Replicas; {
+	case r < 0 || r > 5: // 0 is the default, before Defaults
+		errs = append(errs, fmt.Errorf("nats.replicas: %d is not 1 to 5", r))
+	case r > 1 && c.NATS.URL == "":
+		errs = append(errs, fmt.Errorf("nats.replicas: %d needs a NATS cluster (nats.url); the embedded server is one server", r))
 	}
 	if strings.ContainsAny(c.NATS.SubjectPrefix, " .*>") {
 		errs = append(errs, fmt.Errorf("nats.subject_prefix: %q must be one subject token", c.NATS.SubjectPrefix))

@@ -104,3 +104,31 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestValidateReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		url      string
+		replicas int
+		bad      bool
+	}{
+		{"", 1, false},
+		{"nats://a,nats://b,nats://c", 3, false},
+		{"nats://a", 5, false},
+		{"", 3, true}, // the embedded server is one server
+		{"nats://a", 6, true},
+		{"nats://a", -1, true},
+	} {
+		c := DefaultConfig()
+		c.NATS.URL, c.NATS.Replicas = tc.url, tc.replicas
+		c.Defaults()
+		err := c.Validate()
+		if bad := err != nil; bad != tc.bad || bad && !strings.Contains(err.Error(), "nats.replicas") {
+			t.Errorf("url %q replicas %d: %v", tc.url, tc.replicas, err)
+		}
+	}
+	c := DefaultConfig()
+	c.Defaults()
+	if c.NATS.Replicas != 1 {
+		t.Fatalf("default replicas %d, want 1", c.NATS.Replicas)
+	}
+}

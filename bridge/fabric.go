@@ -157,18 +157,21 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      f.cfg.ReplayMaxAge,
 		MaxBytes:    f.cfg.ReplayMaxBytes,
+		Replicas:    f.cfg.Replicas,
 		PersistMode: f.persistMode(ctx),
 		// LastSeq, at the start of every run of a known thread, reads the
 		// stream with a direct get: the server answers from the store
 		// without the JetStream API's queue and JSON envelope (75-125 µs
-		// against 215-280 here, BenchmarkLastSeq). The stream has one
-		// replica, so no follower can answer with an older last message.
-		AllowDirect: true,
+		// against 215-280 here, BenchmarkLastSeq). Only with one replica:
+		// every replica answers direct gets, and a follower behind its
+		// leader would give an older last seq, which the next run would
+		// reuse; replicated, the get goes to the leader.
+		AllowDirect: f.cfg.Replicas <= 1,
 	}
 	if f.events, err = js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("nats: replay stream %s: %w", EventsStream, err)
 	}
-	f.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ThreadsBucket, History: 1, Storage: jetstream.FileStorage})
+	f.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ThreadsBucket, History: 1, Storage: jetstream.FileStorage, Replicas: f.cfg.Replicas})
 	if err != nil {
 		return fmt.Errorf("nats: thread bucket %s: %w", ThreadsBucket, err)
 	}
@@ -176,13 +179,18 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 }
 
 // persistMode is the replay stream's persist mode: the configured one,
-// unless the server has no async mode (before 2.12: it would ignore the
-// field) or the stream exists with the other mode (JetStream refuses to
-// change it), which are logged and kept.
+// unless the stream is replicated (JetStream refuses async mode there), the
+// server has no async mode (before 2.12: it would ignore the field) or the
+// stream exists with the other mode (JetStream refuses to change it),
+// which are logged and kept.
 func (f *Fabric) persistMode(ctx context.Context) jetstream.PersistModeType {
 	want := jetstream.DefaultPersistMode
 	if f.cfg.PersistMode != PersistSync {
 		want = jetstream.AsyncPersistMode
+	}
+	if want == jetstream.AsyncPersistMode && f.cfg.Replicas > 1 {
+		f.log.Info("a replicated replay stream has no async persist mode: it is written sync", "replicas", f.cfg.Replicas)
+		want = jetstream.DefaultPersistMode
 	}
 	if v := f.nc.ConnectedServerVersion(); want == jetstream.AsyncPersistMode && !atLeast(v, 2, 12) {
 		f.log.Info("nats server has no async persist mode (needs 2.12): the replay log is written sync", "server_version", v)
