@@ -104,6 +104,15 @@ type NATSConfig struct {
 	// replicated replay stream is written sync (JetStream has no async
 	// mode for it; its replicas are what keep an event).
 	Replicas int `yaml:"replicas"`
+	// ThreadTTL is how long a thread's stored state (the thread store's
+	// records: agent thread state and checkpoints) lives after its last
+	// write. Default 7 days (168h).
+	ThreadTTL time.Duration `yaml:"thread_ttl"`
+	// ThreadMaxBytes bounds the thread store: its KV bucket and its object
+	// store (values over 256 KiB) each hold at most this many bytes. A
+	// write past it fails with resource_exhausted; nothing stored is
+	// dropped to make room. Default 1 GiB.
+	ThreadMaxBytes int64 `yaml:"thread_max_bytes"`
 	// ConnectTimeout bounds the first connection. Default 5s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// PublishQueue bounds the events queued for publishing. Default 65536.
@@ -215,6 +224,12 @@ func (c *Config) Defaults() {
 	}
 	if n.Replicas == 0 {
 		n.Replicas = 1
+	}
+	if n.ThreadTTL == 0 {
+		n.ThreadTTL = 7 * 24 * time.Hour
+	}
+	if n.ThreadMaxBytes == 0 {
+		n.ThreadMaxBytes = 1 << 30
 	}
 	if n.ConnectTimeout == 0 {
 		n.ConnectTimeout = 5 * time.Second
@@ -358,6 +373,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NATS.PublishQueue < 0 || c.NATS.RemoteBuffer < 0 || c.NATS.ReconnectBufferBytes < 0 {
 		errs = append(errs, fmt.Errorf("nats: queue and buffer sizes must be positive"))
+	}
+	if c.NATS.ThreadTTL < 0 || c.NATS.ThreadMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("nats.thread_ttl, nats.thread_max_bytes: must not be negative"))
 	}
 	switch c.NATS.PersistMode {
 	case "", PersistAsync, PersistSync:

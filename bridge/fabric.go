@@ -36,8 +36,8 @@ const (
 
 // Fabric is the NATS side of an instance: an embedded nats-server (with
 // JetStream in the data folder) unless an external URL is configured, one
-// connection, the replay stream over <prefix>.events.> and the thread KV
-// bucket.
+// connection, the replay stream over <prefix>.events.>, the thread-owner
+// KV bucket and the thread store.
 type Fabric struct {
 	cfg      NATSConfig
 	log      *slog.Logger
@@ -48,6 +48,7 @@ type Fabric struct {
 	js       jetstream.JetStream
 	events   jetstream.Stream // the replay stream's handle: its name, for message gets
 	kv       jetstream.KeyValue
+	store    *natsThreadStore
 
 	pubq      pubQueue
 	batcher   batcher // the publish loop's
@@ -175,7 +176,8 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nats: thread bucket %s: %w", ThreadsBucket, err)
 	}
-	return nil
+	f.store, err = openThreadStore(ctx, js, f.nc.MaxPayload(), f.cfg, f.log)
+	return err
 }
 
 // persistMode is the replay stream's persist mode: the configured one,
@@ -260,8 +262,13 @@ func (f *Fabric) Conn() *nats.Conn { return f.nc }
 // JetStream returns the JetStream context.
 func (f *Fabric) JetStream() jetstream.JetStream { return f.js }
 
-// Threads returns the thread-state KV bucket.
+// Threads returns the thread-owner KV bucket (ThreadStore holds thread
+// state).
 func (f *Fabric) Threads() jetstream.KeyValue { return f.kv }
+
+// ThreadStore returns the durable thread store (thread_ttl,
+// thread_max_bytes).
+func (f *Fabric) ThreadStore() canonical.ThreadStore { return f.store }
 
 // Prefix returns the subject prefix.
 func (f *Fabric) Prefix() string { return f.cfg.SubjectPrefix }

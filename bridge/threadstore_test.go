@@ -1,0 +1,216 @@
+package bridge_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// startStoreFabric starts a fabric on dir with cfg's NATS settings
+// (defaults filled in) and closes it at the test's end.
+func startStoreFabric(t *testing.T, dir string, set func(*bridge.NATSConfig)) *bridge.Fabric {
+	t.Helper()
+	cfg := bridge.DefaultConfig()
+	if set != nil {
+		set(&cfg.NATS)
+	}
+	cfg.Defaults()
+	f, err := bridge.StartFabric(context.Background(), cfg.NATS, dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
+}
+
+func wantCode(t *testing.T, what string, err error, code canonical.Code) {
+	t.Helper()
+	if canonical.CodeOf(err) != code {
+		t.Fatalf("%s: %v, want code %s", what, err, code)
+	}
+	if err != nil && (strings.Contains(err.Error(), "nats:") || strings.Contains(err.Error(), "err_code")) {
+		t.Fatalf("%s: the error names NATS internals: %v", what, err)
+	}
+}
+
+// Values round-trip under thread ids with dots, other scripts and 200
+// characters; Put is optimistic (create-only at 0, the read revision
+// after); Keys lists a thread's own keys; Delete and DeleteThread remove.
+func TestThreadStoreRoundTrip(t *testing.T) {
+	s := startStoreFabric(t, t.TempDir(), nil).ThreadStore()
+	ctx := t.Context()
+	for _, thread := range []string{"plain", "a.b", "é", "a b>*", strings.Repeat("x.", 100), strings.Repeat("ü", 128)} {
+		t.Run(thread[:min(len(thread), 8)], func(t *testing.T) {
+			_, _, err := s.Get(ctx, thread, "head")
+			wantCode(t, "get before put", err, canonical.CodeNotFound)
+			rev, err := s.Put(ctx, thread, "head", []byte("one"), 0)
+			wantCode(t, "create", err, canonical.CodeOK)
+			_, err = s.Put(ctx, thread, "head", []byte("again"), 0)
+			wantCode(t, "create over an existing record", err, canonical.CodeAborted)
+			v, got, err := s.Get(ctx, thread, "head")
+			if err != nil || string(v) != "one" || got != rev {
+				t.Fatalf("get = %q rev %d %v, want one rev %d", v, got, err, rev)
+			}
+			rev2, err := s.Put(ctx, thread, "head", []byte("two"), rev)
+			wantCode(t, "update at the read revision", err, canonical.CodeOK)
+			if rev2 <= rev {
+				t.Fatalf("revision %d after %d", rev2, rev)
+			}
+			_, err = s.Put(ctx, thread, "head", []byte("stale"), rev)
+			wantCode(t, "update at a stale revision", err, canonical.CodeAborted)
+			if _, err := s.Put(ctx, thread, "ckpt.1", []byte{}, 0); err != nil {
+				t.Fatal(err)
+			}
+			if v, _, err := s.Get(ctx, thread, "ckpt.1"); err != nil || v == nil || len(v) != 0 {
+				t.Fatalf("empty value read back as %q, %v", v, err)
+			}
+			keys, err := s.Keys(ctx, thread, "")
+			if err != nil || !slices.Equal(keys, []string{"ckpt.1", "head"}) {
+				t.Fatalf("keys = %v %v", keys, err)
+			}
+			if keys, _ := s.Keys(ctx, thread, "ckpt."); !slices.Equal(keys, []string{"ckpt.1"}) {
+				t.Fatalf("keys under ckpt. = %v", keys)
+			}
+			wantCode(t, "delete", s.Delete(ctx, thread, "ckpt.1"), canonical.CodeOK)
+			wantCode(t, "delete an absent record", s.Delete(ctx, thread, "ckpt.1"), canonical.CodeOK)
+			_, _, err = s.Get(ctx, thread, "ckpt.1")
+			wantCode(t, "get after delete", err, canonical.CodeNotFound)
+			wantCode(t, "delete thread", s.DeleteThread(ctx, thread), canonical.CodeOK)
+			if keys, err := s.Keys(ctx, thread, ""); err != nil || len(keys) != 0 {
+				t.Fatalf("keys after DeleteThread = %v %v", keys, err)
+			}
+		})
+	}
+	// Threads are apart: "a" is not a prefix of "a.b"'s records.
+	if _, err := s.Put(ctx, "a", "k", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := s.Keys(ctx, "a.b", ""); len(keys) != 0 {
+		t.Fatalf("thread a.b lists %v", keys)
+	}
+	for _, bad := range []struct{ thread, key string }{{"", "k"}, {strings.Repeat("x", 257), "k"}, {"\xff", "k"}, {"t", ""}, {"t", "a..b"}, {"t", "a b"}, {"t", "a*"}} {
+		_, err := s.Put(ctx, bad.thread, bad.key, nil, 0)
+		wantCode(t, "put "+bad.thread[:min(len(bad.thread), 5)]+"/"+bad.key, err, canonical.CodeInvalidArgument)
+	}
+}
+
+// A 20 MB value (in the object store) survives the fabric's close and a
+// restart on the same data folder; replacing and deleting it removes its
+// object.
+func TestThreadStoreLargeValueSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdefghij"), 1<<20) // 20 MiB
+	f := startStoreFabric(t, dir, nil)
+	rev, err := f.ThreadStore().Put(t.Context(), "a.b é", "head", big, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	f = startStoreFabric(t, dir, nil)
+	s := f.ThreadStore()
+	v, got, err := s.Get(t.Context(), "a.b é", "head")
+	if err != nil || got != rev || !bytes.Equal(v, big) {
+		t.Fatalf("after restart: %d bytes rev %d %v, want %d bytes rev %d", len(v), got, err, len(big), rev)
+	}
+	obs, err := f.JetStream().ObjectStore(t.Context(), bridge.ThreadObjectStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := func() int {
+		l, err := obs.List(t.Context())
+		if err != nil && err != jetstream.ErrNoObjectsFound {
+			t.Fatal(err)
+		}
+		return len(l)
+	}
+	if n := objects(); n != 1 {
+		t.Fatalf("%d objects, want 1", n)
+	}
+	rev, err = s.Put(t.Context(), "a.b é", "head", big[:3<<20], rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := objects(); n != 1 {
+		t.Fatalf("after replacing the value: %d objects, want 1", n)
+	}
+	if _, err := s.Put(t.Context(), "a.b é", "head", []byte("small"), rev); err != nil {
+		t.Fatal(err)
+	}
+	if n := objects(); n != 0 {
+		t.Fatalf("after replacing with a small value: %d objects, want 0", n)
+	}
+	if v, _, err := s.Get(t.Context(), "a.b é", "head"); err != nil || string(v) != "small" {
+		t.Fatalf("get = %q %v", v, err)
+	}
+}
+
+// At thread_max_bytes a Put fails with resource_exhausted, for a value in
+// the object store as for one in the bucket, and every value stored
+// before reads back whole.
+func TestThreadStoreLimit(t *testing.T) {
+	const limit = 1 << 20
+	s := startStoreFabric(t, t.TempDir(), func(n *bridge.NATSConfig) { n.ThreadMaxBytes = limit }).ThreadStore()
+	ctx := t.Context()
+	large := bytes.Repeat([]byte("L"), 600<<10) // over the inline bound: an object
+	if _, err := s.Put(ctx, "t", "large.1", large, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Put(ctx, "t", "large.2", large, 0)
+	wantCode(t, "a second large value", err, canonical.CodeResourceExhausted)
+
+	small := bytes.Repeat([]byte("s"), 100<<10)
+	var stored []string
+	for i := 0; ; i++ {
+		key := "small." + strings.Repeat("x", i+1)
+		_, err := s.Put(ctx, "t", key, small, 0)
+		if err != nil {
+			wantCode(t, "small values past the bound", err, canonical.CodeResourceExhausted)
+			break
+		}
+		stored = append(stored, key)
+		if i > 20 {
+			t.Fatalf("%d values of 100 KiB stored under a 1 MiB bound", i)
+		}
+	}
+	if v, _, err := s.Get(ctx, "t", "large.1"); err != nil || !bytes.Equal(v, large) {
+		t.Fatalf("large value after the limit: %d bytes, %v", len(v), err)
+	}
+	if len(stored) == 0 {
+		t.Fatal("no small value stored")
+	}
+	for _, key := range stored {
+		if v, _, err := s.Get(ctx, "t", key); err != nil || !bytes.Equal(v, small) {
+			t.Fatalf("%s after the limit: %d bytes, %v", key, len(v), err)
+		}
+	}
+}
+
+// nats.thread_ttl and nats.thread_max_bytes reach the bucket and the
+// object store.
+func TestThreadStoreRetentionConfig(t *testing.T) {
+	f := startStoreFabric(t, t.TempDir(), func(n *bridge.NATSConfig) { n.ThreadTTL = 3 * 3600e9; n.ThreadMaxBytes = 5 << 20 })
+	js := f.JetStream()
+	for _, name := range []string{"KV_" + bridge.ThreadStateBucket, "OBJ_" + bridge.ThreadObjectStore} {
+		st, err := js.Stream(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.CachedInfo().Config; c.MaxAge != 3*3600e9 || c.MaxBytes != 5<<20 || c.Discard != jetstream.DiscardNew {
+			t.Fatalf("%s: max age %v, max bytes %d, discard %v", name, c.MaxAge, c.MaxBytes, c.Discard)
+		}
+	}
+	cfg := bridge.DefaultConfig()
+	cfg.Defaults()
+	if cfg.NATS.ThreadTTL != 7*24*3600e9 || cfg.NATS.ThreadMaxBytes != 1<<30 {
+		t.Fatalf("defaults: thread_ttl %v, thread_max_bytes %d", cfg.NATS.ThreadTTL, cfg.NATS.ThreadMaxBytes)
+	}
+}
