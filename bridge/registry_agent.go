@@ -15,7 +15,7 @@ func init() {
 		cfg := agent.Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
 		var mirror *nats.Conn
 		if d.Fabric != nil {
-			cfg.KV, cfg.Alone = d.Fabric.Threads(), d.Fabric.Alone()
+			cfg.Store, cfg.Alone = d.Fabric.ThreadStore(), d.Fabric.Alone()
 		}
 		if d.Fabric != nil && !d.Fabric.Alone() {
 			// Thread events mirrored between instances travel on a

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -383,7 +382,7 @@ func (t *Thread) replayLinesLocked(since uint64) []byte {
 // connection has not been lost since it was made: the conversation's next
 // command here then runs at once, without asking the other instances
 // first (a request answered "no responders"), reading the record back
-// (KV get), subscribing and confirming it (a flush) and unsubscribing at
+// (a store read), subscribing and confirming it (a flush) and unsubscribing at
 // the run's end. Those cost 250 µs of CPU a run here, a fifth of what the
 // bridge adds to an agent run's start, and two round trips before
 // run.start is answered. The state held here is the latest: every other
@@ -551,51 +550,64 @@ func newOrigin() string { return nuid.Next() }
 // conflicting save does: nothing this instance holds is lost.
 func (f *Frontend) refresh(th *Thread) { f.applyRecord(th, f.fetchRecord(th)) }
 
-// fetchRecord reads the thread's record from the KV bucket for refresh;
+// storedHead is a thread's head record as fetchRecord read it, not
+// decoded yet.
+type storedHead struct {
+	head []byte
+	rev  uint64
+}
+
+// fetchRecord reads the thread's head record from the store for refresh;
 // nil when there is nothing to read (no cluster, the thread's runs are
-// here, no record or the bucket unreachable: the copy in memory stands).
-func (f *Frontend) fetchRecord(th *Thread) jetstream.KeyValueEntry {
-	kv := f.cfg.KV
-	if kv == nil || f.cfg.Cluster == nil || th.owned() {
+// here, no record or the store unreachable: the copy in memory stands).
+func (f *Frontend) fetchRecord(th *Thread) *storedHead {
+	store := f.cfg.Store
+	if store == nil || f.cfg.Cluster == nil || th.owned() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(f.closingCtx, f.cfg.KVTimeout)
+	ctx, cancel := context.WithTimeout(f.closingCtx, f.cfg.StoreTimeout)
 	defer cancel()
-	e, err := kv.Get(ctx, kvKey(th.id))
+	head, rev, err := store.Get(ctx, th.id, headKey)
 	if err != nil {
 		return nil
 	}
-	return e
+	return &storedHead{head: head, rev: rev}
 }
 
-// applyRecord merges a record fetchRecord read into the thread, unless
-// the thread has read or written that revision or a later one. It is
-// ordered with the thread's own saves (persistMu).
-func (f *Frontend) applyRecord(th *Thread, e jetstream.KeyValueEntry) {
-	if e == nil {
+// applyRecord merges a record fetchRecord read into the thread, with the
+// checkpoints it lists that the thread lacks, unless the thread has read
+// or written that revision or a later one. It is ordered with the
+// thread's own saves (persistMu).
+func (f *Frontend) applyRecord(th *Thread, h *storedHead) {
+	if h == nil {
 		return
 	}
 	th.rt.persistMu.Lock()
 	defer th.rt.persistMu.Unlock()
 	// The revision this instance last read or wrote (it changes only under
 	// persistMu, held here) is the common case: nothing to merge, and the
-	// record, the thread's whole history, is not decoded. Revisions are the
-	// bucket's sequence numbers, so an older one was read before a save
-	// here and holds nothing new.
+	// record, the thread's whole history, is not decoded. Revisions of a
+	// record only grow, so an older one was read before a save here and
+	// holds nothing new.
 	th.mu.Lock()
-	seen := e.Revision() <= th.rt.rev
-	th.mu.Unlock()
-	if seen {
+	if h.rev <= th.rt.rev {
+		th.mu.Unlock()
 		return
 	}
-	var theirs threadRecord
-	if json.Unmarshal(e.Value(), &theirs) != nil || theirs.Version != stateVersion {
+	have := th.checkpointIDsLocked()
+	th.mu.Unlock()
+	theirs := decodeHead(h.head, th.id, f.cfg.Logger)
+	if theirs == nil {
 		return
+	}
+	ctx, cancel := context.WithTimeout(f.closingCtx, f.cfg.StoreTimeout)
+	defer cancel()
+	if err := readCheckpoints(ctx, f.cfg.Store, theirs, have, f.cfg.Logger); err != nil {
+		return // the copy in memory stands
 	}
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	th.rt.rec = mergeRecords(th.rt.rec, theirs)
-	th.rt.known, th.rt.rev = true, e.Revision()
+	th.mergeRecordLocked(*theirs, h.rev)
 	if theirs.Seq > th.seq { // events this instance did not mirror
 		th.restartLocked(theirs.Seq)
 	}

@@ -22,7 +22,7 @@ type instance struct {
 }
 
 // newCluster starts n agent frontends that share one NATS server: the
-// thread bucket and the agent subjects, each with its own runner.
+// thread store and the agent subjects, each with its own runner.
 func newCluster(t *testing.T, n int) []instance { return newClusterOf(t, n, agent.Config{}) }
 
 // newClusterOf is newCluster with each frontend configured as cfg.
@@ -31,7 +31,7 @@ func newClusterOf(t *testing.T, n int, cfg agent.Config) []instance {
 	var out []instance
 	for range n {
 		nc := connect()
-		cfg.KV, cfg.Cluster = kv, &agent.Cluster{Conn: nc}
+		cfg.Store, cfg.Cluster = kv, &agent.Cluster{Conn: nc}
 		out = append(out, instance{newServer(t, cfg), nc})
 	}
 	return out

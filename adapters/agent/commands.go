@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -128,7 +127,7 @@ func (f *Frontend) execute(th *Thread, cmd *command) ([]byte, uint64, *protoErro
 	if f.cfg.Cluster == nil || th.owned() {
 		return f.executeLocal(th, cmd)
 	}
-	fetched := make(chan jetstream.KeyValueEntry, 1)
+	fetched := make(chan *storedHead, 1)
 	go func() { fetched <- f.fetchRecord(th) }()
 	result, applied, pe, ok := f.forward(th, cmd.raw, cmd.principal)
 	e := <-fetched

@@ -61,8 +61,20 @@
 // input request is an interrupt that input.respond (or run.start with
 // input) answers with a new run whose canonical Request.resume maps each
 // interrupt id to its response, after an input.answered event. Thread
-// records live in the JetStream KV bucket (Config.KV, key
-// "agent.<thread>"), so any instance can serve a thread.
+// state lives in the bridge's thread store (Config.Store, a
+// canonical.ThreadStore), so any instance can serve a thread and a thread
+// that left memory is read back: a head record "agent" (the values, the
+// whole conversation, once; status, counters, pending interrupts and the
+// checkpoint ids in order) and one record "agent.ckpt.<id>" per
+// checkpoint, written once. No record has a size cap: the store keeps
+// large values in its object store, and a save the store refuses (its
+// nats.thread_max_bytes) is logged and retried by the next save, never
+// trimmed. The head is written with optimistic concurrency; two instances
+// saving one thread merge (messages, checkpoints and interrupts unioned by
+// id). Records expire nats.thread_ttl after their last write: the head is
+// rewritten at every run, a checkpoint only when made, so an active
+// thread's checkpoints older than the TTL are gone (read back without
+// them).
 //
 // With Config.Cluster (cluster.go), any instance serves a thread live: the
 // instance running the thread's runs numbers its events and publishes them
@@ -145,15 +157,16 @@
 //   - Two runs started on the same idle thread at the same moment on two
 //     instances both run (neither finds the other's command subscription
 //     yet); their seqs collide and each instance keeps its own events
-//     under those seqs. The state survives (the KV merge keeps both turns).
+//     under those seqs. The state survives (the head's merge keeps both turns).
 //
 // # Limits (Config; each zero is its default)
 //
 // BufferEvents (10,000 events per thread), BufferKeep (10 min after the
 // last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
 // per WebSocket message), MaxThreads (1,000 in memory), MaxQueuedRuns (8),
-// MaxCheckpoints (100), MaxStateBytes (900 KiB per KV value; the oldest
-// checkpoints are dropped to fit), MaxBlockBytes (16 MiB per content block;
+// MaxCheckpoints (100 per thread, the newest; older ones are removed from
+// memory and the store), StoreTimeout (5 s to read a thread, and per
+// save), MaxBlockBytes (16 MiB per content block;
 // a larger block fails the run with ResourceExhausted), MaxSubscriptions
 // (64 per WebSocket), WriteTimeout (30 s per SSE write). A WebSocket's send
 // queue holds 256 frames: a replay waits for room (backpressure), and a

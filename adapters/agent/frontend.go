@@ -3,7 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
@@ -28,17 +26,20 @@ type Config struct {
 	Runner canonical.Runner
 	// Logger receives the frontend's records. Default discards.
 	Logger *slog.Logger
-	// KV is the JetStream KV bucket holding thread state, so any instance
-	// can serve a thread. Nil keeps state in memory only (and threads with
-	// state are then never evicted from memory).
-	KV jetstream.KeyValue
+	// Store holds thread state (a head record and one record per
+	// checkpoint, record.go), so any instance can serve a thread and a
+	// thread left memory (MaxThreads, BufferKeep) is read back. Nil keeps
+	// state in memory only (and threads with state are then never evicted
+	// from memory). The daemon wires the bridge's thread store here.
+	Store canonical.ThreadStore
 	// CheckThread, when set, is asked before any use of a thread: it claims
 	// a new thread for the caller's API key or refuses (not found) a thread
 	// of another key. The daemon wires the bridge's tenant check here.
 	CheckThread func(ctx context.Context, thread string) error
-	// KVTimeout bounds one KV read or write. Default 5s.
-	KVTimeout time.Duration
-	// Alone says that no other frontend uses KV: a thread's first save,
+	// StoreTimeout bounds reading a thread from the store, and one save.
+	// Default 5s.
+	StoreTimeout time.Duration
+	// Alone says that no other frontend uses Store: a thread's first save,
 	// which creates its record, is then made beside the run like every
 	// later one, instead of before run.start is answered so that another
 	// instance asked for the thread meanwhile finds it.
@@ -70,10 +71,6 @@ type Config struct {
 	MaxQueuedRuns int
 	// MaxCheckpoints bounds the checkpoints a thread keeps. Default 100.
 	MaxCheckpoints int
-	// MaxStateBytes bounds a thread's saved record (the KV value); the
-	// oldest checkpoints are dropped to fit. Default 900 KiB (NATS's
-	// default max payload is 1 MiB).
-	MaxStateBytes int
 	// MaxBlockBytes bounds one content block the encoder keeps for its
 	// content-block-finish. Default 16 MiB.
 	MaxBlockBytes int
@@ -95,7 +92,7 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.KVTimeout = cmp.Or(c.KVTimeout, 5*time.Second)
+	c.StoreTimeout = cmp.Or(c.StoreTimeout, 5*time.Second)
 	c.BufferEvents = cmp.Or(c.BufferEvents, 10_000)
 	c.BufferKeep = cmp.Or(c.BufferKeep, 10*time.Minute)
 	c.SubscriptionKeep = cmp.Or(c.SubscriptionKeep, 5*time.Minute)
@@ -105,7 +102,6 @@ func (c *Config) defaults() {
 	c.MaxThreads = cmp.Or(c.MaxThreads, 1_000)
 	c.MaxQueuedRuns = cmp.Or(c.MaxQueuedRuns, 8)
 	c.MaxCheckpoints = cmp.Or(c.MaxCheckpoints, 100)
-	c.MaxStateBytes = cmp.Or(c.MaxStateBytes, 900<<10)
 	c.MaxBlockBytes = cmp.Or(c.MaxBlockBytes, 16<<20)
 	c.MaxSubscriptions = cmp.Or(c.MaxSubscriptions, 64)
 	c.WebSocket.SendQueue = cmp.Or(c.WebSocket.SendQueue, 256)
@@ -131,9 +127,9 @@ func (c Config) Validate() error {
 	}
 	for name, v := range map[string]int64{
 		"BufferEvents": int64(c.BufferEvents), "MaxThreads": int64(c.MaxThreads), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
-		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxStateBytes": int64(c.MaxStateBytes), "MaxBlockBytes": int64(c.MaxBlockBytes),
+		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxBlockBytes": int64(c.MaxBlockBytes),
 		"MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
-		"KVTimeout": int64(c.KVTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
+		"StoreTimeout": int64(c.StoreTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
 		"Heartbeat": int64(c.Heartbeat), "WriteTimeout": int64(c.WriteTimeout),
 	} {
 		if v < 0 {
@@ -261,7 +257,7 @@ func (f *Frontend) isClosed() bool { return f.closed.Load() }
 
 var errTooManyThreads = canonical.Errorf(canonical.CodeResourceExhausted, "too many threads in memory (MaxThreads)")
 
-// thread returns the thread id, loading it from the KV bucket or (with
+// thread returns the thread id, loading it from the store or (with
 // create) creating it when it is not in memory; nil when unknown.
 func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread, error) {
 	if f.cfg.CheckThread != nil {
@@ -277,21 +273,13 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 	f.mu.Unlock()
 	var rec *threadRecord
 	var rev uint64
-	if kv := f.cfg.KV; kv != nil {
-		kctx, cancel := context.WithTimeout(ctx, f.cfg.KVTimeout)
-		e, err := kv.Get(kctx, kvKey(id))
+	if store := f.cfg.Store; store != nil {
+		sctx, cancel := context.WithTimeout(ctx, f.cfg.StoreTimeout)
+		var err error
+		rec, rev, err = readRecord(sctx, store, id, nil, f.cfg.Logger)
 		cancel()
-		switch {
-		case err == nil:
-			rev = e.Revision()
-			rec = &threadRecord{}
-			if err := json.Unmarshal(e.Value(), rec); err != nil || rec.Version != stateVersion {
-				f.cfg.Logger.Warn("thread record unreadable; starting afresh", "thread", id, "err", err)
-				rec = nil
-			}
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		default:
-			return nil, canonical.Errorf(canonical.CodeUnavailable, "thread store: %v", err)
+		if err != nil {
+			return nil, err
 		}
 	}
 	if rec == nil && !create {

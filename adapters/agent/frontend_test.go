@@ -2,27 +2,30 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
 	"github.com/interlingua-dev/interlingua/adapters/scripted"
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // wait bounds every wait for something that must happen.
@@ -647,12 +650,12 @@ func TestMultitask(t *testing.T) {
 	}
 }
 
-// TestStateSharedThroughKV: two frontends share the thread bucket, so a
+// TestStateSharedThroughStore: two frontends share the thread store, so a
 // thread run on one is served by the other.
-func TestStateSharedThroughKV(t *testing.T) {
-	kv := startKV(t)
-	a := newServer(t, agent.Config{KV: kv})
-	b := newServer(t, agent.Config{KV: kv})
+func TestStateSharedThroughStore(t *testing.T) {
+	kv := startStore(t)
+	a := newServer(t, agent.Config{Store: kv})
+	b := newServer(t, agent.Config{Store: kv})
 	a.runToEnd(t, "shared", "demo-agent", user("What is 6 * 7?"), nil)
 	res := b.command(t, "shared", 1, "state.get", map[string]any{"namespace": []string{}})
 	if res["type"] != "success" {
@@ -684,11 +687,11 @@ func TestStateSharedThroughKV(t *testing.T) {
 
 // TestConcurrentSavesMerge: two instances that both hold a thread each run
 // a turn; the second save meets the first's newer revision, merges, and
-// neither turn is lost (optimistic concurrency on the KV record).
+// neither turn is lost (optimistic concurrency on the head record).
 func TestConcurrentSavesMerge(t *testing.T) {
-	kv := startKV(t)
-	a := newServer(t, agent.Config{KV: kv})
-	b := newServer(t, agent.Config{KV: kv})
+	kv := startStore(t)
+	a := newServer(t, agent.Config{Store: kv})
+	b := newServer(t, agent.Config{Store: kv})
 	a.runToEnd(t, "both", "echo", user("one"), nil)
 	// b loads the thread (revision r), then a saves a turn (r+1) that b
 	// has not seen, then b saves its own turn over r: a conflict.
@@ -697,7 +700,7 @@ func TestConcurrentSavesMerge(t *testing.T) {
 	}
 	a.runToEnd(t, "both", "echo", user("two"), nil)
 	b.runToEnd(t, "both", "echo", user("three"), nil)
-	c := newServer(t, agent.Config{KV: kv}) // a fresh instance reads the record
+	c := newServer(t, agent.Config{Store: kv}) // a fresh instance reads the record
 	res := c.command(t, "both", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
 	var said []string
@@ -711,59 +714,115 @@ func TestConcurrentSavesMerge(t *testing.T) {
 	}
 }
 
-// TestSaveDropsOldCheckpoints: a thread whose record outgrows
-// MaxStateBytes is saved with its oldest checkpoints dropped, within the
-// bound, the newest kept, and it reads back whole on a fresh instance.
-func TestSaveDropsOldCheckpoints(t *testing.T) {
-	kv := startKV(t)
-	const bound = 12_000 // the values and a checkpoint fit; all checkpoints do not
-	a := newServer(t, agent.Config{KV: kv, MaxStateBytes: bound})
-	for i := range 8 {
-		a.runToEnd(t, "long", "echo", user(fmt.Sprintf("turn %d %s", i, strings.Repeat("w", 60))), nil)
+// TestCheckpointsBeyondMaxAreRemoved: a thread keeps its newest
+// MaxCheckpoints checkpoints, in memory and in the store (one record
+// each; those let go are removed), and a fresh instance reads back the
+// whole conversation and those checkpoints.
+func TestCheckpointsBeyondMaxAreRemoved(t *testing.T) {
+	store := startStore(t)
+	a := newServer(t, agent.Config{Store: store, MaxCheckpoints: 3})
+	for i := range 5 {
+		a.runToEnd(t, "long", "echo", user(fmt.Sprintf("turn %d", i)), nil)
 	}
-	e, err := kv.Get(t.Context(), "agent.long")
+	res := a.command(t, "long", 1, "state.listCheckpoints", map[string]any{})
+	cps := res["result"].(map[string]any)["checkpoints"].([]any)
+	var ids []string
+	for _, c := range cps {
+		ids = append(ids, c.(map[string]any)["id"].(string))
+	}
+	if len(ids) != 3 {
+		t.Fatalf("checkpoints kept: %v", ids)
+	}
+	keys, err := store.Keys(t.Context(), "long", "agent.ckpt.")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec struct {
-		Next        int              `json:"next_checkpoint"`
-		Head        string           `json:"head"`
-		Checkpoints []map[string]any `json:"checkpoints"`
-		Values      map[string][]any `json:"values"`
+	var want []string
+	for _, id := range ids {
+		want = append(want, "agent.ckpt."+subject.Key(id))
 	}
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		t.Fatalf("saved record: %v", err)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Fatalf("checkpoint records %v, want %v", keys, want)
 	}
-	if n := len(e.Value()); n > bound {
-		t.Fatalf("saved record is %d bytes, bound %d", n, bound)
-	}
-	if len(rec.Checkpoints) == 0 || len(rec.Checkpoints) >= rec.Next {
-		t.Fatalf("%d checkpoints kept of %d made: none dropped, or all", len(rec.Checkpoints), rec.Next)
-	}
-	if last := rec.Checkpoints[len(rec.Checkpoints)-1]["id"]; last != rec.Head {
-		t.Fatalf("newest checkpoint kept %v, head %q", last, rec.Head)
-	}
-	c := newServer(t, agent.Config{KV: kv})
-	res := c.command(t, "long", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	c := newServer(t, agent.Config{Store: store})
+	res = c.command(t, "long", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
-	if len(msgs) != 16 || !strings.Contains(fmt.Sprint(msgs[14]), "turn 7") {
+	if len(msgs) != 10 || !strings.Contains(fmt.Sprint(msgs[8]), "turn 4") {
 		t.Fatalf("thread read back on a fresh instance: %d messages: %v", len(msgs), msgs)
+	}
+	res = c.command(t, "long", 2, "state.listCheckpoints", map[string]any{})
+	if got := res["result"].(map[string]any)["checkpoints"].([]any); len(got) != 3 {
+		t.Fatalf("checkpoints read back: %v", got)
 	}
 }
 
-// startKV starts an embedded NATS server with JetStream in a temporary
-// folder and returns a thread bucket on it.
-func startKV(t testing.TB) jetstream.KeyValue {
-	kv, _ := startFabric(t)
-	return kv
+// TestLargeThreadSurvivesRestart: a thread whose conversation holds a
+// 1.2 MB message (no record cap: the store keeps large values in its
+// object store) is read back whole, with its checkpoints, by a new
+// instance after the NATS server restarted on the same data folder.
+func TestLargeThreadSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	store, _, stop := startFabricAt(t, dir)
+	big := strings.Repeat("0123456789 ", 120_000) // 1.32 MB
+	a := newServer(t, agent.Config{Store: store})
+	a.runToEnd(t, "big.thread é", "echo", user(big), nil)
+	a.runToEnd(t, "big.thread é", "echo", user("after"), nil)
+	a.fe.Shutdown()
+	a.fe.Close() // waits for its saves
+	stop()
+
+	store, _, _ = startFabricAt(t, dir)
+	b := newServer(t, agent.Config{Store: store})
+	res := b.command(t, "big.thread é", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
+	var contents []string
+	for _, m := range msgs {
+		contents = append(contents, fmt.Sprint(m.(map[string]any)["content"]))
+	}
+	if len(contents) != 4 || contents[0] != big || !strings.Contains(contents[1], big) || contents[2] != "after" {
+		t.Fatalf("after restart: %d messages of %v bytes", len(contents), lens(contents))
+	}
+	res = b.command(t, "big.thread é", 2, "state.listCheckpoints", map[string]any{})
+	if cps := res["result"].(map[string]any)["checkpoints"].([]any); len(cps) < 4 {
+		t.Fatalf("checkpoints after restart: %v", cps)
+	}
+	// The conversation goes on from the stored state.
+	b.runToEnd(t, "big.thread é", "echo", user("again"), nil)
+	res = b.command(t, "big.thread é", 3, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	if n := len(res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)); n != 6 {
+		t.Fatalf("after a run on the restored thread: %d messages", n)
+	}
+}
+
+func lens(ss []string) []int {
+	out := make([]int, len(ss))
+	for i, s := range ss {
+		out[i] = len(s)
+	}
+	return out
+}
+
+// startStore starts an embedded NATS server with JetStream in a temporary
+// folder and returns the bridge's thread store on it.
+func startStore(t testing.TB) canonical.ThreadStore {
+	store, _ := startFabric(t)
+	return store
 }
 
 // startFabric starts an embedded NATS server with JetStream in a temporary
-// folder and returns a thread bucket on it and a function that opens
+// folder and returns the thread store on it and a function that opens
 // another connection to it (one per instance).
-func startFabric(t testing.TB) (jetstream.KeyValue, func() *nats.Conn) {
+func startFabric(t testing.TB) (canonical.ThreadStore, func() *nats.Conn) {
+	store, connect, _ := startFabricAt(t, t.TempDir())
+	return store, connect
+}
+
+// startFabricAt is startFabric on dir; stop shuts the server down (as the
+// test's end does).
+func startFabricAt(t testing.TB, dir string) (store canonical.ThreadStore, connect func() *nats.Conn, stop func()) {
 	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true, NoLog: true})
+	ns, err := natsserver.NewServer(&natsserver.Options{JetStream: true, StoreDir: dir, DontListen: true, NoSigs: true, NoLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -772,7 +831,7 @@ func startFabric(t testing.TB) (jetstream.KeyValue, func() *nats.Conn) {
 		t.Fatal("nats not ready")
 	}
 	var conns []*nats.Conn
-	connect := func() *nats.Conn {
+	connect = func() *nats.Conn {
 		nc, err := nats.Connect("", nats.InProcessServer(ns))
 		if err != nil {
 			t.Fatal(err)
@@ -780,21 +839,20 @@ func startFabric(t testing.TB) (jetstream.KeyValue, func() *nats.Conn) {
 		conns = append(conns, nc)
 		return nc
 	}
-	nc := connect()
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	js, err := jetstream.New(nc)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			for _, c := range conns {
+				c.Close()
+			}
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		})
+	}
+	t.Cleanup(stop)
+	store, err = bridge.OpenThreadStore(context.Background(), connect(), bridge.NATSConfig{ThreadTTL: time.Hour, ThreadMaxBytes: 1 << 30}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "threads", History: 1, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kv, connect
+	return store, connect, stop
 }

@@ -1,56 +1,91 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
-// A thread record is saved at the end of every run, with the thread's
-// values (its whole history) in it once and once more in each checkpoint
-// a save encodes for the first time. json.Marshal validated and compacted
-// every one of those copies again, byte by byte through its scanner: 7%
-// of the process's CPU in an unpaced agent-to-agent benchmark whose
-// threads held a few long messages. The record is written here instead, in json.Marshal's
-// very bytes (TestEncodeRecordMatchesMarshal), each distinct raw value
-// compacted once per save (the checkpoints share their values' arrays with
-// the record) by appendCompact, which relies on what this package keeps
-// in values: valid JSON (it writes it, or decodes it with encoding/json).
+// A thread is saved at the end of every run, and beside it after each
+// step (saveSoon), as records of the thread store: the head (the thread's
+// values, its whole history, once) and one record per checkpoint, each
+// written once. json.Marshal validated and compacted every copy of the
+// values again, byte by byte through its scanner: 7% of the process's CPU
+// in an unpaced agent-to-agent benchmark whose threads held a few long
+// messages. The records are written here instead, in json.Marshal's very
+// bytes (TestEncodeRecordMatchesMarshal), each distinct raw value
+// compacted once per save (new checkpoints share their values' arrays with
+// the head) by appendCompact, which relies on what this package keeps in
+// values: valid JSON (it writes it, or decodes it with encoding/json).
 
-// encodeRecord is the JSON of rec, with "checkpoints" first. Each
-// checkpoint is encoded once, the first time a save needs it, and kept in
-// rec.Checkpoints (the thread's own array: the caller holds t.mu): every
-// checkpoint holds a full copy of the values, and encoding them all anew
-// on every save made a save cost the thread's history times its
-// checkpoints (about 600 KB after five runs of 5,000 deltas).
-func encodeRecord(rec *threadRecord) ([]byte, error) {
-	var w recordWriter
-	cps := rec.Checkpoints
-	size := len(`{"checkpoints":[],`)
-	for i := range cps {
-		if cps[i].enc == nil {
-			b, err := w.checkpoint(nil, &cps[i])
-			if err != nil {
-				return nil, err
-			}
-			cps[i].enc = b
+// The thread store keys of a thread's records.
+const headKey = "agent"
+
+// checkpointKey is a checkpoint's record key: its id (an agent backend's
+// own, any string) encoded as one key token.
+func checkpointKey(id string) string { return "agent.ckpt." + subject.Key(id) }
+
+// readRecord reads a thread's head record and the checkpoints it lists,
+// but those in skip (the caller has them). It returns a nil record for a
+// thread the store does not hold (rev 0) or whose head is unreadable (rev
+// its revision: a save replaces it).
+func readRecord(ctx context.Context, store canonical.ThreadStore, thread string, skip map[string]bool, log *slog.Logger) (*threadRecord, uint64, error) {
+	head, rev, err := store.Get(ctx, thread, headKey)
+	if canonical.CodeOf(err) == canonical.CodeNotFound {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	rec := decodeHead(head, thread, log)
+	if rec == nil {
+		return nil, rev, nil
+	}
+	if err := readCheckpoints(ctx, store, rec, skip, log); err != nil {
+		return nil, 0, err
+	}
+	return rec, rev, nil
+}
+
+// decodeHead decodes a head record; nil (logged) when unreadable.
+func decodeHead(head []byte, thread string, log *slog.Logger) *threadRecord {
+	rec := &threadRecord{}
+	if err := json.Unmarshal(head, rec); err != nil || rec.Version != stateVersion {
+		log.Warn("thread record unreadable; starting afresh", "thread", thread, "err", err)
+		return nil
+	}
+	return rec
+}
+
+// readCheckpoints reads the checkpoints rec lists, but those in skip, into
+// rec.Checkpoints. A listed checkpoint the store lacks (it expired, or
+// another instance let it go meanwhile) or cannot decode is left out.
+func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *threadRecord, skip map[string]bool, log *slog.Logger) error {
+	for _, id := range rec.CheckpointIDs {
+		if skip[id] {
+			continue
 		}
-		size += len(cps[i].enc) + 1
-	}
-	body, err := w.rest(make([]byte, 0, w.restSize(rec)), rec)
-	if err != nil || len(cps) == 0 {
-		return body, err
-	}
-	out := make([]byte, 0, size+len(body))
-	out = append(out, `{"checkpoints":[`...)
-	for i := range cps {
-		if i > 0 {
-			out = append(out, ',')
+		b, _, err := store.Get(ctx, rec.Thread, checkpointKey(id))
+		if canonical.CodeOf(err) == canonical.CodeNotFound {
+			log.Debug("a listed checkpoint is not in the store", "thread", rec.Thread, "checkpoint", id)
+			continue
 		}
-		out = append(out, cps[i].enc...)
+		if err != nil {
+			return err
+		}
+		cp := checkpointRec{saved: true}
+		if err := json.Unmarshal(b, &cp); err != nil {
+			log.Warn("checkpoint record unreadable; left out", "thread", rec.Thread, "checkpoint", id, "err", err)
+			continue
+		}
+		rec.Checkpoints = append(rec.Checkpoints, cp)
 	}
-	out = append(out, "],"...)
-	return append(out, body[1:]...), nil // body is {"v":...}: never empty
+	return nil
 }
 
 // recordWriter writes a record's parts. It remembers the values it
@@ -66,9 +101,9 @@ type rawKey struct {
 	n     int
 }
 
-// rest appends rec without its checkpoints, as json.Marshal writes
+// rest appends rec as its head record, as json.Marshal writes
 // threadRecord (fields in declaration order, omitempty ones left out when
-// empty).
+// empty; the checkpoints by id).
 func (w *recordWriter) rest(b []byte, rec *threadRecord) ([]byte, error) {
 	b = strconv.AppendInt(append(b, `{"v":`...), int64(rec.Version), 10)
 	b = appendMarshalString(append(b, `,"thread_id":`...), rec.Thread)
@@ -80,6 +115,16 @@ func (w *recordWriter) rest(b []byte, rec *threadRecord) ([]byte, error) {
 		b = append(b, `,"agent":true`...)
 	}
 	b = w.values(append(b, `,"values":`...), rec.Values)
+	if len(rec.CheckpointIDs) > 0 {
+		b = append(b, `,"checkpoints":[`...)
+		for i, id := range rec.CheckpointIDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendMarshalString(b, id)
+		}
+		b = append(b, ']')
+	}
 	if rec.Head != "" {
 		b = appendMarshalString(append(b, `,"head":`...), rec.Head)
 	}
@@ -105,7 +150,7 @@ func (w *recordWriter) rest(b []byte, rec *threadRecord) ([]byte, error) {
 
 // restSize is about the length of rest's output.
 func (w *recordWriter) restSize(rec *threadRecord) int {
-	n := 256
+	n := 256 + 16*len(rec.CheckpointIDs)
 	for k, v := range rec.Values {
 		n += len(k) + len(v) + 4
 	}

@@ -47,82 +47,62 @@ func randomRecord(rng *rand.Rand) threadRecord {
 // long enough for recordWriter to compact it once per save.
 var longValue = `[{"content":"` + strings.Repeat("a <b> & c ", 20) + `","type":"ai"},  {"content" : "x\u2028"}]`
 
-// encodeRecord's JSON is json.Marshal's, with "checkpoints" first and the
-// same length (the size bound sees the same figure): each checkpoint's and
-// the rest's bytes are json.Marshal's; a second encoding, from the kept
-// checkpoint encodings, is the same bytes.
+// A save's records are json.Marshal's bytes: each checkpoint's, and the
+// head's (the record with its checkpoints by id); both decode back to what
+// was saved.
 func TestEncodeRecordMatchesMarshal(t *testing.T) {
 	for i := range 500 {
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
 		rec := randomRecord(rng)
+		var w recordWriter
+		for j := range rec.Checkpoints {
+			rec.CheckpointIDs = append(rec.CheckpointIDs, rec.Checkpoints[j].ID)
+			cw, _ := json.Marshal(&rec.Checkpoints[j])
+			cg, err := w.checkpoint(nil, &rec.Checkpoints[j])
+			if err != nil || string(cg) != string(cw) {
+				t.Fatalf("case %d, checkpoint %d: %v\n got %s\nwant %s", i, j, err, cg, cw)
+			}
+			var back checkpointRec
+			if err := json.Unmarshal(cg, &back); err != nil || back.ID != rec.Checkpoints[j].ID || len(back.Values) != len(rec.Checkpoints[j].Values) {
+				t.Fatalf("case %d, checkpoint %d decodes to %+v (%v)", i, j, back, err)
+			}
+		}
 		want, err := json.Marshal(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var w recordWriter
-		for j := range rec.Checkpoints {
-			cw, _ := json.Marshal(&rec.Checkpoints[j])
-			if cg, err := w.checkpoint(nil, &rec.Checkpoints[j]); err != nil || string(cg) != string(cw) {
-				t.Fatalf("case %d, checkpoint %d: %v\n got %s\nwant %s", i, j, err, cg, cw)
-			}
+		got, err := w.rest(nil, &rec)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("case %d: %v\n got %s\nwant %s", i, err, got, want)
 		}
-		rest := rec
-		rest.Checkpoints = nil
-		rw, _ := json.Marshal(&rest)
-		if rg, err := w.rest(nil, &rest); err != nil || string(rg) != string(rw) {
-			t.Fatalf("case %d: %v\n got %s\nwant %s", i, err, rg, rw)
-		}
-		got, err := encodeRecord(&rec)
-		if err != nil {
+		var back threadRecord
+		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != len(want) {
-			t.Fatalf("case %d: %d bytes, json.Marshal %d\n%s\n%s", i, len(got), len(want), got, want)
-		}
-		var a, b map[string]any
-		if err := json.Unmarshal(got, &a); err != nil {
-			t.Fatalf("case %d: %v\n%s", i, err, got)
-		}
-		if err := json.Unmarshal(want, &b); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("case %d:\n%s\nwant (as json.Marshal)\n%s", i, got, want)
-		}
-		for j, cp := range rec.Checkpoints {
-			if cp.enc == nil {
-				t.Fatalf("case %d: checkpoint %d's encoding not kept", i, j)
-			}
-		}
-		again, err := encodeRecord(&rec)
-		if err != nil || string(again) != string(got) {
-			t.Fatalf("case %d: second encoding differs (%v)", i, err)
+		if !reflect.DeepEqual(back.CheckpointIDs, rec.CheckpointIDs) || back.Head != rec.Head || back.Seq != rec.Seq {
+			t.Fatalf("case %d: head decodes to %+v", i, back)
 		}
 	}
 }
 
-// A record with many large checkpoints, saved again after one more step:
-// the cost persist pays on every save of a long thread.
+// A save of a long thread after one more step: the head and the new
+// checkpoint, which share the history's bytes (compacted once).
 func BenchmarkEncodeRecord(b *testing.B) {
 	history := json.RawMessage(`[{"role":"assistant","content":"` + strings.Repeat("x", 60_000) + `"}]`)
 	rec := threadRecord{Version: stateVersion, Thread: "t", Values: map[string]json.RawMessage{"messages": history}}
 	for i := range 10 {
-		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: fmt.Sprint("ckpt-", i), Step: int64(i), Source: "loop", Values: map[string]json.RawMessage{"messages": history}})
+		rec.CheckpointIDs = append(rec.CheckpointIDs, fmt.Sprint("ckpt-", i))
 	}
-	for _, cached := range []bool{false, true} {
-		b.Run(fmt.Sprintf("cached=%v", cached), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if !cached {
-					for i := range rec.Checkpoints {
-						rec.Checkpoints[i].enc = nil
-					}
-				}
-				if _, err := encodeRecord(&rec); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	cp := checkpointRec{ID: "ckpt-10", Step: 10, Source: "loop", Values: cloneValues(rec.Values)}
+	b.ReportAllocs()
+	for b.Loop() {
+		var w recordWriter
+		if _, err := w.checkpoint(nil, &cp); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.rest(nil, &rec); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -14,12 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // The bridge is the agent runtime for backends that are plain models: it
@@ -30,30 +28,38 @@ import (
 // message, or the agent backend, which marks its events) are agents: their
 // state events pass through and the bridge only records them.
 
-// stateVersion is the version of the persisted thread record.
-const stateVersion = 1
+// stateVersion is the version of the persisted thread record (2: the
+// checkpoints are records of their own).
+const stateVersion = 2
 
-// threadRecord is a thread's durable state, stored as JSON in the KV bucket
-// under "agent.<thread token>".
+// threadRecord is a thread's durable state. In the thread store (record.go)
+// it is one head record, this as JSON with the ids of its checkpoints in
+// order, and one record per checkpoint: no record holds the whole history
+// more than once, and none has a size cap (the store puts large values
+// in its object store).
 type threadRecord struct {
-	Version     int                        `json:"v"`
-	Thread      string                     `json:"thread_id"`
-	Assistant   string                     `json:"assistant_id,omitempty"`
-	Seq         uint64                     `json:"seq"`
-	Agent       bool                       `json:"agent,omitempty"` // state comes from an agent backend
-	Values      map[string]json.RawMessage `json:"values"`
-	Checkpoints []checkpointRec            `json:"checkpoints,omitempty"`
-	Head        string                     `json:"head,omitempty"`
-	NextCkpt    uint64                     `json:"next_checkpoint"`
-	Interrupts  []interruptRec             `json:"interrupts,omitempty"`
-	Status      string                     `json:"status"`
-	Runs        uint64                     `json:"runs"`
-	LastRun     string                     `json:"last_run,omitempty"`
-	Updated     time.Time                  `json:"updated"`
+	Version   int                        `json:"v"`
+	Thread    string                     `json:"thread_id"`
+	Assistant string                     `json:"assistant_id,omitempty"`
+	Seq       uint64                     `json:"seq"`
+	Agent     bool                       `json:"agent,omitempty"` // state comes from an agent backend
+	Values    map[string]json.RawMessage `json:"values"`
+	// CheckpointIDs lists Checkpoints in the head record; set by a save
+	// and by a read, not kept in step in between.
+	CheckpointIDs []string        `json:"checkpoints,omitempty"`
+	Checkpoints   []checkpointRec `json:"-"`
+	Head          string          `json:"head,omitempty"`
+	NextCkpt      uint64          `json:"next_checkpoint"`
+	Interrupts    []interruptRec  `json:"interrupts,omitempty"`
+	Status        string          `json:"status"`
+	Runs          uint64          `json:"runs"`
+	LastRun       string          `json:"last_run,omitempty"`
+	Updated       time.Time       `json:"updated"`
 }
 
 // checkpointRec is one saved step: its place in the tree and the full values.
-// It never changes once made, so its JSON is kept (enc) once encoded.
+// It never changes once made, so it is written to the store once (saved),
+// and its JSON is kept (enc) from its encoding until then.
 type checkpointRec struct {
 	ID     string                     `json:"id"`
 	Parent string                     `json:"parent_id,omitempty"`
@@ -63,6 +69,7 @@ type checkpointRec struct {
 	Time   time.Time                  `json:"time"`
 	Values map[string]json.RawMessage `json:"values"`
 	enc    []byte                     // its JSON, once a save encoded it
+	saved  bool                       // it is in the store
 }
 
 // interruptRec is a pending input request.
@@ -76,7 +83,7 @@ type interruptRec struct {
 // runtime is a Thread's state and runs; guarded by Thread.mu except
 // persistMu, which orders saves.
 type runtime struct {
-	known    bool // the thread has state (a run, or a record in the KV bucket)
+	known    bool // the thread has state (a run, or a record in the store)
 	rec      threadRecord
 	active   *activeRun
 	queue    []*pendingRun
@@ -84,7 +91,10 @@ type runtime struct {
 	history  historyCache      // rec.Values["messages"] as canonical input nodes
 
 	persistMu sync.Mutex
-	rev       uint64 // KV revision of the record last read or written; 0: none
+	rev       uint64 // store revision of the head record last read or written; 0: none
+	// dropped are the ids of saved checkpoints MaxCheckpoints let go,
+	// whose records the next save removes (at most maxDropped).
+	dropped []string
 
 	saving    bool // saveLoop runs
 	saveAgain bool // saveLoop is to save once more
@@ -292,9 +302,7 @@ func (t *Thread) checkpointLocked(source, node, run string) {
 	rec.NextCkpt++
 	id := "ckpt-" + strconv.FormatUint(rec.NextCkpt, 10)
 	rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: id, Parent: parent, Step: step, Source: source, Node: node, Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
-	if n := len(rec.Checkpoints) - t.f.cfg.MaxCheckpoints; n > 0 {
-		rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
-	}
+	t.trimCheckpointsLocked()
 	rec.Head = id
 	t.emitLocked(methodValues, nil, valuesJSON(rec.Values, nil), run)
 	b := append([]byte(`{"id":`), appendString(nil, id)...)
@@ -308,6 +316,30 @@ func (t *Thread) checkpointLocked(source, node, run string) {
 	b = append(b, source...)
 	b = append(b, `"}`...)
 	t.emitLocked(methodCheckpoints, nil, b, run)
+}
+
+// maxDropped bounds the checkpoint ids kept for removal while saves fail;
+// past it the oldest are left in the store, where they expire.
+const maxDropped = 1024
+
+// trimCheckpointsLocked keeps the newest MaxCheckpoints checkpoints (the
+// documented bound) and notes the saved ones let go, for the next save to
+// remove from the store.
+func (t *Thread) trimCheckpointsLocked() {
+	rec := &t.rt.rec
+	n := len(rec.Checkpoints) - t.f.cfg.MaxCheckpoints
+	if n <= 0 {
+		return
+	}
+	for _, c := range rec.Checkpoints[:n] {
+		if c.saved {
+			t.rt.dropped = append(t.rt.dropped, c.ID)
+		}
+	}
+	if over := len(t.rt.dropped) - maxDropped; over > 0 {
+		t.rt.dropped = slices.Delete(t.rt.dropped, 0, over)
+	}
+	rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
 }
 
 func (t *Thread) findCheckpointLocked(id string) *checkpointRec {
@@ -638,13 +670,13 @@ func (t *Thread) pump(ar *activeRun) {
 	// one is saved before the run's end is appended, as when each step was
 	// saved in turn: a client that sees the end and reads the thread on
 	// another instance finds the run's turn there. The run's last state is
-	// saved before the thread can be let go. With a bucket, both are one
+	// saved before the thread can be let go. With a store, both are one
 	// save (endSaved).
 	asked := false // saveSoon was asked since the last saveNow
 	final := false // the terminal event made a step
 	for {
 		ev, err := ar.stream.Recv()
-		if _, end := canonical.TerminalOf(ev); end && err == nil && t.f.cfg.KV != nil {
+		if _, end := canonical.TerminalOf(ev); end && err == nil && t.f.cfg.Store != nil {
 			res, again := t.endSaved(ar, ev, out[:0])
 			if res == endFailed {
 				continue // as handleLocked: the run is being cancelled
@@ -871,9 +903,7 @@ func (t *Thread) observeLocked(ar *activeRun, ev *canonical.Event) {
 		case *canonical.KindCheckpoint:
 			c := k.Checkpoint
 			rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: c.GetId(), Parent: c.GetParentId(), Step: c.GetStep(), Source: checkpointSource(c.GetSource()), Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
-			if n := len(rec.Checkpoints) - t.f.cfg.MaxCheckpoints; n > 0 {
-				rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
-			}
+			t.trimCheckpointsLocked()
 			rec.Head = c.GetId()
 			ar.steps++
 		}
@@ -1008,18 +1038,18 @@ func (t *Thread) applyInjectedLocked() {
 }
 
 // saveSoon saves the thread on a goroutine of its own, so that a run's
-// events, or a command's answer, do not wait for the KV write (300-450 µs
+// events, or a command's answer, do not wait for the store write (300-450 µs
 // here unloaded): a step's save was on the path of the message that
 // followed it, and run.start's on the path of every client that opens its
 // stream once the command is answered, as the SDK does. One save runs at
 // a time; asked for meanwhile, one more follows, of the state as it is
-// then, so steps that come faster than KV writes share a save. The first
+// then, so steps that come faster than store writes share a save. The first
 // save, which creates the record, is made at once unless the frontend is
 // Alone: until it exists, another instance asked for the thread (a client
 // resuming there) does not know it; so are saves once the frontend is
 // closing.
 func (t *Thread) saveSoon() {
-	if t.f.cfg.KV == nil {
+	if t.f.cfg.Store == nil {
 		return
 	}
 	t.mu.Lock()
@@ -1071,86 +1101,169 @@ func (t *Thread) saveLoop() {
 	}
 }
 
-// persist saves the thread record to the KV bucket (if configured). Saves
+// persist saves the thread to the store (if configured): the checkpoints
+// not saved yet, each a record written once, then the head record, which
+// lists them, then it removes the checkpoints MaxCheckpoints let go. Saves
 // are ordered: each takes its snapshot after the previous one was written.
+// A save that fails leaves what it did not write for the next one.
 func (t *Thread) persist() {
-	kv := t.f.cfg.KV
-	if kv == nil {
+	store := t.f.cfg.Store
+	if store == nil {
 		return
 	}
 	t.rt.persistMu.Lock()
 	defer t.rt.persistMu.Unlock()
-	t.mu.Lock()
-	if !t.rt.known {
-		t.mu.Unlock()
-		return
-	}
-	rec := t.savedRecordLocked() // shares t.rt.rec's checkpoints, whose encodings it keeps
-	data, err := encodeRecord(&rec)
-	for err == nil && len(data) > t.f.cfg.MaxStateBytes && len(rec.Checkpoints) > 1 {
-		// Too big for one KV value: drop the oldest checkpoints.
-		drop := max(1, len(rec.Checkpoints)/4)
-		rec.Checkpoints = slices.Clone(rec.Checkpoints[drop:])
-		t.rt.rec.Checkpoints = rec.Checkpoints
-		data, err = encodeRecord(&rec)
-	}
-	t.mu.Unlock()
-	if err == nil && len(data) > t.f.cfg.MaxStateBytes {
-		err = canonical.Errorf(canonical.CodeResourceExhausted, "thread state of %d bytes exceeds MaxStateBytes (%d)", len(data), t.f.cfg.MaxStateBytes)
-	}
-	if err != nil {
-		t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.f.cfg.KVTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), t.f.cfg.StoreTimeout)
 	defer cancel()
-	// Optimistic concurrency: write only over the revision this instance
-	// last saw. If another instance saved the thread since, merge its
-	// record into ours and try again, so neither update is lost.
-	key := kvKey(t.id)
+	// Optimistic concurrency: the head is written only over the revision
+	// this instance last saw. If another instance saved the thread since,
+	// its record is merged into ours and the save tried again, so neither
+	// update is lost.
 	for attempt := 0; ; attempt++ {
-		t.mu.Lock()
-		rev := t.rt.rev
-		t.mu.Unlock()
-		var newRev uint64
-		if rev == 0 {
-			newRev, err = kv.Create(ctx, key, data)
-		} else {
-			newRev, err = kv.Update(ctx, key, data, rev)
+		snap, err := t.snapshot()
+		if err != nil || snap == nil {
+			if err != nil {
+				t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
+			}
+			return
 		}
+		if err := t.saveCheckpoints(ctx, snap.checkpoints); err != nil {
+			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
+			return
+		}
+		newRev, err := store.Put(ctx, t.id, headKey, snap.head, snap.rev)
 		if err == nil {
 			t.mu.Lock()
 			t.rt.rev = newRev
+			// Only appended to meanwhile (or cut at maxDropped: those expire).
+			t.rt.dropped = t.rt.dropped[min(len(snap.dropped), len(t.rt.dropped)):]
 			t.mu.Unlock()
+			t.removeCheckpoints(ctx, snap.dropped)
 			return
 		}
-		if !isRevisionConflict(err) || attempt == 4 {
+		if canonical.CodeOf(err) != canonical.CodeAborted || attempt == 4 {
 			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err, "attempts", attempt+1)
 			return
 		}
-		e, gerr := kv.Get(ctx, key)
-		if gerr != nil {
-			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", gerr)
-			return
-		}
-		var theirs threadRecord
-		if json.Unmarshal(e.Value(), &theirs) != nil || theirs.Version != stateVersion {
-			theirs = threadRecord{} // unreadable: ours replaces it
-		}
-		t.mu.Lock()
-		t.rt.rec = mergeRecords(t.rt.rec, theirs)
-		if theirs.Seq > t.seq {
-			t.seq = theirs.Seq // new events must not reuse the other instance's numbers
-		}
-		t.rt.rev = e.Revision()
-		rec = t.savedRecordLocked()
-		data, err = encodeRecord(&rec)
-		t.mu.Unlock()
-		if err != nil {
+		if err := t.mergeStored(ctx); err != nil {
 			t.f.cfg.Logger.Error("thread state not saved", "thread", t.id, "err", err)
 			return
 		}
 	}
+}
+
+// saveSnapshot is what one save writes, taken under t.mu.
+type saveSnapshot struct {
+	head        []byte
+	rev         uint64 // the head's revision it replaces
+	checkpoints []encodedCheckpoint
+	dropped     []string
+}
+
+type encodedCheckpoint struct {
+	id  string
+	enc []byte
+}
+
+// snapshot encodes the head record and the checkpoints not saved yet;
+// nil when the thread has no state to save.
+func (t *Thread) snapshot() (*saveSnapshot, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.rt.known {
+		return nil, nil
+	}
+	rec := t.savedRecordLocked()
+	var w recordWriter // one per save: a value shared by the head and new checkpoints is compacted once
+	snap := &saveSnapshot{rev: t.rt.rev, dropped: slices.Clone(t.rt.dropped)}
+	cps := t.rt.rec.Checkpoints
+	rec.CheckpointIDs = make([]string, len(cps))
+	for i := range cps {
+		rec.CheckpointIDs[i] = cps[i].ID
+		if cps[i].saved {
+			continue
+		}
+		if cps[i].enc == nil {
+			b, err := w.checkpoint(nil, &cps[i])
+			if err != nil {
+				return nil, err
+			}
+			cps[i].enc = b
+		}
+		snap.checkpoints = append(snap.checkpoints, encodedCheckpoint{cps[i].ID, cps[i].enc})
+	}
+	head, err := w.rest(make([]byte, 0, w.restSize(&rec)), &rec)
+	snap.head = head
+	return snap, err
+}
+
+// saveCheckpoints writes new checkpoints, each once (create-only), and
+// marks them saved. One that exists already was written by this thread's
+// save that failed later, or by another instance that made a checkpoint
+// of the same id meanwhile; the stored one stands.
+func (t *Thread) saveCheckpoints(ctx context.Context, cps []encodedCheckpoint) error {
+	for _, c := range cps {
+		_, err := t.f.cfg.Store.Put(ctx, t.id, checkpointKey(c.id), c.enc, 0)
+		if err != nil && canonical.CodeOf(err) != canonical.CodeAborted {
+			return err
+		}
+		t.mu.Lock()
+		if cp := t.findCheckpointLocked(c.id); cp != nil {
+			cp.saved, cp.enc = true, nil
+		}
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// removeCheckpoints removes the records of checkpoints the head no longer
+// lists; one left behind (its removal failed) expires with the store's TTL.
+func (t *Thread) removeCheckpoints(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if err := t.f.cfg.Store.Delete(ctx, t.id, checkpointKey(id)); err != nil {
+			t.f.cfg.Logger.Warn("dropped checkpoint left in the store", "thread", t.id, "checkpoint", id, "err", err)
+		}
+	}
+}
+
+// mergeStored merges the head record another instance saved, and the
+// checkpoints it lists that this instance lacks, into the thread, after
+// its save met that newer revision.
+func (t *Thread) mergeStored(ctx context.Context) error {
+	t.mu.Lock()
+	have := t.checkpointIDsLocked()
+	t.mu.Unlock()
+	theirs, rev, err := readRecord(ctx, t.f.cfg.Store, t.id, have, t.f.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if theirs == nil { // gone (expired), or unreadable: ours replaces it
+		t.rt.rev = rev
+		return nil
+	}
+	t.mergeRecordLocked(*theirs, rev)
+	if theirs.Seq > t.seq {
+		t.seq = theirs.Seq // new events must not reuse the other instance's numbers
+	}
+	return nil
+}
+
+// mergeRecordLocked merges a record read at revision rev into the thread.
+func (t *Thread) mergeRecordLocked(theirs threadRecord, rev uint64) {
+	t.rt.rec = mergeRecords(t.rt.rec, theirs)
+	t.trimCheckpointsLocked()
+	t.rt.known, t.rt.rev = true, rev
+}
+
+// checkpointIDsLocked is the set of the thread's checkpoint ids.
+func (t *Thread) checkpointIDsLocked() map[string]bool {
+	have := make(map[string]bool, len(t.rt.rec.Checkpoints))
+	for _, c := range t.rt.rec.Checkpoints {
+		have[c.ID] = true
+	}
+	return have
 }
 
 // savedRecordLocked is the thread's record as a save writes it: with its
@@ -1160,16 +1273,6 @@ func (t *Thread) savedRecordLocked() threadRecord {
 	rec := t.rt.rec
 	rec.Version, rec.Thread, rec.Seq, rec.Updated = stateVersion, t.id, t.seq+t.rt.seqAhead, t.f.cfg.Now().UTC()
 	return rec
-}
-
-// isRevisionConflict reports a KV write refused because the key changed
-// (or appeared) since the revision it was based on.
-func isRevisionConflict(err error) bool {
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return true
-	}
-	var api *jetstream.APIError
-	return errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // mergeRecords joins a thread record another instance saved (theirs) with
@@ -1240,16 +1343,12 @@ func unionMessages(theirs, ours json.RawMessage) json.RawMessage {
 	return joinArray(unionBy(a, b, id))
 }
 
-// kvKey is the thread's key in the bucket: "agent." and the thread as a
-// subject token (subject.Token).
-func kvKey(thread string) string { return "agent." + subject.Token(thread) }
-
 // newRunID returns a fresh run id.
 func newRunID() string { return "run-" + nuid.Next() }
 
 // maybeIdleLocked arms the idle timer when nothing holds the thread: no
 // connection, no run. When it fires the thread leaves memory (its state
-// stays in the KV bucket; a thread that has state and no bucket stays).
+// stays in the store; a thread that has state and no store stays).
 func (t *Thread) maybeIdleLocked() {
 	t.ownLocked()
 	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 {
@@ -1259,7 +1358,7 @@ func (t *Thread) maybeIdleLocked() {
 		}
 		return
 	}
-	if t.idle != nil || (t.rt.known && t.f.cfg.KV == nil) {
+	if t.idle != nil || (t.rt.known && t.f.cfg.Store == nil) {
 		return
 	}
 	t.idle = time.AfterFunc(t.f.cfg.BufferKeep, func() { t.f.evict(t) })

@@ -13,36 +13,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// heldKV is a thread bucket whose record updates wait, while held, until
+// heldStore is a thread store whose writes wait, while held, until
 // released.
-type heldKV struct {
-	jetstream.KeyValue
+type heldStore struct {
+	canonical.ThreadStore
 	held    atomic.Bool
 	waiting atomic.Int32
 	release chan struct{}
 }
 
-func (k *heldKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+func (k *heldStore) Put(ctx context.Context, thread, key string, value []byte, rev uint64) (uint64, error) {
 	if err := k.hold(ctx); err != nil {
 		return 0, err
 	}
-	return k.KeyValue.Update(ctx, key, value, rev)
+	return k.ThreadStore.Put(ctx, thread, key, value, rev)
 }
 
-func (k *heldKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	if err := k.hold(ctx); err != nil {
-		return 0, err
-	}
-	return k.KeyValue.Create(ctx, key, value, opts...)
-}
-
-// hold waits, while the bucket is held, until it is released.
-func (k *heldKV) hold(ctx context.Context) error {
+// hold waits, while the store is held, until it is released.
+func (k *heldStore) hold(ctx context.Context) error {
 	if !k.held.Load() {
 		return nil
 	}
@@ -76,17 +68,17 @@ func postRunStart(base, thread, text, config string) error {
 
 // TestStepSavesDoNotHoldEvents: the saves of run.start and of a run's
 // steps are made beside the run, not on the path of the command's answer
-// or of the run's events. With the thread bucket's updates held, run.start
+// or of the run's events. With the thread store's writes held, run.start
 // is answered and the run's events reach the client up to its last step
 // (the input's checkpoint, its first, is the third event); released, the
-// run ends, and its final state is what the bucket holds, read by another
+// run ends, and its final state is what the store holds, read by another
 // instance.
 func TestStepSavesDoNotHoldEvents(t *testing.T) {
-	kv := &heldKV{KeyValue: startKV(t), release: make(chan struct{})}
+	kv := &heldStore{ThreadStore: startStore(t), release: make(chan struct{})}
 	var release sync.Once
 	t.Cleanup(func() { release.Do(func() { close(kv.release) }) }) // (runs after the servers close: registered first)
-	// A held save waits past every wait of the test (not ended by KVTimeout).
-	a := newServer(t, agent.Config{KV: kv, KVTimeout: 3 * wait})
+	// A held save waits past every wait of the test (not ended by StoreTimeout).
+	a := newServer(t, agent.Config{Store: kv, StoreTimeout: 3 * wait})
 	_, last := a.runToEnd(t, "held", "stream", user("one"), map[string]any{"deltas": 2}) // creates the record
 	kv.held.Store(true)
 	st := a.openSSE(t, "held", `{"channels":["lifecycle","messages","values","checkpoints"],"since":`+strconv.FormatUint(last, 10)+`}`, nil)
@@ -109,11 +101,11 @@ func TestStepSavesDoNotHoldEvents(t *testing.T) {
 	// machine may start after the events were read.
 	for deadline := time.Now().Add(wait); kv.waiting.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("no save was held: the test did not hold the bucket")
+			t.Fatal("no save was held: the test did not hold the store")
 		}
 	}
 	if !slices.Contains(methods, "messages") {
-		t.Fatalf("with the bucket held: %v", methods)
+		t.Fatalf("with the store held: %v", methods)
 	}
 	// The state as of that step is saved before the run's end is seen.
 	release.Do(func() { close(kv.release) })
@@ -123,23 +115,23 @@ func TestStepSavesDoNotHoldEvents(t *testing.T) {
 	// The final save follows the terminal event: another instance reads it
 	// once it is made.
 	for deadline := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
-		b := newServer(t, agent.Config{KV: kv.KeyValue}) // reads the record afresh
+		b := newServer(t, agent.Config{Store: kv.ThreadStore}) // reads the record afresh
 		res := b.command(t, "held", 2, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 		msgs, _ := json.Marshal(res["result"])
 		if strings.Count(string(msgs), `"content":"`) == 4 { // two turns: user and ai each
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the bucket after the held run, read by another instance: %s", msgs)
+			t.Fatalf("the store after the held run, read by another instance: %s", msgs)
 		}
 	}
 }
 
-// recordingKV is a thread bucket that keeps the status and seq of every
-// record written, in order of the writes' completion, each of which takes
-// delay longer.
-type recordingKV struct {
-	jetstream.KeyValue
+// recordingStore is a thread store that keeps the status and seq of every
+// head record written, in order of the writes' completion, each of which
+// (checkpoints' too) takes delay longer.
+type recordingStore struct {
+	canonical.ThreadStore
 	delay  time.Duration
 	mu     sync.Mutex
 	writes []savedRecord
@@ -150,7 +142,7 @@ type savedRecord struct {
 	Seq    uint64 `json:"seq"`
 }
 
-func (k *recordingKV) note(value []byte) {
+func (k *recordingStore) note(value []byte) {
 	var r savedRecord
 	_ = json.Unmarshal(value, &r)
 	k.mu.Lock()
@@ -158,21 +150,16 @@ func (k *recordingKV) note(value []byte) {
 	k.mu.Unlock()
 }
 
-func (k *recordingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+func (k *recordingStore) Put(ctx context.Context, thread, key string, value []byte, rev uint64) (uint64, error) {
 	time.Sleep(k.delay)
-	rev, err := k.KeyValue.Create(ctx, key, value, opts...)
-	k.note(value)
+	rev, err := k.ThreadStore.Put(ctx, thread, key, value, rev)
+	if key == "agent" { // the head record
+		k.note(value)
+	}
 	return rev, err
 }
 
-func (k *recordingKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
-	time.Sleep(k.delay)
-	rev, err := k.KeyValue.Update(ctx, key, value, rev)
-	k.note(value)
-	return rev, err
-}
-
-func (k *recordingKV) all() []savedRecord {
+func (k *recordingStore) all() []savedRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return slices.Clone(k.writes)
@@ -183,8 +170,8 @@ func (k *recordingKV) all() []savedRecord {
 // last when the client sees the end is the ended run's (status completed,
 // the terminal event's seq), and nothing is written after it.
 func TestRunEndIsOneSave(t *testing.T) {
-	kv := &recordingKV{KeyValue: startKV(t), delay: 20 * time.Millisecond}
-	s := newServer(t, agent.Config{KV: kv})
+	kv := &recordingStore{ThreadStore: startStore(t), delay: 20 * time.Millisecond}
+	s := newServer(t, agent.Config{Store: kv})
 	s.runToEnd(t, "once", "stream", user("one"), map[string]any{"deltas": 2})
 	_, last := s.runToEnd(t, "once", "stream", user("two"), map[string]any{"deltas": 2})
 	seen := kv.all()
@@ -204,11 +191,11 @@ func TestRunEndIsOneSave(t *testing.T) {
 func TestFirstSaveWhenAlone(t *testing.T) {
 	for _, alone := range []bool{false, true} {
 		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
-			kv := &heldKV{KeyValue: startKV(t), release: make(chan struct{})}
+			kv := &heldStore{ThreadStore: startStore(t), release: make(chan struct{})}
 			var release sync.Once
 			t.Cleanup(func() { release.Do(func() { close(kv.release) }) })
 			kv.held.Store(true)
-			a := newServer(t, agent.Config{KV: kv, KVTimeout: 3 * wait, Alone: alone})
+			a := newServer(t, agent.Config{Store: kv, StoreTimeout: 3 * wait, Alone: alone})
 			answered := make(chan error, 1)
 			go func() { answered <- postRunStart(a.URL, "fresh", "one", `{"deltas":2}`) }()
 			if alone {
@@ -230,7 +217,7 @@ func TestFirstSaveWhenAlone(t *testing.T) {
 			}
 			for deadline := time.Now().Add(wait); kv.waiting.Load() == 0; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatal("no save was held: the test did not hold the bucket")
+					t.Fatal("no save was held: the test did not hold the store")
 				}
 			}
 			release.Do(func() { close(kv.release) })
@@ -240,7 +227,7 @@ func TestFirstSaveWhenAlone(t *testing.T) {
 				}
 			}
 			for deadline := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
-				if _, err := kv.Get(context.Background(), "agent.fresh"); err == nil {
+				if _, _, err := kv.Get(context.Background(), "fresh", "agent"); err == nil {
 					break
 				} else if time.Now().After(deadline) {
 					t.Fatalf("the thread's record: %v", err)
