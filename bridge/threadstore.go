@@ -258,15 +258,15 @@ func (s *natsThreadStore) removeObject(name string) {
 	if name == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultStoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), removeObjectTimeout)
 	defer cancel()
 	if err := s.obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		s.log.Warn("thread store: an unused object is left to expire", "object", name, "err", err)
 	}
 }
 
-// defaultStoreTimeout bounds the removal of an unused object.
-const defaultStoreTimeout = 5 * time.Second
+// removeObjectTimeout bounds the removal of an unused object.
+const removeObjectTimeout = 5 * time.Second
 
 // Delete removes the record and its object.
 func (s *natsThreadStore) Delete(ctx context.Context, thread, key string) error {

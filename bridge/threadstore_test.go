@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -142,6 +143,13 @@ func TestThreadStoreLargeValueSurvivesRestart(t *testing.T) {
 	if n := objects(); n != 1 {
 		t.Fatalf("after replacing the value: %d objects, want 1", n)
 	}
+	// A create over the existing record writes its object, then is
+	// refused: the object goes.
+	_, err = s.Put(t.Context(), "a.b é", "head", big, 0)
+	wantCode(t, "a large value created over an existing record", err, canonical.CodeAborted)
+	if n := objects(); n != 1 {
+		t.Fatalf("after a refused write: %d objects, want 1", n)
+	}
 	if _, err := s.Put(t.Context(), "a.b é", "head", []byte("small"), rev); err != nil {
 		t.Fatal(err)
 	}
@@ -197,20 +205,20 @@ func TestThreadStoreLimit(t *testing.T) {
 // nats.thread_ttl and nats.thread_max_bytes reach the bucket and the
 // object store.
 func TestThreadStoreRetentionConfig(t *testing.T) {
-	f := startStoreFabric(t, t.TempDir(), func(n *bridge.NATSConfig) { n.ThreadTTL = 3 * 3600e9; n.ThreadMaxBytes = 5 << 20 })
+	f := startStoreFabric(t, t.TempDir(), func(n *bridge.NATSConfig) { n.ThreadTTL = 3 * time.Hour; n.ThreadMaxBytes = 5 << 20 })
 	js := f.JetStream()
 	for _, name := range []string{"KV_" + bridge.ThreadStateBucket, "OBJ_" + bridge.ThreadObjectStore} {
 		st, err := js.Stream(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := st.CachedInfo().Config; c.MaxAge != 3*3600e9 || c.MaxBytes != 5<<20 || c.Discard != jetstream.DiscardNew {
+		if c := st.CachedInfo().Config; c.MaxAge != 3*time.Hour || c.MaxBytes != 5<<20 || c.Discard != jetstream.DiscardNew {
 			t.Fatalf("%s: max age %v, max bytes %d, discard %v", name, c.MaxAge, c.MaxBytes, c.Discard)
 		}
 	}
 	cfg := bridge.DefaultConfig()
 	cfg.Defaults()
-	if cfg.NATS.ThreadTTL != 7*24*3600e9 || cfg.NATS.ThreadMaxBytes != 1<<30 {
+	if cfg.NATS.ThreadTTL != 7*24*time.Hour || cfg.NATS.ThreadMaxBytes != 1<<30 {
 		t.Fatalf("defaults: thread_ttl %v, thread_max_bytes %d", cfg.NATS.ThreadTTL, cfg.NATS.ThreadMaxBytes)
 	}
 }
