@@ -44,8 +44,9 @@ type BackendConfig struct {
 	// MaxEventBytes bounds one upstream event (SSE event or WebSocket
 	// message). Default 4 MiB.
 	MaxEventBytes int `yaml:"max_event_bytes"`
-	// MaxPendingEvents bounds the WebSocket events held while waiting for
-	// the run.start answer. Default 10,000.
+	// MaxPendingEvents bounds the WebSocket frames held while waiting for
+	// the subscription's and the run.start answers (the subscription's
+	// replay of the upstream's buffer comes then). Default 10,000.
 	MaxPendingEvents int `yaml:"max_pending_events"`
 	// KeepStreams bounds the threads whose event stream (SSE transport)
 	// stays open after a run ends, for the thread's next run. Default 256;
@@ -83,19 +84,28 @@ func (c BackendConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Backend starts runs on an upstream agent server: run.start (or
-// input.respond for a request that resumes interrupts), then the thread's
-// events after the command's applied_through_seq, decoded into canonical
-// events with their namespaces. Closing a run that has not ended cancels it
-// upstream (POST /threads/{id}/runs/{run_id}/cancel, LangGraph's REST
-// endpoint; the protocol has no cancel command).
+// Backend starts runs on an upstream agent server: it subscribes to the
+// thread's events on every channel, then sends run.start (or input.respond
+// for a request that resumes interrupts), and decodes the events after the
+// command's applied_through_seq into canonical events with their
+// namespaces. Subscribed first, it reads a run from its first event however
+// fast the run fills the upstream's buffer; subscribed after the answer, it
+// asked for events a fast run had already pushed out. Events the upstream
+// reports lost (its in-band gap report, resume_gap) or that never come (a
+// jump in seqs) fail the run with CodeDataLoss, and any other upstream
+// error frame with the upstream's code: a run never completes with a hole.
+// Closing a run that has not ended cancels it upstream (POST
+// /threads/{id}/runs/{run_id}/cancel, LangGraph's REST endpoint; the
+// protocol has no cancel command).
 //
 // Over SSE a thread's event stream outlives the run that opened it, as the
 // SDK's ThreadStream does: the protocol's thread stream never ends (a
 // server must not close it when a run ends), so closing it after each run
 // cost the thread's next run a new connection and a request before its
 // first event. The backend keeps it, up to KeepStreams threads for
-// KeepStreamIdle each, and the next run reads on from it after its command.
+// KeepStreamIdle each, and the next run, already subscribed, sends its
+// command and reads on. A new stream replays the upstream's buffer, which
+// the decoder skips up to the command's seq.
 type Backend struct {
 	cfg  BackendConfig
 	base string          // URL without a trailing slash
@@ -398,58 +408,88 @@ func (s *upStream) accept(r *response) (uint64, error) {
 	return r.Meta.AppliedThroughSeq, nil
 }
 
+// startSSE subscribes, then starts the run: the thread's event stream (the
+// one kept from the thread's last run, or a new one from the start of the
+// upstream's buffer) is open before the command is sent, so the run's
+// events are the stream's from its first: opened after the command's
+// answer, it asked for events a fast run had already pushed out of the
+// upstream's buffer. What the stream holds up to the command's
+// applied_through_seq is skipped.
 func (s *upStream) startSSE(cmd []byte) error {
+	es := s.b.takeStream(s.thread)
+	reused := es != nil
+	if es == nil {
+		var err error
+		if es, err = s.openStream(nil); err != nil {
+			return err
+		}
+	}
+	after, err := s.command(cmd)
+	if err != nil {
+		if s.keep { // the stream is as it was: the thread's next run may read on
+			s.b.keepStream(es)
+		} else {
+			es.close()
+		}
+		return err
+	}
+	s.after = after
+	es.sdec.nextRun(after)
+	s.use(es, reused)
+	return nil
+}
+
+// command posts the command that starts the run and returns its
+// applied_through_seq.
+func (s *upStream) command(cmd []byte) (uint64, error) {
 	b := s.b
 	cctx, cancel := context.WithTimeout(s.ctx, b.cfg.Timeout)
 	defer cancel()
 	hreq, _ := http.NewRequestWithContext(cctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/commands", bytes.NewReader(cmd))
 	hreq.Header.Set("Content-Type", "application/json")
+	// With a key the HTTP client sends the command again, once, when a
+	// kept-alive connection from its pool turns out closed by the
+	// upstream before any answer (the race of an idle connection's close
+	// with its reuse); an upstream that honours the key keeps the resent
+	// command from running twice.
+	hreq.Header.Set("Idempotency-Key", nuid.Next())
 	s.header(hreq.Header)
 	resp, err := b.cfg.HTTPClient.Do(hreq)
 	if err != nil {
-		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
+		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.cfg.MaxEventBytes)))
 	resp.Body.Close()
 	if err != nil {
-		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: reading the command answer: %v", err)
+		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: reading the command answer: %v", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return httpFailure(resp.StatusCode, body)
+		return 0, httpFailure(resp.StatusCode, body)
 	}
 	var r response
 	if json.Unmarshal(body, &r) != nil {
-		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command answer is not JSON")
+		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command answer is not JSON")
 	}
-	after, err := s.accept(&r)
-	if err != nil {
-		return err
-	}
-	s.after = after
-	if es := b.takeStream(s.thread); es != nil {
-		es.sdec.nextRun(after)
-		s.use(es, true)
-		return nil
-	}
-	es, err := s.openStream()
-	if err != nil {
-		s.cancelUpstream()
-		return err
-	}
-	s.use(es, false)
-	return nil
+	return s.accept(&r)
 }
 
-// openStream opens the thread's event stream from the command's seq. The
-// request outlives the run (the stream may be kept for the thread's next
-// one); the run's context ends it while the run reads it (use).
-func (s *upStream) openStream() (*eventStream, error) {
+// openStream opens the thread's event stream on every channel: after seq
+// since, or (nil) from the start of the upstream's buffer. The request
+// outlives the run (the stream may be kept for the thread's next one); the
+// run's context ends it while the run reads it (use).
+func (s *upStream) openStream(since *uint64) (*eventStream, error) {
 	b := s.b
 	ctx, cancel := context.WithCancel(context.Background())
-	filter, _ := json.Marshal(map[string]any{"channels": allChannels, "since": s.after})
+	req := map[string]any{"channels": allChannels}
+	var after uint64
+	if since != nil {
+		req["since"], after = *since, *since
+	}
+	filter, _ := json.Marshal(req)
 	sreq, _ := http.NewRequestWithContext(ctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/stream/events", bytes.NewReader(filter))
 	sreq.Header.Set("Content-Type", "application/json")
 	sreq.Header.Set("Accept", "text/event-stream")
+	sreq.Header.Set("Idempotency-Key", nuid.Next()) // a subscription is: resent on a pooled connection found closed, as the command
 	s.header(sreq.Header)
 	connectTimer := time.AfterFunc(b.cfg.Timeout, cancel) // headers must come within Timeout
 	stopRun := context.AfterFunc(s.ctx, cancel)
@@ -471,8 +511,9 @@ func (s *upStream) openStream() (*eventStream, error) {
 		cancel()
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the event stream's Content-Type is %q, not text/event-stream", sresp.Header.Get("Content-Type"))
 	}
-	return &eventStream{thread: s.thread, body: sresp.Body, sdec: NewSSEDecoder(s.after, b.cfg.MaxEventBytes),
-		buf: make([]byte, 32<<10), cancel: cancel}, nil
+	sdec := NewSSEDecoder(after, b.cfg.MaxEventBytes)
+	sdec.Contiguous = true // every channel, every namespace: a jump in seqs is events lost
+	return &eventStream{thread: s.thread, body: sresp.Body, sdec: sdec, buf: make([]byte, 32<<10), cancel: cancel}, nil
 }
 
 // use makes es the run's event stream; the run's context ending (its
@@ -490,6 +531,9 @@ func httpFailure(status int, body []byte) error {
 	return canonical.WireError(codeFromHTTP(status), fmt.Sprintf("agent upstream: HTTP %d: %.200s", status, msg))
 }
 
+// startWS subscribes, waits for the subscription's answer, then starts
+// the run: the upstream holds the subscription before the run's first
+// event whatever order it executes a connection's commands in.
 func (s *upStream) startWS(cmd []byte) error {
 	b := s.b
 	u := "ws" + strings.TrimPrefix(b.base, "http") + "/threads/" + url.PathEscape(s.thread) + "/stream/events"
@@ -509,36 +553,46 @@ func (s *upStream) startWS(cmd []byte) error {
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
 	}
+	r, err := s.awaitAnswer(dctx, 1)
+	if err != nil {
+		return err
+	}
+	if r.Type == "error" {
+		_ = s.conn.Close(wsconn.CloseNormal, "")
+		return canonical.WireError(canonicalCode(r.Error), "agent upstream: subscription.subscribe: "+r.Message)
+	}
 	if err := s.conn.SendText(cmd); err != nil {
 		return s.failWS(err)
 	}
-	// Events of earlier runs (the subscription's replay) may come before
-	// the answer; they are held until it says which seq the run starts after.
+	if r, err = s.awaitAnswer(dctx, 2); err != nil {
+		return err
+	}
+	after, err := s.accept(r)
+	if err != nil {
+		_ = s.conn.Close(wsconn.CloseNormal, "")
+		return err
+	}
+	s.wdec = &Decoder{AfterSeq: after, Contiguous: true}
+	return nil
+}
+
+// awaitAnswer reads up to the answer to command id. The frames before it
+// (the subscription's replay, the run's first events, an error report)
+// are held for the decoder, which skips those at or before the command's
+// applied_through_seq.
+func (s *upStream) awaitAnswer(ctx context.Context, id uint64) (*response, error) {
 	for {
-		_, data, err := s.conn.Read(dctx)
+		_, data, err := s.conn.Read(ctx)
 		if err != nil {
-			return s.failWS(err)
+			return nil, s.failWS(err)
 		}
 		var r response
-		if json.Unmarshal(data, &r) == nil && r.Type != "event" && r.ID != nil && (*r.ID == 1 || *r.ID == 2) {
-			if *r.ID == 1 {
-				if r.Type == "error" {
-					_ = s.conn.Close(wsconn.CloseNormal, "")
-					return canonical.WireError(canonicalCode(r.Error), "agent upstream: subscription.subscribe: "+r.Message)
-				}
-				continue
-			}
-			after, err := s.accept(&r)
-			if err != nil {
-				_ = s.conn.Close(wsconn.CloseNormal, "")
-				return err
-			}
-			s.wdec = &Decoder{AfterSeq: after}
-			return nil
+		if json.Unmarshal(data, &r) == nil && r.Type != "event" && r.ID != nil && *r.ID == id {
+			return &r, nil
 		}
-		if len(s.pending) >= b.cfg.MaxPendingEvents {
+		if len(s.pending) >= s.b.cfg.MaxPendingEvents {
 			_ = s.conn.Close(wsconn.ClosePolicyViolation, "too many events before the command's answer")
-			return canonical.Errorf(canonical.CodeResourceExhausted, "agent upstream: more than MaxPendingEvents (%d) events before the command's answer", b.cfg.MaxPendingEvents)
+			return nil, canonical.Errorf(canonical.CodeResourceExhausted, "agent upstream: more than MaxPendingEvents (%d) events before the command's answer", s.b.cfg.MaxPendingEvents)
 		}
 		s.pending = append(s.pending, data)
 	}
@@ -669,7 +723,7 @@ func (d *Decoder) fail(out []*canonical.Event, err *canonical.Error) []*canonica
 func (s *upStream) reopen() {
 	s.unwatch()
 	s.es.close()
-	es, err := s.openStream()
+	es, err := s.openStream(&s.after)
 	s.relMu.Lock() // Close may be releasing the run meanwhile
 	switch {
 	case err == nil && s.released:

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -25,9 +27,13 @@ import (
 // never sent. The run ends at the first root lifecycle event with completed,
 // failed or interrupted; later events are ignored.
 //
-// Frames that are not events (command responses) are ignored. A frame that
-// is not JSON is an InvalidArgument error naming it. Not safe for
-// concurrent use.
+// Command answers (type "success") are ignored. An error frame is the
+// run's failure, never skipped: the upstream's report that events a reader
+// asked for are no longer buffered (a "since" older than its buffer, or a
+// reader it lapped: min_available_seq, or resume_gap) is CodeDataLoss
+// unless every event it missed came before the run; any other error frame
+// carries the upstream's code. A frame of another type, or that is not JSON,
+// is an InvalidArgument error naming it. Not safe for concurrent use.
 //
 // Text, reasoning and tool-argument deltas on the open block, most of a
 // run's frames, are read by a hand-written scanner (decode_fast.go) that
@@ -38,16 +44,23 @@ type Decoder struct {
 	// runs of the thread (set it to the run.start response's
 	// meta.applied_through_seq).
 	AfterSeq uint64
+	// Contiguous says the frames are every event of the thread (a
+	// subscription to every channel and namespace, as the backend's), so
+	// their seqs after AfterSeq come one by one: a seq past the next one
+	// is events lost upstream (CodeDataLoss), one at or before the last
+	// decoded a repeat, skipped.
+	Contiguous bool
 	// MaxBlockBytes bounds the text of one block the decoder keeps to
 	// reconcile it with content-block-finish. Default 16 MiB; beyond it the
 	// finished block is not reconciled.
 	MaxBlockBytes int
 
-	ns     map[string]*nsDec
-	order  []*nsDec
-	ended  bool
-	msgErr *canonical.Error
-	msgs   int
+	ns      map[string]*nsDec
+	order   []*nsDec
+	ended   bool
+	lastSeq uint64 // Contiguous: the seq of the last event decoded; 0 before the first
+	msgErr  *canonical.Error
+	msgs    int
 	// held is a model-call error that ended a message (the messages
 	// channel's error event): it is the run's failure if the next event is
 	// the failed lifecycle with it, else a non-terminal error event,
@@ -85,6 +98,14 @@ type wireEnvelope struct {
 	Seq    *uint64    `json:"seq"`
 	Method string     `json:"method"`
 	Params wireParams `json:"params"`
+}
+
+// wireError is an error frame (ErrorResponse; the gap report's
+// min_available_seq is the reference's section 6.2).
+type wireError struct {
+	Error           string  `json:"error"`
+	Message         string  `json:"message"`
+	MinAvailableSeq *uint64 `json:"min_available_seq"`
 }
 
 // deltaData is a content-block-delta, read without maps (the hot path).
@@ -183,13 +204,84 @@ func (d *Decoder) feed(frame []byte, out []*canonical.Event) ([]*canonical.Event
 	}
 	if !d.slow {
 		if o, ok := d.feedFast(frame, out); ok {
+			d.decoded(d.fast.seq, d.fast.hasSeq)
 			return o, nil
 		}
+		if d.fast.skip {
+			// The replay of what came before the run: a fresh stream
+			// replays the upstream's whole buffer.
+			return out, nil
+		}
 		if o, ok := d.fastEnvelope(frame, out); ok {
+			d.decoded(d.fast.seq, d.fast.hasSeq)
 			return o, nil
 		}
 	}
 	return d.feedJSON(frame, out)
+}
+
+// wanted reports whether an event with seq is the run's next to decode:
+// after AfterSeq and, on a contiguous stream, the one after the last. The
+// fast path decodes only those; checkSeq decides the others.
+func (d *Decoder) wanted(seq uint64) bool {
+	return seq > d.AfterSeq && (!d.Contiguous || d.lastSeq == 0 || seq == d.lastSeq+1)
+}
+
+// checkSeq decides an event by its seq: skip it (the replay of what came
+// before the run, or a repeat), or fail the run when events between the
+// last one decoded and it never came.
+func (d *Decoder) checkSeq(seq uint64) (skip bool, err error) {
+	if seq <= d.floor() {
+		return true, nil
+	}
+	if d.Contiguous && d.lastSeq != 0 && seq != d.lastSeq+1 {
+		return true, canonical.Errorf(canonical.CodeDataLoss, "agent upstream: event %d came after event %d: the events between were lost", seq, d.lastSeq)
+	}
+	return false, nil
+}
+
+// floor is the seq at or before which events are skipped.
+func (d *Decoder) floor() uint64 { return max(d.AfterSeq, d.lastSeq) }
+
+// decoded records the seq of an event decoded.
+func (d *Decoder) decoded(seq uint64, has bool) {
+	if has && d.Contiguous {
+		d.lastSeq = seq
+	}
+}
+
+// notEvent decides a frame of type typ that is not an event (see
+// Decoder): nil for a command's answer and for a gap that lost none of
+// the run's events, else the run's failure.
+func (d *Decoder) notEvent(frame []byte, typ string) error {
+	switch typ {
+	case "success":
+		return nil
+	case "error":
+	default:
+		return canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame of type %.40q is neither an event, a command's answer nor an error", typ)
+	}
+	var e wireError
+	gap := false
+	if json.Unmarshal(frame, &e) != nil { // a member of another type: read the strings, and a gap's extent is unknown
+		var probe map[string]json.RawMessage
+		_ = json.Unmarshal(frame, &probe)
+		e = wireError{Error: jstr(probe["error"]), Message: jstr(probe["message"])}
+		_, gap = probe["min_available_seq"]
+	}
+	msg := cmp.Or(e.Message, e.Error, "no message")
+	if gap || e.MinAvailableSeq != nil || e.Error == errResumeGap {
+		floor := d.floor()
+		if e.MinAvailableSeq != nil && *e.MinAvailableSeq <= floor+1 {
+			return nil // it missed events the run does not read
+		}
+		oldest := "unknown"
+		if e.MinAvailableSeq != nil {
+			oldest = strconv.FormatUint(*e.MinAvailableSeq, 10)
+		}
+		return canonical.Errorf(canonical.CodeDataLoss, "agent upstream lost the run's events after seq %d (its oldest buffered: %s): %.200s", floor, oldest, msg)
+	}
+	return canonical.WireError(canonicalCode(e.Error), fmt.Sprintf("agent upstream: %s: %.200s", cmp.Or(e.Error, "error"), msg))
 }
 
 // feedJSON decodes a frame with encoding/json: every frame the fast path
@@ -201,24 +293,38 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 		if json.Unmarshal(frame, &probe) != nil {
 			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
 		}
-		if jstr(probe["type"]) != "event" || d.ended {
-			return out, nil // a response whose fields we do not read
+		if d.ended {
+			return out, nil
+		}
+		if typ := jstr(probe["type"]); typ != "event" {
+			return out, d.notEvent(frame, typ) // an answer or error whose fields are not the types we read
 		}
 		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: event %s: params is not an object with namespace, timestamp and data", jstr(probe["method"]))
+	}
+	if env.Type != "event" {
+		if d.ended {
+			return out, nil
+		}
+		return out, d.notEvent(frame, env.Type)
 	}
 	return d.feedEvent(&env, nil, out)
 }
 
-// feedEvent decodes a frame from its envelope: feedJSON's, or the fast
-// path's for a frame whose data it does not read, which passes data, an
-// object's members, decoded (nil: feedEvent decodes them). It keeps no
+// feedEvent decodes an event frame from its envelope: feedJSON's, or the
+// fast path's for a frame whose data it does not read, which passes data,
+// an object's members, decoded (nil: feedEvent decodes them). It keeps no
 // part of env.Params.Data.
 func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.RawMessage, out []*canonical.Event) ([]*canonical.Event, error) {
-	if env.Type != "event" || d.ended {
+	if d.ended {
 		return out, nil
 	}
-	if env.Seq != nil && *env.Seq <= d.AfterSeq {
-		return out, nil
+	if env.Seq != nil {
+		if skip, err := d.checkSeq(*env.Seq); skip {
+			return out, err
+		}
+		// Only the general path passes the seq (fastEnvelope's is
+		// recorded by feed), so no path decodes this frame again.
+		d.decoded(*env.Seq, true)
 	}
 	p := env.Params
 	if p.Namespace == nil {
@@ -856,7 +962,7 @@ func NewSSEDecoder(afterSeq uint64, maxEventBytes int) *SSEDecoder {
 // starts afresh, the parser goes on from where the last run's read left
 // it (an event it holds in part is the stream's next one).
 func (d *SSEDecoder) nextRun(after uint64) {
-	d.Decoder = Decoder{AfterSeq: after, MaxBlockBytes: d.MaxBlockBytes, slow: d.slow}
+	d.Decoder = Decoder{AfterSeq: after, Contiguous: d.Contiguous, MaxBlockBytes: d.MaxBlockBytes, slow: d.slow}
 }
 
 // Feed takes a chunk of the stream and appends the canonical events it

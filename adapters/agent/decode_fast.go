@@ -87,6 +87,7 @@ type fastFrame struct {
 	values   *structpb.Value // a values frame's data
 	data     fastSpan        // data's raw JSON value (start and end only)
 	whole    bool            // the frame was read whole: an event not replayed
+	skip     bool            // the frame was read whole: an event at or before the run's last seq
 	dtype    int             // the field the delta type carries; -1 before it is read
 	fields   [fastFields]fastSpan
 	hasField [fastFields]bool
@@ -139,7 +140,8 @@ func (d *Decoder) feedFast(frame []byte, out []*canonical.Event) (_ []*canonical
 	if !s.envelope(f) || s.pos != len(frame) {
 		return out, false
 	}
-	if f.hasSeq && f.seq <= d.AfterSeq {
+	if f.hasSeq && !d.wanted(f.seq) {
+		f.skip = f.seq <= d.floor() // else a jump: the general path fails the run
 		return out, false
 	}
 	f.whole = true

@@ -106,11 +106,14 @@
 // # Backend (we call an agent server)
 //
 // NewBackend(BackendConfig) is a client of an upstream thread server over
-// SSE or WebSocket: run.start (input.respond when the canonical request
-// resumes interrupts), then the thread's events after the answer's
-// applied_through_seq on every channel, decoded by Decoder into canonical
-// events with namespaces, graph nodes, usage, message ids and the
-// passthrough channels kept. Closing a run that has not ended cancels it
+// SSE or WebSocket: it subscribes to the thread's events on every channel,
+// then sends run.start (input.respond when the canonical request resumes
+// interrupts), and decodes the events after the answer's
+// applied_through_seq with Decoder into canonical events with namespaces,
+// graph nodes, usage, message ids and the passthrough channels kept. An
+// upstream error frame fails the run with its code; a gap report (the
+// in-band report above, resume_gap) or a jump in seqs fails it with
+// data_loss. Closing a run that has not ended cancels it
 // upstream with POST /threads/{id}/runs/{run_id}/cancel. Over SSE, a
 // thread's event stream stays open after a run that ended as the upstream
 // said, for the thread's next run (as the SDK's ThreadStream keeps its
