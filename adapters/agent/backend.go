@@ -380,10 +380,12 @@ func (s *upStream) header(h http.Header) {
 	tracing.ToHTTP(s.ctx, h) // the run's trace continues upstream
 }
 
-// response is a CommandResponse or ErrorResponse.
+// response is a CommandResponse or ErrorResponse; of an event read while
+// waiting for one, the seq.
 type response struct {
 	Type   string          `json:"type"`
 	ID     *uint64         `json:"id"`
+	Seq    *uint64         `json:"seq"`
 	Result json.RawMessage `json:"result"`
 	Meta   struct {
 		AppliedThroughSeq uint64 `json:"applied_through_seq"`
@@ -553,7 +555,7 @@ func (s *upStream) startWS(cmd []byte) error {
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
 	}
-	r, err := s.awaitAnswer(dctx, 1)
+	r, err := s.awaitAnswer(dctx, 1, 0)
 	if err != nil {
 		return err
 	}
@@ -564,7 +566,9 @@ func (s *upStream) startWS(cmd []byte) error {
 	if err := s.conn.SendText(cmd); err != nil {
 		return s.failWS(err)
 	}
-	if r, err = s.awaitAnswer(dctx, 2); err != nil {
+	// The subscription's replay (sent after its answer, as the JS server
+	// and ours do) is of events before the command: not held.
+	if r, err = s.awaitAnswer(dctx, 2, r.Meta.AppliedThroughSeq); err != nil {
 		return err
 	}
 	after, err := s.accept(r)
@@ -579,16 +583,21 @@ func (s *upStream) startWS(cmd []byte) error {
 // awaitAnswer reads up to the answer to command id. The frames before it
 // (the subscription's replay, the run's first events, an error report)
 // are held for the decoder, which skips those at or before the command's
-// applied_through_seq.
-func (s *upStream) awaitAnswer(ctx context.Context, id uint64) (*response, error) {
+// applied_through_seq; events at or before seq through are dropped here.
+func (s *upStream) awaitAnswer(ctx context.Context, id, through uint64) (*response, error) {
 	for {
 		_, data, err := s.conn.Read(ctx)
 		if err != nil {
 			return nil, s.failWS(err)
 		}
 		var r response
-		if json.Unmarshal(data, &r) == nil && r.Type != "event" && r.ID != nil && *r.ID == id {
-			return &r, nil
+		if json.Unmarshal(data, &r) == nil {
+			if r.Type != "event" && r.ID != nil && *r.ID == id {
+				return &r, nil
+			}
+			if r.Type == "event" && r.Seq != nil && *r.Seq <= through {
+				continue
+			}
 		}
 		if len(s.pending) >= s.b.cfg.MaxPendingEvents {
 			_ = s.conn.Close(wsconn.ClosePolicyViolation, "too many events before the command's answer")

@@ -427,3 +427,25 @@ func TestAgentToAgentWholeRun(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendWebSocketDropsReplay: a WebSocket run on a thread whose
+// upstream buffer holds more events than MaxPendingEvents starts: the
+// subscription's replay, events before the command, is not held while
+// the run.start answer is awaited.
+func TestBackendWebSocketDropsReplay(t *testing.T) {
+	const deltas = 500
+	upstream := newServer(t, agent.Config{Runner: &pacedRunner{deltas: deltas, burst: deltas + 1, received: new(atomic.Int64)}})
+	for run := range 2 {
+		b, err := agent.NewBackend(agent.BackendConfig{URL: upstream.URL, Transport: "websocket", MaxPendingEvents: 100, Timeout: wait})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := request("replayed", "paced")
+		req.RunId += strconv.Itoa(run)
+		text, st, code, msg := outcome(t, collect(t, b, req))
+		b.Close()
+		if st != canonical.StatusCompleted || !strings.HasPrefix(text, "0 1 2 ") || !strings.HasSuffix(text, " 499 ") {
+			t.Fatalf("run %d (after the thread's %d earlier runs): end %v %v %q, text %.20q...", run, run, st, code, msg, text)
+		}
+	}
+}
