@@ -36,6 +36,9 @@ type APIKey struct {
 	Targets []string `yaml:"targets"`
 	// MaxRuns bounds the key's concurrent runs. Default 256.
 	MaxRuns int `yaml:"max_runs"`
+	// MaxObservers bounds the key's open thread observers (replays and
+	// live event streams), each a JetStream consumer. Default 64.
+	MaxObservers int `yaml:"max_observers"`
 }
 
 // authenticator checks API keys against their SHA-256 digests.
@@ -94,7 +97,8 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 			}
 			d = sha256.Sum256([]byte(v))
 		}
-		a.keys = append(a.keys, authKey{digest: d, principal: &canonical.Principal{Name: k.Name, Targets: k.Targets, MaxRuns: cmp.Or(k.MaxRuns, 256)}})
+		a.keys = append(a.keys, authKey{digest: d, principal: &canonical.Principal{Name: k.Name, Targets: k.Targets,
+			MaxRuns: cmp.Or(k.MaxRuns, 256), MaxObservers: cmp.Or(k.MaxObservers, 64)}})
 	}
 	return a, nil
 }

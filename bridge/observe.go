@@ -18,8 +18,10 @@ import (
 
 // Observe streams a thread's events from the replay log, those after seq
 // since first, then live ones, on any instance. It never ends by itself;
-// Close it. A run of the thread whose owner stops sending events and
-// heartbeats for nats.owner_timeout ends with failed (unavailable).
+// Close it, or end ctx: either deletes its replay-log consumer and ends its
+// goroutines. A run of the thread whose owner stops sending events and
+// heartbeats for nats.owner_timeout ends with failed (unavailable). The
+// caller's API key may hold max_observers observers at once.
 func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (canonical.Stream, error) {
 	if b.fabric == nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "no fabric to observe from")
@@ -27,6 +29,23 @@ func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (ca
 	if err := b.CheckThread(ctx, threadID); err != nil {
 		return nil, err
 	}
+	release, err := admitObserver(canonical.PrincipalFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	o, err := b.openObserver(ctx, threadID, since)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	o.release = release
+	o.stopOnCancel = context.AfterFunc(ctx, o.shut)
+	return o, nil
+}
+
+// openObserver subscribes to the thread's replay log and heartbeats and
+// starts the read loop.
+func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64) (*observer, error) {
 	cfg := b.cluster.cfg
 	if !b.cluster.started { // a bridge outside the cluster: the defaults
 		c := Config{}
@@ -36,26 +55,71 @@ func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (ca
 	cons, err := b.fabric.JetStream().OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{b.subject("events", subject.Token(threadID), "*")},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// A backstop for a consumer Close could not delete (NATS
+		// unreachable then): the server drops it once nobody pulls.
+		InactiveThreshold: observerInactiveThreshold,
 	})
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
+		b.deleteObserverConsumer(cons, threadID)
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
 	}
 	o := &observer{
-		b: b, ctx: ctx, it: it, thread: threadID, since: since, timeout: cfg.OwnerTimeout,
+		b: b, ctx: ctx, cons: cons, it: it, thread: threadID, since: since, timeout: cfg.OwnerTimeout,
 		events: make(chan *canonical.Event, cfg.RemoteBuffer), hb: make(chan *nats.Msg, 64),
 		done: make(chan struct{}), runs: map[string]*observedRun{},
 	}
 	if o.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", subject.Token(threadID), "*"), o.hb); err != nil {
 		it.Stop()
+		b.deleteObserverConsumer(cons, threadID)
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
 	}
 	o.wg.Add(1)
 	go o.readLoop()
 	return o, nil
+}
+
+const (
+	// observerInactiveThreshold is how long the server keeps an observer's
+	// consumer that nobody pulls from; a live observer always has a pull
+	// pending, so only one whose deletion failed reaches it.
+	observerInactiveThreshold = 10 * time.Second
+	// consumerDeleteTimeout bounds Close's wait for the consumer's deletion.
+	consumerDeleteTimeout = 2 * time.Second
+)
+
+// openObservers counts each API key's open observers against its
+// max_observers. It is keyed by the key's Principal, which the
+// authenticator makes once per key: each server counts its own, as it does
+// max_runs.
+var openObservers = struct {
+	sync.Mutex
+	byKey map[*canonical.Principal]int
+}{byKey: map[*canonical.Principal]int{}}
+
+// admitObserver counts an observer against p's max_observers, or refuses
+// it with ResourceExhausted; release undoes it. Another key's count is
+// never touched, so one key at its bound blocks no one else.
+func admitObserver(p *canonical.Principal) (release func(), err error) {
+	if p == nil || p.MaxObservers <= 0 {
+		return func() {}, nil
+	}
+	openObservers.Lock()
+	defer openObservers.Unlock()
+	if openObservers.byKey[p] >= p.MaxObservers {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d observers open (max_observers)", p.Name, p.MaxObservers)
+	}
+	openObservers.byKey[p]++
+	return func() {
+		openObservers.Lock()
+		defer openObservers.Unlock()
+		if openObservers.byKey[p]--; openObservers.byKey[p] <= 0 {
+			delete(openObservers.byKey, p)
+		}
+	}, nil
 }
 
 type observedRun struct {
@@ -69,6 +133,7 @@ type observedRun struct {
 type observer struct {
 	b       *Bridge
 	ctx     context.Context
+	cons    jetstream.Consumer
 	it      jetstream.MessagesContext
 	hbSub   *nats.Subscription
 	hb      chan *nats.Msg
@@ -82,7 +147,10 @@ type observer struct {
 
 	runs map[string]*observedRun // by subject token of the run id
 	owed []*canonical.Event
-	once sync.Once
+
+	once         sync.Once
+	release      func()      // gives back the API key's observer slot
+	stopOnCancel func() bool // unregisters shut from the Observe context
 }
 
 // readLoop moves replay-log messages into the bounded events channel.
@@ -122,10 +190,7 @@ func (o *observer) Recv() (*canonical.Event, error) {
 		select {
 		case ev, ok := <-o.events:
 			if !ok {
-				if e := o.err.Load(); e != nil {
-					return nil, e
-				}
-				return nil, io.EOF
+				return nil, o.endErr()
 			}
 			o.track(ev)
 		case m := <-o.hb:
@@ -137,12 +202,25 @@ func (o *observer) Recv() (*canonical.Event, error) {
 		case <-o.ctx.Done():
 			return nil, canonical.AsError(o.ctx.Err())
 		case <-o.done:
-			return nil, io.EOF
+			return nil, o.endErr()
 		}
 	}
 	ev := o.owed[0]
 	o.owed = o.owed[1:]
 	return ev, nil
+}
+
+// endErr is why the stream ended: the Observe context's end (which shuts
+// the observer, so it can show as the events' end), the read loop's error,
+// or io.EOF after Close.
+func (o *observer) endErr() error {
+	if err := o.ctx.Err(); err != nil {
+		return canonical.AsError(err)
+	}
+	if e := o.err.Load(); e != nil {
+		return e
+	}
+	return io.EOF
 }
 
 // track records ev's run and passes ev on unless it is at or before since.
@@ -180,15 +258,42 @@ func (o *observer) expire() {
 	}
 }
 
-// Close implements canonical.Stream.
+// Close implements canonical.Stream. It ends the read loop, deletes the
+// replay-log consumer and gives back the key's observer slot, as the end of
+// the Observe context does.
 func (o *observer) Close() error {
+	o.stopOnCancel()
+	o.shut()
+	return nil
+}
+
+// shut is Close's work, once, from Close or when the Observe context ends.
+func (o *observer) shut() {
 	o.once.Do(func() {
 		close(o.done)
 		o.it.Stop()
 		_ = o.hbSub.Unsubscribe()
 		o.wg.Wait()
+		o.b.deleteObserverConsumer(o.cons, o.thread)
+		o.release()
 	})
-	return nil
+}
+
+// deleteObserverConsumer deletes an ordered consumer's current
+// server-side consumer (the library deletes the ones it replaced); it would
+// otherwise hold its place in the stream's consumer limit, which every key
+// shares, until observerInactiveThreshold. The consumer's iterator is
+// stopped and its read loop ended, so no reset can replace it meanwhile.
+func (b *Bridge) deleteObserverConsumer(cons jetstream.Consumer, thread string) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), consumerDeleteTimeout)
+	defer cancel()
+	if err := b.fabric.JetStream().DeleteConsumer(ctx, EventsStream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		b.log.Warn("replay log: deleting an observer's consumer", "thread", thread, "consumer", info.Name, "err", err)
+	}
 }
 
 func lastToken(subject string) string {

@@ -17,6 +17,9 @@ type Principal struct {
 	// MaxRuns bounds the key's runs in flight; 0 means no per-key bound
 	// (the daemon's other limits still apply).
 	MaxRuns int
+	// MaxObservers bounds the key's open thread observers (replays and
+	// live event streams); 0 means no per-key bound.
+	MaxObservers int
 }
 
 // Allows reports whether the principal may use target.

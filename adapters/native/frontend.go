@@ -120,6 +120,9 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// The headers go now: an observed thread may have no event for a
+	// long while, and its client should know it is connected.
+	_ = rc.Flush()
 	var line []byte
 	for {
 		ev, err := stream.Recv()
