@@ -60,12 +60,12 @@ func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64
 		InactiveThreshold: observerInactiveThreshold,
 	})
 	if err != nil {
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
+		return nil, replayLogError(err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
 		b.deleteObserverConsumer(cons, threadID)
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
+		return nil, replayLogError(err)
 	}
 	o := &observer{
 		b: b, ctx: ctx, cons: cons, it: it, thread: threadID, since: since, timeout: cfg.OwnerTimeout,
@@ -80,6 +80,16 @@ func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64
 	o.wg.Add(1)
 	go o.readLoop()
 	return o, nil
+}
+
+// replayLogError is the error for a consumer the replay log would not
+// make: ResourceExhausted for its consumer limit (JetStream's 1,000 per
+// stream by default, which every key and instance share), else Unavailable.
+func replayLogError(err error) *canonical.Error {
+	if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+		return canonical.Errorf(canonical.CodeResourceExhausted, "replay log: %v (observers of every key on every instance)", err)
+	}
+	return canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
 }
 
 const (

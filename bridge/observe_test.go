@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
@@ -223,5 +226,29 @@ func TestReplayOfEmptyThreadSendsHeaders(t *testing.T) {
 	defer resp.Body.Close()
 	if got := fmt.Sprint(resp.StatusCode, " ", resp.Header.Get("Content-Type")); got != "200 application/x-ndjson" {
 		t.Fatalf("got %s", got)
+	}
+}
+
+// The replay stream's own consumer limit, which every key shares, is
+// ResourceExhausted too, not a fault of the fabric.
+func TestReplayStreamConsumerLimit(t *testing.T) {
+	s := startReplayServer(t, 0)
+	js := s.inst.Fabric().JetStream()
+	for i := 0; ; i++ {
+		_, err := js.CreateConsumer(t.Context(), bridge.EventsStream, jetstream.ConsumerConfig{
+			Name: fmt.Sprintf("filler-%d", i), FilterSubject: s.inst.Fabric().Prefix() + ".events.none.*", MemoryStorage: true})
+		if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+			break
+		}
+		if err != nil || i > 100_000 {
+			t.Fatalf("filler consumer %d: %v", i, err)
+		}
+	}
+	resp := s.open("key-a", "ta")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := `{"code":"resource_exhausted","message":"replay log: nats: API error: code=400 err_code=10026 description=maximum consumers limit reached (observers of every key on every instance)"}` + "\n"
+	if resp.StatusCode != 429 || string(body) != want {
+		t.Fatalf("replay at the stream's consumer limit: %d %s, want 429 %s", resp.StatusCode, body, want)
 	}
 }
