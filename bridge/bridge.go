@@ -46,6 +46,8 @@ type Bridge struct {
 	idleFIFO []string                   // idle thread ids, oldest first
 	keyRuns  map[string]int             // runs in flight per API key
 	remotes  map[*remoteStream]struct{} // runs this instance's clients read from other instances
+	// keyObservers counts the observers open per API key.
+	keyObservers map[string]int
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue
@@ -67,7 +69,7 @@ func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 	b := &Bridge{
 		router: router, fabric: fabric, log: log, now: time.Now,
 		runs: map[string]*run{}, threads: map[string]*thread{},
-		keyRuns: map[string]int{}, remotes: map[*remoteStream]struct{}{},
+		keyRuns: map[string]int{}, keyObservers: map[string]int{}, remotes: map[*remoteStream]struct{}{},
 	}
 	if fabric != nil {
 		b.owners.kv = fabric.Threads()
@@ -130,20 +132,42 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 
 // admitKey counts a run against its API key's max_runs; release undoes it.
 func (b *Bridge) admitKey(p *canonical.Principal) (release func(), err error) {
-	if p == nil || p.MaxRuns <= 0 {
+	if p == nil {
+		return func() {}, nil
+	}
+	return b.admit(b.keyRuns, p.Name, p.MaxRuns, "runs in flight (max_runs)")
+}
+
+// admitObserver counts an observer against its API key's max_observers;
+// release undoes it.
+func (b *Bridge) admitObserver(p *canonical.Principal) (release func(), err error) {
+	if p == nil {
+		return func() {}, nil
+	}
+	return b.admit(b.keyObservers, p.Name, p.MaxObservers, "observers open (max_observers)")
+}
+
+// admit counts one more of a key's resources in counts, or refuses it with
+// ResourceExhausted when the key has limit already (limit 0: no bound).
+// Only the key's own count is looked at, so one key at its bound blocks no
+// other key. release undoes it, once.
+func (b *Bridge) admit(counts map[string]int, key string, limit int, what string) (release func(), err error) {
+	if limit <= 0 {
 		return func() {}, nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.keyRuns[p.Name] >= p.MaxRuns {
-		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d runs in flight (max_runs)", p.Name, p.MaxRuns)
+	if counts[key] >= limit {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d %s", key, limit, what)
 	}
-	b.keyRuns[p.Name]++
+	counts[key]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			b.mu.Lock()
-			b.keyRuns[p.Name]--
+			if counts[key]--; counts[key] <= 0 {
+				delete(counts, key)
+			}
 			b.mu.Unlock()
 		})
 	}, nil

@@ -29,7 +29,7 @@ func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (ca
 	if err := b.CheckThread(ctx, threadID); err != nil {
 		return nil, err
 	}
-	release, err := admitObserver(canonical.PrincipalFrom(ctx))
+	release, err := b.admitObserver(canonical.PrincipalFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -100,37 +100,6 @@ const (
 	// consumerDeleteTimeout bounds Close's wait for the consumer's deletion.
 	consumerDeleteTimeout = 2 * time.Second
 )
-
-// openObservers counts each API key's open observers against its
-// max_observers. It is keyed by the key's Principal, which the
-// authenticator makes once per key: each server counts its own, as it does
-// max_runs.
-var openObservers = struct {
-	sync.Mutex
-	byKey map[*canonical.Principal]int
-}{byKey: map[*canonical.Principal]int{}}
-
-// admitObserver counts an observer against p's max_observers, or refuses
-// it with ResourceExhausted; release undoes it. Another key's count is
-// never touched, so one key at its bound blocks no one else.
-func admitObserver(p *canonical.Principal) (release func(), err error) {
-	if p == nil || p.MaxObservers <= 0 {
-		return func() {}, nil
-	}
-	openObservers.Lock()
-	defer openObservers.Unlock()
-	if openObservers.byKey[p] >= p.MaxObservers {
-		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d observers open (max_observers)", p.Name, p.MaxObservers)
-	}
-	openObservers.byKey[p]++
-	return func() {
-		openObservers.Lock()
-		defer openObservers.Unlock()
-		if openObservers.byKey[p]--; openObservers.byKey[p] <= 0 {
-			delete(openObservers.byKey, p)
-		}
-	}, nil
-}
 
 type observedRun struct {
 	id       string
@@ -258,13 +227,22 @@ func (o *observer) expire() {
 		if now.Sub(r.lastSeen) < o.timeout {
 			continue
 		}
-		for _, ev := range r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", o.timeout)) {
-			r.lastSeq++
-			ev.ThreadId, ev.RunId, ev.Seq = o.thread, r.id, r.lastSeq
-			canonical.Stamp(ev, now)
-			o.owed = append(o.owed, ev)
-		}
 		delete(o.runs, id)
+		ended := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", o.timeout))
+		// The end goes into the replay log with the thread's next seqs
+		// (see remoteStream.ownerGone), and reaches this observer from
+		// there like every other event; only when the log cannot be
+		// written is it made here alone.
+		ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
+		_, err := o.b.fabric.AppendEnd(ctx, o.thread, r.id, func(last uint64) []*canonical.Event {
+			return stampEnd(ended, o.thread, r.id, last, now)
+		})
+		cancel()
+		if err == nil || errors.Is(err, errRunEnded) {
+			continue
+		}
+		o.b.log.Warn("run end not appended to the replay log", "thread", o.thread, "run", r.id, "err", err)
+		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, r.lastSeq, now)...)
 	}
 }
 

@@ -48,12 +48,18 @@ func TestClusterOwnerKilledSeqNotReused(t *testing.T) {
 		}
 		seen = append(seen, ev)
 	}
+	obs := openStream(t, "GET", a.base+"/v1/threads/t-seq/events", "")
 	b.kill9()
 	seen = append(seen, r.untilTerminal()...)
 	strictlyIncreasing(t, "client", seen)
 	end := seen[len(seen)-1]
 	if lc := end.GetLifecycle(); lc.GetStatus() != canonical.StatusFailed || canonical.Code(lc.GetError().GetCode()) != canonical.CodeUnavailable {
 		t.Fatalf("client's run ended %v, want failed/unavailable", end)
+	}
+	observed := obs.untilTerminal()
+	strictlyIncreasing(t, "observer", observed)
+	if oend := observed[len(observed)-1]; oend.GetSeq() != end.GetSeq() || oend.GetLifecycle().GetStatus() != canonical.StatusFailed {
+		t.Fatalf("the observer's end %v differs from the client's %v: one end, one seq, for all", oend, end)
 	}
 	startDaemon(t, bin, n.url()) // the owner restarted
 	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-seq","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
