@@ -64,8 +64,14 @@ type Config struct {
 	// WebSocket message). Default 4 MiB.
 	MaxRequestBytes int64
 	// MaxThreads bounds the threads held in memory (each buffers up to
-	// BufferEvents frames of a few hundred bytes). Default 1,000.
+	// BufferEvents frames of a few hundred bytes). Default 1,000. At the
+	// bound an idle thread (no stream, run or queued run) leaves memory for
+	// a new one; its state stays in the Store.
 	MaxThreads int
+	// MaxThreadsPerKey bounds one API key's threads in memory, so that one
+	// key cannot hold every place of MaxThreads and lock other keys out of
+	// new threads. Default MaxThreads/4.
+	MaxThreadsPerKey int
 	// MaxQueuedRuns bounds the runs queued behind a thread's active run.
 	// Default 8.
 	MaxQueuedRuns int
@@ -100,6 +106,7 @@ func (c *Config) defaults() {
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, 30*time.Second)
 	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, 4<<20)
 	c.MaxThreads = cmp.Or(c.MaxThreads, 1_000)
+	c.MaxThreadsPerKey = cmp.Or(c.MaxThreadsPerKey, max(c.MaxThreads/4, 1))
 	c.MaxQueuedRuns = cmp.Or(c.MaxQueuedRuns, 8)
 	c.MaxCheckpoints = cmp.Or(c.MaxCheckpoints, 100)
 	c.MaxBlockBytes = cmp.Or(c.MaxBlockBytes, 16<<20)
@@ -126,7 +133,7 @@ func (c Config) Validate() error {
 		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Runner is required"))
 	}
 	for name, v := range map[string]int64{
-		"BufferEvents": int64(c.BufferEvents), "MaxThreads": int64(c.MaxThreads), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
+		"BufferEvents": int64(c.BufferEvents), "MaxThreads": int64(c.MaxThreads), "MaxThreadsPerKey": int64(c.MaxThreadsPerKey), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
 		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxBlockBytes": int64(c.MaxBlockBytes),
 		"MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
 		"StoreTimeout": int64(c.StoreTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
@@ -158,7 +165,12 @@ type Frontend struct {
 
 	mu      sync.Mutex
 	threads map[string]*Thread
-	closing chan struct{} // closed by Shutdown: streams and sockets end
+	// keyThreads counts the threads in memory per API key name ("" with
+	// auth off, which MaxThreadsPerKey does not bound); threadKey is the
+	// key that brought each thread (by id) into memory.
+	keyThreads map[string]int
+	threadKey  map[string]string
+	closing    chan struct{} // closed by Shutdown: streams and sockets end
 	// closingCtx is cancelled with closing (for context-based waits).
 	closingCtx    context.Context
 	closingCancel context.CancelFunc
@@ -185,7 +197,7 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 		ob = newOutbox(c.Conn, c.MirrorQueue)
 		c.Publish = ob.publish
 	}
-	return &Frontend{outbox: ob, cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, closing: make(chan struct{}),
+	return &Frontend{outbox: ob, cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, keyThreads: map[string]int{}, threadKey: map[string]string{}, closing: make(chan struct{}),
 		closingCtx: cctx, closingCancel: ccancel}, nil
 }
 
@@ -290,11 +302,17 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 		f.mu.Unlock()
 		return t, nil
 	}
-	if len(f.threads) >= f.cfg.MaxThreads {
+	key := ""
+	if p := canonical.PrincipalFrom(ctx); p != nil {
+		key = p.Name
+	}
+	if err := f.roomLocked(key); err != nil {
 		f.mu.Unlock()
-		return nil, errTooManyThreads
+		return nil, err
 	}
 	t := newThread(f, id)
+	f.threadKey[id] = key
+	f.keyThreads[key]++
 	t.rt.rev = rev
 	if rec != nil {
 		t.rt.known, t.rt.rec = true, *rec
@@ -335,18 +353,71 @@ func (t *Thread) unfollowLocked() {
 	t.evSub, t.cmdSub = nil, nil
 }
 
+// roomLocked makes room in memory for a new thread of key: at the key's
+// bound (MaxThreadsPerKey) one of its own idle threads leaves, at the
+// frontend's (MaxThreads) any idle thread does; when none is idle the new
+// thread is refused. Called with f.mu held.
+func (f *Frontend) roomLocked(key string) error {
+	if key != "" && f.keyThreads[key] >= f.cfg.MaxThreadsPerKey {
+		if !f.evictIdleLocked(key) {
+			return canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d threads in use (MaxThreadsPerKey)", key, f.cfg.MaxThreadsPerKey)
+		}
+	}
+	if len(f.threads) >= f.cfg.MaxThreads && !f.evictIdleLocked("") {
+		return errTooManyThreads
+	}
+	return nil
+}
+
+// evictIdleLocked removes from memory one idle thread (of key, unless key
+// is empty); false when there is none. Called with f.mu held.
+func (f *Frontend) evictIdleLocked(key string) bool {
+	for _, t := range f.threads {
+		if key != "" && f.threadKey[t.id] != key {
+			continue
+		}
+		t.mu.Lock()
+		ok := t.evictLocked()
+		t.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 // evict removes an idle thread from memory.
 func (f *Frontend) evict(t *Thread) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.idle = nil
-	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 || f.threads[t.id] != t {
-		return
+	t.idle = nil // fired
+	t.evictLocked()
+}
+
+// evictLocked removes the thread from memory unless it is in use (a
+// stream, a run, a queued run) or its state is not all in the store (no
+// store, or a save under way): what leaves memory is read back whole.
+// Called with f.mu and t.mu held.
+func (t *Thread) evictLocked() bool {
+	f := t.f
+	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 || f.threads[t.id] != t ||
+		t.rt.saving || (t.rt.known && f.cfg.Store == nil) {
+		return false
+	}
+	if t.idle != nil {
+		t.idle.Stop()
+		t.idle = nil
 	}
 	delete(f.threads, t.id)
+	key := f.threadKey[t.id]
+	delete(f.threadKey, t.id)
+	if f.keyThreads[key]--; f.keyThreads[key] <= 0 {
+		delete(f.keyThreads, key)
+	}
 	t.unfollowLocked()
+	return true
 }
 
 // connOpen and connClose count the streams holding a thread in memory.
