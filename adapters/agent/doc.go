@@ -175,6 +175,20 @@
 // queue holds 256 frames: a replay waits for room (backpressure), and a
 // client that stops reading is cut off by internal/wsconn (1008).
 //
+// Readers apply backpressure: a run's events wait, rather than push out of
+// the buffer an event that an attached SSE stream or WebSocket has not yet
+// read, until it reads on or leaves; a client that stops reading is cut off
+// (WriteTimeout, or 1008) and the run goes on. A reader counts from the
+// moment its position is in the buffer: at once when it attaches with no
+// since or a since the buffer holds, and after its gap report (from the
+// oldest buffered event on) when its since is older. Not held back: events
+// a command appends itself (a step of input.inject on an idle thread, a
+// fork's checkpoint, at most three events each), events mirrored from the
+// instance running a run (a reader on another instance falls behind as
+// before and gets the gap report), and a run being cancelled or a
+// frontend closing (readers behind then get the gap report). A buffer
+// smaller than one event's frames keeps only the newest of them.
+//
 // The backend's BackendConfig bounds one upstream event (MaxEventBytes,
 // 4 MiB), the WebSocket events held before the command's answer
 // (MaxPendingEvents, 10,000), and the event streams kept between runs

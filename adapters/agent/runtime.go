@@ -126,6 +126,7 @@ const (
 // activeRun is the thread's running run.
 type activeRun struct {
 	pr      *pendingRun
+	ctx     context.Context // ends when the run is cancelled
 	cancel  context.CancelFunc
 	done    chan struct{}
 	stream  canonical.Stream
@@ -602,7 +603,7 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	if pr.principal != nil {
 		ctx = canonical.WithPrincipal(ctx, pr.principal)
 	}
-	ar := &activeRun{pr: pr, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, toolNames: map[string]string{}}
+	ar := &activeRun{pr: pr, ctx: ctx, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, toolNames: map[string]string{}}
 	ar.enc = NewEncoder(EncoderConfig{GraphName: rt.rec.Assistant, MaxBlockBytes: t.f.cfg.MaxBlockBytes, Now: t.f.cfg.Now})
 	rt.active = ar
 	t.ownLocked()
@@ -744,6 +745,13 @@ func (t *Thread) pump(ar *activeRun) {
 	}
 }
 
+// maxStepEvents bounds the events the runtime appends beside one
+// canonical event's frames: three steps (addMessagesLocked: updates,
+// values and checkpoints each) at most, the run's input when its mode is
+// decided, a finished message or tool result, and the messages injected
+// during the run when it ends. The pump waits for room for them too.
+const maxStepEvents = 3 * 3
+
 // endSaved's outcomes.
 const (
 	endDeclined = iota // the general path handles the event
@@ -774,6 +782,9 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 		t.mu.Unlock()
 		return endFailed, false
 	}
+	// The readers are waited for before the state says the run ended, and
+	// again (at once, unless a command appended meanwhile) after the save.
+	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents)
 	t.observeLocked(ar, ev)
 	ar.steps = 0
 	before := t.seq
@@ -783,6 +794,7 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rt.seqAhead = 0
+	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents)
 	again = t.seq != before || len(t.rt.injected) > 0
 	for i := range out {
 		t.appendLocked(&out[i], ar.pr.id)
@@ -823,6 +835,13 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 	if terminal && ar.failure != nil {
 		ev = canonical.Terminal(canonical.StatusFailed, ar.failure)
 	}
+	// The event is encoded first, for the number of its frames: the pump
+	// waits for room for them and the steps it makes (the only wait),
+	// then stores them and their effect on the state under one hold of
+	// t.mu. The encoder is the pump's alone; the mode, decided below,
+	// does not change the encoding.
+	out, err := ar.enc.Encode(ev, out)
+	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents)
 	if ar.mode == modeUndecided {
 		if _, ok := ev.GetExtensions()[passthroughExt]; ok {
 			ar.mode = modeAgent
@@ -847,8 +866,6 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 			t.rt.rec.Agent = true
 		}
 	}
-	var err error
-	out, err = ar.enc.Encode(ev, out)
 	if err != nil {
 		t.cancelUnencodableLocked(ar, err)
 		return out

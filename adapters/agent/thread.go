@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -65,7 +66,9 @@ func (r *ring) push(rec record) (old record, evicted bool) {
 
 // reader is one cursor over a thread's events: an SSE stream or a WebSocket
 // connection. cursor is the last seq it has delivered or skipped; wake is
-// signalled (without blocking) when events are appended.
+// signalled (without blocking) when events are appended. A reader whose
+// cursor is in the buffer holds back a run's pump (awaitRoomLocked): the
+// buffer does not evict an event it has not read.
 type reader struct {
 	cursor uint64
 	wake   chan struct{}
@@ -115,10 +118,15 @@ type Thread struct {
 	latest map[string]uint64 // namespace key -> seq of its latest values event
 
 	readers map[*reader]struct{}
-	conns   int                // open SSE streams and WebSockets
-	idle    *time.Timer        // evicts the thread from memory when it stays idle
-	subs    map[string]*subRec // WebSocket subscriptions by id
-	runs    []*runInfo         // recent runs, oldest first, at most maxRunInfos
+	// room is signalled (without blocking) while pumpWaits when a reader
+	// advances or detaches: the run's pump waits on it for the readers
+	// that hold the buffer's oldest events (awaitRoomLocked).
+	room      chan struct{}
+	pumpWaits bool
+	conns     int                // open SSE streams and WebSockets
+	idle      *time.Timer        // evicts the thread from memory when it stays idle
+	subs      map[string]*subRec // WebSocket subscriptions by id
+	runs      []*runInfo         // recent runs, oldest first, at most maxRunInfos
 
 	// With a Cluster: evSub mirrors other instances' events while the
 	// thread is in memory; cmdSub takes commands for the thread while this
@@ -147,6 +155,7 @@ func newThread(f *Frontend, id string) *Thread {
 		buf:     ring{max: f.cfg.BufferEvents},
 		latest:  map[string]uint64{},
 		readers: map[*reader]struct{}{},
+		room:    make(chan struct{}, 1),
 		subs:    map[string]*subRec{},
 	}
 }
@@ -304,11 +313,65 @@ func (t *Thread) attach(since uint64, hasSince bool) (*reader, []record, *gap) {
 	return r, first, g
 }
 
-// detach unregisters a reader.
+// detach unregisters a reader; a pump it held goes on.
 func (t *Thread) detach(r *reader) {
 	t.mu.Lock()
 	delete(t.readers, r)
+	t.roomLocked()
 	t.mu.Unlock()
+}
+
+// roomLocked wakes the run's pump if it waits for readers.
+func (t *Thread) roomLocked() {
+	if t.pumpWaits {
+		select {
+		case t.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// heldLocked reports whether storing n more events would evict one that
+// a reader in the buffer has not read: one whose cursor is at or after
+// the oldest event's predecessor and that has more than max-n events
+// unread. A reader behind the buffer (it is about to get a gap report)
+// holds nothing; nor does a reader past the newest seq (since ahead).
+func (t *Thread) heldLocked(n int) bool {
+	free := t.buf.max - t.buf.n
+	if n <= free {
+		return false
+	}
+	// The evicted are seqs oldest .. oldest+n-free-1: each reader must
+	// have read them all.
+	floor := t.oldest() - 1 + uint64(n-free)
+	for r := range t.readers {
+		if r.cursor+1 >= t.oldest() && r.cursor < floor {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitRoomLocked is where a run's pump waits, before storing up to n
+// events, for the readers it would otherwise overtake (backpressure, in
+// place of a gap report to a live reader). t.mu is held, and released
+// while waiting: readers advance under it. A reader that stops reading is
+// cut off by its write deadline (WriteTimeout; a WebSocket's by
+// internal/wsconn) and detached, so the wait is bounded; it ends at once
+// when ctx, the run's, ends (cancel, Close). n is capped at the buffer's
+// size: more than that cannot all be kept for anyone.
+func (t *Thread) awaitRoomLocked(ctx context.Context, n int) {
+	n = min(n, t.buf.max)
+	for t.heldLocked(n) && ctx.Err() == nil {
+		t.pumpWaits = true
+		t.mu.Unlock()
+		select {
+		case <-t.room:
+		case <-ctx.Done():
+		}
+		t.mu.Lock()
+		t.pumpWaits = false
+	}
 }
 
 // read appends to out up to max more records after r's cursor that match, and
@@ -336,6 +399,7 @@ func (t *Thread) read(r *reader, match func(*record) bool, max int, out []record
 			out = append(out, *rec)
 		}
 	}
+	t.roomLocked()
 	return out, g
 }
 
