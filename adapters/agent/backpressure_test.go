@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/interlingua-dev/interlingua/adapters/agent"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
 // tightBuffer is the socket buffer size of tight connections: a client
@@ -56,16 +59,18 @@ func newTightServer(t *testing.T, cfg agent.Config) (*server, *http.Client) {
 		ts.Close()
 		fe.Close()
 	})
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetReadBuffer(tightBuffer)
-		}
-		return c, err
-	}
-	tr := &http.Transport{DialContext: dial}
+	tr := &http.Transport{DialContext: tightDial}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &server{URL: ts.URL, fe: fe}, &http.Client{Transport: tr}
+}
+
+// tightDial dials a connection with a small receive buffer.
+func tightDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(tightBuffer)
+	}
+	return c, err
 }
 
 // rawStream reads an SSE stream only when asked, a little at a time, so
@@ -204,6 +209,56 @@ func TestStalledReaderIsCutOff(t *testing.T) {
 	}
 	if got.last == 0 || got.last >= sum.last {
 		t.Fatalf("stalled reader read up to seq %d of %d", got.last, sum.last)
+	}
+}
+
+// TestStalledWebSocketIsCutOff: a WebSocket subscription that stops
+// reading holds the run back until internal/wsconn cuts the connection
+// off (1008); the run then completes, whole for a reader that reads.
+func TestStalledWebSocketIsCutOff(t *testing.T) {
+	s, _ := newTightServer(t, agent.Config{BufferEvents: 1000, WebSocket: wsconn.Config{WriteTimeout: 400 * time.Millisecond}})
+	d := websocket.Dialer{NetDialContext: tightDial}
+	c, _, err := d.Dial("ws"+strings.TrimPrefix(s.URL, "http")+"/threads/wsstall/stream/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	w := &ws{t: t, c: c}
+	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages", "lifecycle"}}})
+	if r := w.response(1); r["type"] != "success" {
+		t.Fatalf("subscribe: %v", r)
+	}
+	reading := openRaw(t, http.DefaultClient, s, "wsstall", "{"+everyChannel+"}")
+	start := time.Now()
+	s.runStart(t, "wsstall", "stream", user("go"), map[string]any{"deltas": 12000})
+	sum := follow(t, reading, 0, 0)
+	if sum.deltas != 12000 || sum.terminal != "completed" {
+		t.Fatalf("%d deltas, then %q at seq %d", sum.deltas, sum.terminal, sum.last)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("the run took %v: it did not wait for the stalled subscription", d)
+	}
+	// The stalled connection holds the run's start, in order, then its end:
+	// the 1008 close frame, or (its write blocked past the deadline too)
+	// the connection's close.
+	var last uint64
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.ClosePolicyViolation, websocket.CloseAbnormalClosure) {
+				t.Fatalf("after seq %d: %v, want close 1008 or 1006", last, err)
+			}
+			break
+		}
+		var env envelope
+		if json.Unmarshal(b, &env) != nil || env.Type != "event" || env.Seq <= last || env.rootTerminal() {
+			t.Fatalf("stalled subscription: after seq %d, frame %s", last, b)
+		}
+		last = env.Seq
+	}
+	if last == 0 {
+		t.Fatal("the stalled subscription got no event")
 	}
 }
 

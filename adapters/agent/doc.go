@@ -182,12 +182,14 @@
 // moment its position is in the buffer: at once when it attaches with no
 // since or a since the buffer holds, and after its gap report (from the
 // oldest buffered event on) when its since is older. Not held back: events
-// a command appends itself (a step of input.inject on an idle thread, a
-// fork's checkpoint, at most three events each), events mirrored from the
+// appended by a command or as a run starts (input.inject's step on an idle
+// thread, a fork's checkpoint, answered interrupts: at most three events
+// each), events mirrored from the
 // instance running a run (a reader on another instance falls behind as
-// before and gets the gap report), and a run being cancelled or a
-// frontend closing (readers behind then get the gap report). A buffer
-// smaller than one event's frames keeps only the newest of them.
+// before and gets the gap report), and a run being cancelled (by its
+// client, or by the frontend's Close): readers behind then get the gap
+// report. A BufferEvents smaller than one event's frames and steps (a
+// dozen or so) can still overtake a reader.
 //
 // The backend's BackendConfig bounds one upstream event (MaxEventBytes,
 // 4 MiB), the WebSocket events held before the command's answer
