@@ -166,7 +166,9 @@
 //
 // BufferEvents (10,000 events per thread), BufferKeep (10 min after the
 // last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
-// per WebSocket message), MaxThreads (1,000 in memory), MaxQueuedRuns (8),
+// per WebSocket message), MaxThreads (1,000 in memory; at the bound an idle thread leaves memory,
+// its state kept in the store), MaxThreadsPerKey (MaxThreads/4 per API key,
+// so one key cannot lock others out), MaxQueuedRuns (8),
 // MaxCheckpoints (100 per thread, the newest; older ones are removed from
 // memory and the store), StoreTimeout (5 s to read a thread, and per
 // save), MaxBlockBytes (16 MiB per content block;
