@@ -104,8 +104,14 @@ func (c BackendConfig) Validate() error {
 // cost the thread's next run a new connection and a request before its
 // first event. The backend keeps it, up to KeepStreams threads for
 // KeepStreamIdle each, and the next run, already subscribed, sends its
-// command and reads on. A new stream replays the upstream's buffer, which
-// the decoder skips up to the command's seq.
+// command and reads on. While kept, the stream is read and what comes
+// (other clients' runs on the thread) discarded: unread, it held back an
+// upstream that waits for its readers, as ours does, until the upstream
+// cut it off. The run that takes it stops that first, before its command,
+// so none of its events is discarded. A kept stream that ends, fails or
+// reports a gap is dropped, and the next run opens another. A new stream
+// replays the upstream's buffer, which the decoder skips up to the
+// command's seq.
 type Backend struct {
 	cfg  BackendConfig
 	base string          // URL without a trailing slash
@@ -153,6 +159,7 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	for _, es := range kept {
 		es.idle.Stop()
+		es.stopDrain()
 		es.close()
 	}
 	if b.own != nil {
@@ -287,21 +294,58 @@ type eventStream struct {
 	buf    []byte
 	cancel context.CancelFunc // ends the request
 	idle   *time.Timer        // while kept: closes it after KeepStreamIdle
+
+	// While the stream is kept, a drain goroutine reads it (see drain).
+	drainMu  sync.Mutex      // held by the drain while it parses a chunk
+	drainGen uint64          // the drain that may discard what it reads; 0: none
+	gens     uint64          // drains started
+	drainSeq uint64          // the seq of the last event the drain discarded; 0 before one
+	carry    chan streamRead // the read a drain made after it was stopped
+	carrying bool            // a read is owed on carry: the stream's next read takes it
+	drained  chan struct{}   // closed when the last drain started returns
 }
 
+// streamRead is one read of an event stream into its buf.
+type streamRead struct {
+	n   int
+	err error
+}
+
+// read reads the stream's next chunk into buf: first the read a stopped
+// drain made, which is the next one.
+func (es *eventStream) read() (int, error) {
+	if es.carrying {
+		es.carrying = false
+		c := <-es.carry
+		return c.n, c.err
+	}
+	return es.body.Read(es.buf)
+}
+
+// close ends the request, waits for the last drain to return, and
+// closes the body.
 func (es *eventStream) close() {
 	es.cancel()
+	if es.drained != nil {
+		<-es.drained
+	}
 	es.body.Close()
 }
 
-// takeStream returns the thread's kept event stream, if any, for a run.
+// takeStream returns the thread's kept event stream, if any, for a run,
+// its drain stopped: nothing the stream brings from now on is discarded.
+// A stream the drain found ended or broken is closed, not returned.
 func (b *Backend) takeStream(thread string) *eventStream {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	es := b.kept[thread]
 	if es != nil {
 		delete(b.kept, thread)
 		es.idle.Stop() // if it fired, expire finds the stream gone
+	}
+	b.mu.Unlock()
+	if es != nil && !es.stopDrain() {
+		es.close()
+		return nil
 	}
 	return es
 }
@@ -320,6 +364,7 @@ func (b *Backend) keepStream(es *eventStream) {
 	}
 	b.kept[es.thread] = es
 	es.idle = time.AfterFunc(b.cfg.KeepStreamIdle, func() { b.expire(es) })
+	b.startDrain(es)
 	b.mu.Unlock()
 }
 
@@ -332,8 +377,132 @@ func (b *Backend) expire(es *eventStream) {
 	}
 	b.mu.Unlock()
 	if mine {
+		es.stopDrain()
 		es.close()
 	}
+}
+
+// dropKept removes a kept stream its drain found ended or broken; false
+// when a run took it or it was evicted first (the taker closes it).
+func (b *Backend) dropKept(es *eventStream) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mine := b.kept[es.thread] == es
+	if mine {
+		delete(b.kept, es.thread)
+		es.idle.Stop()
+	}
+	return mine
+}
+
+// startDrain starts the goroutine that reads a kept stream: the upstream
+// writes the thread's every event to it, those of other clients' runs
+// between ours too, and a stream nobody reads held them back (an upstream
+// that waits for its readers, as our frontend does) or filled buffers. The
+// drain is the stream's only reader until stopDrain; the run that takes
+// the stream then reads on from where the drain's parser left it.
+func (b *Backend) startDrain(es *eventStream) {
+	if es.carry == nil {
+		es.carry = make(chan streamRead, 1)
+	}
+	es.drainMu.Lock()
+	es.gens++
+	gen := es.gens
+	es.drainGen, es.drainSeq = gen, 0
+	carried := es.carrying // the read a drain stopped earlier made: this one's first
+	es.carrying = false
+	es.drainMu.Unlock()
+	done := make(chan struct{})
+	es.drained = done
+	go b.drain(es, gen, carried, done)
+}
+
+// stopDrain stops the stream's drain between two chunks: when it returns,
+// the drain discards nothing more, and the read it may be blocked in is
+// owed to the stream's next reader (read). False when the drain had
+// stopped itself: the stream ended or broke while kept.
+func (es *eventStream) stopDrain() bool {
+	es.drainMu.Lock()
+	defer es.drainMu.Unlock()
+	if es.drainGen == 0 {
+		return false
+	}
+	es.drainGen = 0
+	es.carrying = true
+	return true
+}
+
+// drain (drain gen of es) reads and discards the kept stream's events
+// through the stream's own parser, so the stream is handed over at the
+// point the drain's last chunk left it (an event it holds in part is the
+// next run's to read on). A read that ends after the drain was stopped is
+// not parsed: it goes to carry. A stream that ends, fails, or brings an
+// error frame, a gap or anything but events is dropped: the thread's next
+// run opens a new one.
+func (b *Backend) drain(es *eventStream, gen uint64, carried bool, done chan struct{}) {
+	defer close(done)
+	for {
+		var c streamRead
+		if carried {
+			c, carried = <-es.carry, false
+		} else {
+			c.n, c.err = es.body.Read(es.buf)
+		}
+		es.drainMu.Lock()
+		if es.drainGen != gen { // taken or evicted
+			es.carry <- c // its one slot is free: each drain owes one read at most, and took the one it was owed
+			es.drainMu.Unlock()
+			return
+		}
+		ok := c.err == nil && es.discard(es.buf[:c.n])
+		if !ok {
+			es.drainGen = 0
+		}
+		es.drainMu.Unlock()
+		if !ok {
+			if b.dropKept(es) {
+				es.cancel()
+				es.body.Close()
+			}
+			return
+		}
+	}
+}
+
+// discard parses a chunk the drain read and drops the events it
+// completes; false on a parser failure or a frame that makes the stream
+// unfit for the next run: one that is not an event, or an event whose seq
+// jumps past the next (the upstream dropped events of the stream).
+func (es *eventStream) discard(chunk []byte) bool {
+	d := es.sdec
+	var err error
+	d.evs, err = d.parser.Feed(chunk, d.evs[:0])
+	ok := err == nil
+	for _, e := range d.evs {
+		if ok && len(bytes.TrimSpace(e.Data)) > 0 {
+			ok = es.discardFrame(e.Data)
+		}
+	}
+	clear(d.evs) // keep no frame
+	return ok
+}
+
+// discardFrame checks one frame the drain drops (see discard).
+func (es *eventStream) discardFrame(frame []byte) bool {
+	var f struct {
+		Type string  `json:"type"`
+		Seq  *uint64 `json:"seq"`
+	}
+	if json.Unmarshal(frame, &f) != nil || f.Type != "event" {
+		return false
+	}
+	if f.Seq != nil {
+		if es.drainSeq != 0 && *f.Seq > es.drainSeq+1 {
+			return false
+		}
+		es.drainSeq = max(es.drainSeq, *f.Seq)
+	}
+	return true
 }
 
 // upStream is one upstream run.
@@ -660,7 +829,7 @@ func (s *upStream) Buffered() int { return len(s.out) - s.next }
 // fill reads from the upstream and decodes, ending the run on a failure.
 func (s *upStream) fill() {
 	if es := s.es; es != nil {
-		n, err := es.body.Read(es.buf)
+		n, err := es.read()
 		if n > 0 {
 			var ferr error
 			if s.out, ferr = es.sdec.Feed(es.buf[:n], s.out); ferr != nil {

@@ -117,9 +117,12 @@
 // upstream with POST /threads/{id}/runs/{run_id}/cancel. Over SSE, a
 // thread's event stream stays open after a run that ended as the upstream
 // said, for the thread's next run (as the SDK's ThreadStream keeps its
-// stream): the next run sends its command and reads on, and a kept stream
-// found closed is replaced from the command's seq. Runs on a thread named
-// for them alone (no thread from the client) keep none.
+// stream): while kept it is read and what comes (other clients' runs on
+// the thread) discarded, so it holds back no upstream run; the next run
+// stops that before its command, sends it and reads on; a kept stream that
+// ends, fails or reports a gap is dropped, and one found closed is
+// replaced from the command's seq. Runs on a thread named for them alone
+// (no thread from the client) keep none.
 //
 // # Stated degradations
 //
