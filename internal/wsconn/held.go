@@ -2,6 +2,7 @@ package wsconn
 
 import (
 	"bufio"
+	"cmp"
 	"net"
 	"net/http"
 	"sync"
@@ -63,14 +64,23 @@ type heldConn struct {
 	wmu  sync.Mutex // serialises writes to Conn; guards the fields below
 	held bool
 	buf  *[]byte // from heldBufs while held and non-empty
+	// broken is the error of a write to Conn that failed, perhaps after
+	// part of a frame went out: every later write fails with it, so that
+	// no frame (the close frame included) follows a partial one, which
+	// the peer would read as that frame's payload. gorilla cannot know:
+	// its frames went into buf, which release writes.
+	broken error
 }
 
 // Write writes p, or appends it to the held bytes while held.
 func (h *heldConn) Write(p []byte) (int, error) {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
+	if h.broken != nil {
+		return 0, h.broken
+	}
 	if !h.held {
-		return h.Conn.Write(p)
+		return h.write(p)
 	}
 	if h.buf == nil {
 		h.buf = heldBufs.Get().(*[]byte)
@@ -83,7 +93,19 @@ func (h *heldConn) Write(p []byte) (int, error) {
 	bufs := net.Buffers{*h.buf, p}
 	n, err := bufs.WriteTo(h.Conn)
 	h.putBuf()
+	if err != nil {
+		h.broken = err
+	}
 	return max(int(n)-held, 0), err
+}
+
+// write writes p to Conn, remembering a failure. Called with wmu held.
+func (h *heldConn) write(p []byte) (int, error) {
+	n, err := h.Conn.Write(p)
+	if err != nil {
+		h.broken = err
+	}
+	return n, err
 }
 
 // hold starts collecting writes. A nil h (a Conn not made by Upgrade)
@@ -106,11 +128,14 @@ func (h *heldConn) release() error {
 	defer h.wmu.Unlock()
 	h.held = false
 	if h.buf == nil {
-		return nil
+		return h.broken
 	}
-	_, err := h.Conn.Write(*h.buf)
+	var err error
+	if h.broken == nil {
+		_, err = h.write(*h.buf)
+	}
 	h.putBuf()
-	return err
+	return cmp.Or(err, h.broken)
 }
 
 // putBuf returns the held bytes' buffer to heldBufs, empty.

@@ -2,6 +2,7 @@ package wsconn
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -91,5 +92,56 @@ func TestHeldConnNil(t *testing.T) {
 	h.hold()
 	if err := h.release(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// partialConn writes the first limit bytes it is given, then fails every
+// write (a write deadline passing mid-frame).
+type partialConn struct {
+	net.Conn // nil: only Write is called
+	limit    int
+	out      []byte
+}
+
+var errWriteTimeout = errors.New("i/o timeout")
+
+func (p *partialConn) Write(b []byte) (int, error) {
+	n := min(len(b), p.limit-len(p.out))
+	p.out = append(p.out, b[:n]...)
+	if n < len(b) {
+		return n, errWriteTimeout
+	}
+	return n, nil
+}
+
+// After a write that failed part-way, in a burst (release) or alone, no
+// later write reaches the connection: a close frame written after half a
+// data frame would be read by the peer as that frame's payload.
+func TestHeldConnBrokenAfterPartialWrite(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		pc := &partialConn{limit: 10}
+		h := &heldConn{Conn: pc}
+		if held {
+			h.hold()
+		}
+		_, err := h.Write(bytes.Repeat([]byte("d"), 25))
+		if held {
+			err = h.release()
+		}
+		if !errors.Is(err, errWriteTimeout) {
+			t.Fatalf("held %v: first write: %v, want the timeout", held, err)
+		}
+		pc.limit = 1 << 20 // the connection would take more now
+		if n, err := h.Write([]byte("close frame")); n != 0 || !errors.Is(err, errWriteTimeout) {
+			t.Fatalf("held %v: a write after the partial one = %d, %v; want 0 and the first error", held, n, err)
+		}
+		h.hold()
+		_, _ = h.Write([]byte("more"))
+		if err := h.release(); !errors.Is(err, errWriteTimeout) {
+			t.Fatalf("held %v: release after the partial write: %v", held, err)
+		}
+		if string(pc.out) != "dddddddddd" {
+			t.Fatalf("held %v: the connection got %q, want only the first 10 bytes", held, pc.out)
+		}
 	}
 }
