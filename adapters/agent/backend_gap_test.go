@@ -11,9 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -312,51 +310,42 @@ func TestBackendFailsOnUpstreamGap(t *testing.T) {
 	}
 }
 
-// pacedRunner runs any target as one message of deltas text deltas, "0 ",
-// "1 ", ...: as fast as it can, except that it waits before each burst
-// while its client has received fewer than all but burst of the deltas
-// emitted (so no reader along the way falls a buffer behind: an unpaced
-// run outruns every reader, the direct client included, see the report).
-type pacedRunner struct {
-	deltas, burst int
-	received      *atomic.Int64 // deltas the client has
-}
+// numberedRunner runs its target as one message of deltas text deltas,
+// "0 ", "1 ", ...: as fast as it can, so a reader can tell each delta's
+// place.
+type numberedRunner struct{ deltas int }
 
-func (p *pacedRunner) Run(ctx context.Context, _ *canonical.Request) (canonical.Stream, error) {
-	s := &pacedStream{ctx: ctx, p: p, b: canonical.NewBuilder()}
+func (p *numberedRunner) Run(context.Context, *canonical.Request) (canonical.Stream, error) {
+	s := &numberedStream{deltas: p.deltas, b: canonical.NewBuilder()}
 	s.out = s.b.Lifecycle(s.out, canonical.StatusRunning)
 	return s, nil
 }
 
-func (p *pacedRunner) Target(name string) (canonical.TargetInfo, bool) {
-	return canonical.TargetInfo{Name: name, Backend: "paced"}, name == "paced"
+func (p *numberedRunner) Target(name string) (canonical.TargetInfo, bool) {
+	return canonical.TargetInfo{Name: name, Backend: "numbered"}, name == "numbered"
 }
 
-func (p *pacedRunner) Targets() []canonical.TargetInfo {
-	return []canonical.TargetInfo{{Name: "paced", Backend: "paced"}}
+func (p *numberedRunner) Targets() []canonical.TargetInfo {
+	return []canonical.TargetInfo{{Name: "numbered", Backend: "numbered"}}
 }
 
-type pacedStream struct {
-	ctx  context.Context
-	p    *pacedRunner
-	b    *canonical.Builder
-	out  []*canonical.Event
-	next int
-	sent int
+type numberedStream struct {
+	deltas int
+	b      *canonical.Builder
+	out    []*canonical.Event
+	next   int
+	sent   int
 }
 
-func (s *pacedStream) Recv() (*canonical.Event, error) {
+func (s *numberedStream) Recv() (*canonical.Event, error) {
 	for s.next == len(s.out) {
 		if s.b.Ended() {
 			return nil, io.EOF
 		}
 		s.out, s.next = s.out[:0], 0
-		switch {
-		case s.sent == s.p.deltas:
+		if s.sent == s.deltas {
 			s.out = s.b.End(s.out, canonical.StatusCompleted, nil)
-		case s.sent%s.p.burst == 0 && !s.waitClient():
-			s.out = s.b.End(s.out, canonical.StatusCancelled, canonical.AsError(s.ctx.Err()))
-		default:
+		} else {
 			s.out = s.b.Text(s.out, strconv.Itoa(s.sent)+" ")
 			s.sent++
 		}
@@ -366,39 +355,27 @@ func (s *pacedStream) Recv() (*canonical.Event, error) {
 	return ev, nil
 }
 
-// waitClient waits until the client has all but a burst of the deltas
-// sent; false when the run is cancelled.
-func (s *pacedStream) waitClient() bool {
-	for int(s.p.received.Load()) < s.sent-s.p.burst {
-		select {
-		case <-s.ctx.Done():
-			return false
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return true
-}
-
-func (s *pacedStream) Close() error { return nil }
+func (s *numberedStream) Close() error { return nil }
 
 // TestAgentToAgentWholeRun: 12,000 deltas, more than the upstream
 // frontend's thread buffer (BufferEvents, 10,000), through agent:agent
 // (client -> our frontend -> bridge -> agent backend -> our frontend ->
-// producer) arrive whole: every delta, in order, then completed.
+// producer), unpaced, arrive whole: every delta, in order, then
+// completed. The upstream waits for the backend's stream, as the
+// downstream frontend waits for the client's, rather than drop events.
 func TestAgentToAgentWholeRun(t *testing.T) {
 	const deltas = 12_000
-	var received atomic.Int64
-	upstream := newServer(t, agent.Config{Runner: &pacedRunner{deltas: deltas, burst: 4000, received: &received}})
+	upstream := newServer(t, agent.Config{Runner: &numberedRunner{deltas: deltas}})
 	for _, transport := range []string{"sse", "websocket"} {
-		received.Store(0)
 		be := map[string]canonical.Backend{"up": newBackend(t, upstream.URL, transport)}
-		runner := bridge.NewBridge(bridge.NewRouter([]bridge.Route{{Target: "paced", Backend: "up"}}, be, nil), nil, slog.New(slog.DiscardHandler))
+		runner := bridge.NewBridge(bridge.NewRouter([]bridge.Route{{Target: "numbered", Backend: "up"}}, be, nil), nil, slog.New(slog.DiscardHandler))
 		front := newServer(t, agent.Config{Runner: runner})
 		thread := "whole-" + transport
 		st := front.openSSE(t, thread, `{"channels":["lifecycle","messages"]}`, nil)
-		front.runStart(t, thread, "paced", user("go"), nil)
+		front.runStart(t, thread, "numbered", user("go"), nil)
 		var text strings.Builder
 		var end envelope
+		received := 0
 		for {
 			e := st.envelope()
 			if e.Type != "event" {
@@ -411,7 +388,7 @@ func TestAgentToAgentWholeRun(t *testing.T) {
 			_ = json.Unmarshal(e.Params.Data, &d)
 			if d.Delta.Type == "text-delta" {
 				text.WriteString(d.Delta.Text)
-				received.Add(1)
+				received++
 			}
 			if e.rootTerminal() {
 				end = e
@@ -422,8 +399,8 @@ func TestAgentToAgentWholeRun(t *testing.T) {
 		for i := range deltas {
 			want.WriteString(strconv.Itoa(i) + " ")
 		}
-		if n := received.Load(); n != deltas || text.String() != want.String() || end.status() != "completed" {
-			t.Fatalf("%s: %d deltas (want %d), text in order %v, end %s %s", transport, n, deltas, text.String() == want.String(), end.status(), end.Params.Data)
+		if received != deltas || text.String() != want.String() || end.status() != "completed" {
+			t.Fatalf("%s: %d deltas (want %d), text in order %v, end %s %s", transport, received, deltas, text.String() == want.String(), end.status(), end.Params.Data)
 		}
 	}
 }
@@ -434,13 +411,13 @@ func TestAgentToAgentWholeRun(t *testing.T) {
 // the run.start answer is awaited.
 func TestBackendWebSocketDropsReplay(t *testing.T) {
 	const deltas = 500
-	upstream := newServer(t, agent.Config{Runner: &pacedRunner{deltas: deltas, burst: deltas + 1, received: new(atomic.Int64)}})
+	upstream := newServer(t, agent.Config{Runner: &numberedRunner{deltas: deltas}})
 	for run := range 2 {
 		b, err := agent.NewBackend(agent.BackendConfig{URL: upstream.URL, Transport: "websocket", MaxPendingEvents: 100, Timeout: wait})
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := request("replayed", "paced")
+		req := request("replayed", "numbered")
 		req.RunId += strconv.Itoa(run)
 		text, st, code, msg := outcome(t, collect(t, b, req))
 		b.Close()

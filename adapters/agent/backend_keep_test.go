@@ -161,8 +161,7 @@ func drains() int {
 }
 
 // TestBackendEvictionStopsDrain: a kept stream evicted, by KeepStreamIdle
-// or by the backend's Close, has its drain stopped (Close returns after
-// it is).
+// or by the backend's Close, has its drain stopped.
 func TestBackendEvictionStopsDrain(t *testing.T) {
 	ts, _ := streamCountingPeer(t)
 	idle := keepBackend(t, agent.BackendConfig{URL: ts.URL, KeepStreamIdle: 50 * time.Millisecond})
@@ -177,7 +176,5 @@ func TestBackendEvictionStopsDrain(t *testing.T) {
 		t.Fatalf("%d streams kept, %d drains running; want 3 and 3", n, d)
 	}
 	b.Close()
-	if n, d := agent.KeptStreams(b), drains(); n != 0 || d != 0 {
-		t.Fatalf("after Close: %d streams kept, %d drains running", n, d)
-	}
+	awaitNoneKept(t, b, "closed") // a drain Close waited for may still be returning
 }
