@@ -3,8 +3,11 @@ package agent_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,4 +180,98 @@ func TestBackendEvictionStopsDrain(t *testing.T) {
 	}
 	b.Close()
 	awaitNoneKept(t, b, "closed") // a drain Close waited for may still be returning
+}
+
+// splitServer is an agent-protocol thread server with one event stream
+// at a time, written raw: a test can leave an event half written on it.
+type splitServer struct {
+	raw  chan []byte // bytes for the open stream
+	mu   sync.Mutex
+	seq  uint64
+	tail []byte // written before the next run's frames
+}
+
+func startSplitServer(t *testing.T) (*splitServer, string) {
+	t.Helper()
+	u := &splitServer{raw: make(chan []byte, subscriberQueue)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /threads/{thread}/commands", u.command)
+	mux.HandleFunc("POST /threads/{thread}/stream/events", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for {
+			if rc.Flush() != nil {
+				return
+			}
+			select {
+			case b := <-u.raw:
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	return u, ts.URL
+}
+
+// command runs a run: the tail left, then begin, "a", finish.
+func (u *splitServer) command(w http.ResponseWriter, _ *http.Request) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tail != nil {
+		u.raw <- u.tail
+		u.tail = nil
+	}
+	after := u.seq
+	f := (&runFrames{seq: after}).begin().text("a").finish()
+	for _, fr := range f.out {
+		u.raw <- fmt.Appendf(nil, "data: %s\n\n", fr)
+	}
+	u.seq = f.seq
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"type":"success","id":2,"result":{"run_id":"run-%d"},"meta":{"applied_through_seq":%d}}`, after, after)
+}
+
+// half writes the first of the two data lines of another client's event
+// on the stream, the second to come before the next run's frames: read
+// alone, by a parser that did not see the first, it is an event whose
+// data is not JSON.
+func (u *splitServer) half() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	f := (&runFrames{seq: u.seq}).text("theirs")
+	u.seq = f.seq
+	first, second, _ := strings.Cut(string(f.out[0]), `,"method"`)
+	u.raw <- []byte("data: " + first + "\n")
+	u.tail = []byte(`data: ,"method"` + second + "\n\n")
+}
+
+// TestBackendKeptStreamHalfEvent: the drain read half of an event (another
+// client's) when the thread's next run takes the stream; the run reads on
+// from that point, with the drain's parser: the event's rest completes it
+// (skipped, before the command's seq) and the run's own events follow,
+// decoded whole.
+func TestBackendKeptStreamHalfEvent(t *testing.T) {
+	u, url := startSplitServer(t)
+	b := newBackend(t, url, "sse")
+	for run := range 2 {
+		if run == 1 {
+			u.half()
+			time.Sleep(50 * time.Millisecond) // the drain reads it (if not yet, the run does: the same bytes)
+		}
+		events := collect(t, b, streamRequest("half", strconv.Itoa(run), 1))
+		if text, st, code, msg := outcome(t, events); text != "a" || st != canonical.StatusCompleted {
+			t.Fatalf("run %d: text %q, ended %v %v %q", run, text, st, code, msg)
+		}
+		if n := agent.KeptStreams(b); n != 1 {
+			t.Fatalf("run %d: %d streams kept, want 1", run, n)
+		}
+	}
 }
