@@ -49,8 +49,8 @@ type BackendConfig struct {
 	// replay of the upstream's buffer comes then). Default 10,000.
 	MaxPendingEvents int `yaml:"max_pending_events"`
 	// KeepStreams bounds the threads whose event stream (SSE transport)
-	// stays open after a run ends, for the thread's next run. Default 256;
-	// negative keeps none.
+	// stays open after a run ends, for the thread's next run; a goroutine
+	// per kept stream reads it meanwhile. Default 256; negative keeps none.
 	KeepStreams int `yaml:"keep_streams"`
 	// KeepStreamIdle is how long a kept event stream waits for its
 	// thread's next run before it is closed. Default 30s.
