@@ -429,8 +429,8 @@ type liveRun struct {
 }
 
 // startRun posts an echo run of prompt on base (one text delta per word,
-// delay between them) and reads it; progress is told once the client has
-// read the first few events, so the kill lands mid-run.
+// delay before each) and reads it; progress is told once the client has
+// read 100 events, so the kill lands mid-run.
 func startRun(ctx context.Context, t *testing.T, base, thread, prompt string, delay time.Duration, progress *sync.WaitGroup) *liveRun {
 	t.Helper()
 	body := fmt.Sprintf(`{"target":"echo","threadId":%q,"parameters":{"delay_ms":%d},"inputs":[{"name":"prompt","node":{"data":%q}}]}`,
