@@ -470,13 +470,18 @@ func (r *remoteStream) deliver(ev *canonical.Event) {
 // same end and no later run of the thread reuses those seqs; when the log
 // already ends the run (another instance appended it first, or the owner's
 // last events were sent after all), that is read instead. Only when the
-// log cannot be written is the failure made here alone.
+// log cannot be written, or lacks events this client got (a replay stream
+// that lost its leader stores nothing until the next is elected), is the
+// failure made here alone.
 func (r *remoteStream) ownerGone() {
 	e := canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", r.timeout)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
 	defer cancel()
 	ended := r.guard.End(nil, canonical.StatusFailed, e)
 	evs, err := r.b.fabric.AppendEnd(ctx, r.thread, r.run, func(last uint64) []*canonical.Event {
+		if last < r.threadSeq {
+			return nil // the log lost events this client got: their seqs are taken
+		}
 		return stampEnd(ended, r.thread, r.run, last, r.b.now())
 	})
 	switch {

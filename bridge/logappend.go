@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -20,6 +19,10 @@ const appendAttempts = 8
 // errRunEnded: the run already has its terminal event in the replay log.
 var errRunEnded = errors.New("the run has ended in the replay log")
 
+// errLogBehind: the replay log ends before events the appender has seen
+// (it lost them), so the seqs after its last are taken already.
+var errLogBehind = errors.New("the replay log lacks events already delivered")
+
 // AppendEnd appends to a thread's replay log the events that end run
 // (from end, given the thread's last seq in the log), when the instance
 // that ran it is gone and nobody else can: the client's instance or an
@@ -29,7 +32,8 @@ var errRunEnded = errors.New("the run has ended in the replay log")
 // instances appending at once never give two events one seq, and a later
 // run of the thread, numbered from the log, never reuses them. It returns
 // the events appended, or errRunEnded when the log's last message already
-// ends run (another instance appended first).
+// ends run (another instance appended first), or errLogBehind when end
+// returns nothing: the log's last seq is before one the caller delivered.
 func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(last uint64) []*canonical.Event) ([]*canonical.Event, error) {
 	filter := f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
 	for range appendAttempts {
@@ -51,6 +55,9 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 			streamSeq, last = m.Sequence, tail.GetSeq()
 		}
 		evs := end(last)
+		if len(evs) == 0 {
+			return nil, errLogBehind
+		}
 		data, err := proto.Marshal(&canonical.EventBatch{Events: evs})
 		if err != nil {
 			return nil, err
@@ -71,7 +78,9 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 // threadEventsBetween reads from the replay log the thread's events with
 // seqs in (after, before): what a live stream missed (a NATS reconnect
 // drops a subscription's messages while it is away). It reads the thread's
-// log up to its last message at the time of asking.
+// log up to its last message at the time of asking, within ctx: the
+// consumer's recreation after a lost server is bounded too (nats.go's
+// default retries for ever, which held a run's client past any deadline).
 func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, before uint64) ([]*canonical.Event, error) {
 	filter := f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
 	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
@@ -82,8 +91,9 @@ func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, 
 		return nil, err
 	}
 	cons, err := f.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		FilterSubjects:   []string{filter},
+		DeliverPolicy:    jetstream.DeliverAllPolicy,
+		MaxResetAttempts: 3,
 	})
 	if err != nil {
 		return nil, err
@@ -95,25 +105,33 @@ func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, 
 	}()
 	var out []*canonical.Event
 	for {
-		m, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		batch, err := cons.Fetch(256, jetstream.FetchContext(ctx))
 		if err != nil {
 			return nil, err
 		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return nil, err
-		}
-		evs, err := DecodeEvents(m.Data())
-		if err != nil {
-			return nil, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
-		}
-		for _, ev := range evs {
-			if s := ev.GetSeq(); s > after && s < before {
-				out = append(out, ev)
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			evs, err := DecodeEvents(m.Data())
+			if err != nil {
+				return nil, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
+			}
+			for _, ev := range evs {
+				if s := ev.GetSeq(); s > after && s < before {
+					out = append(out, ev)
+				}
+			}
+			if meta.Sequence.Stream >= lastMsg.Sequence || (len(evs) > 0 && evs[len(evs)-1].GetSeq() >= before) {
+				return out, nil
 			}
 		}
-		if meta.Sequence.Stream >= lastMsg.Sequence || (len(evs) > 0 && evs[len(evs)-1].GetSeq() >= before) {
-			return out, nil
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }

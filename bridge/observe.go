@@ -20,8 +20,9 @@ import (
 // since first, then live ones, on any instance. It never ends by itself;
 // Close it, or end ctx: either deletes its replay-log consumer and ends its
 // goroutines. A run of the thread whose owner stops sending events and
-// heartbeats for nats.owner_timeout ends with failed (unavailable). The
-// caller's API key may hold max_observers observers at once.
+// heartbeats ends with failed (unavailable): with the end its client
+// appended to the log, or after twice nats.owner_timeout with one made
+// here. The caller's API key may hold max_observers observers at once.
 func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (canonical.Stream, error) {
 	if b.fabric == nil {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "no fabric to observe from")
@@ -224,24 +225,18 @@ func (o *observer) track(ev *canonical.Event) {
 func (o *observer) expire() {
 	now := o.b.now()
 	for id, r := range o.runs {
-		if now.Sub(r.lastSeen) < o.timeout {
+		if now.Sub(r.lastSeen) < 2*o.timeout {
 			continue
 		}
+		// The run's client appends its end to the log when the owner goes
+		// quiet for the timeout (remoteStream.ownerGone), and it reaches
+		// this observer from there, under the seq every reader sees. An
+		// observer appends nothing: what it reads is the log, which may
+		// have lost a run's last events (a replay stream without a leader
+		// stores nothing), and seqs after its end may be taken. A run
+		// still without an end after twice the timeout ends here alone.
 		delete(o.runs, id)
 		ended := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", o.timeout))
-		// The end goes into the replay log with the thread's next seqs
-		// (see remoteStream.ownerGone), and reaches this observer from
-		// there like every other event; only when the log cannot be
-		// written is it made here alone.
-		ctx, cancel := context.WithTimeout(o.ctx, o.timeout)
-		_, err := o.b.fabric.AppendEnd(ctx, o.thread, r.id, func(last uint64) []*canonical.Event {
-			return stampEnd(ended, o.thread, r.id, last, now)
-		})
-		cancel()
-		if err == nil || errors.Is(err, errRunEnded) {
-			continue
-		}
-		o.b.log.Warn("run end not appended to the replay log", "thread", o.thread, "run", r.id, "err", err)
 		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, r.lastSeq, now)...)
 	}
 }
