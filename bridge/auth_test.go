@@ -102,15 +102,13 @@ func TestAuthConfigErrors(t *testing.T) {
 	}
 }
 
-// Threads belong to the key that created them: another key gets not-found
-// on every path (agent commands and state, native observe, runs).
-func TestTenantIsolation(t *testing.T) {
-	cfg := bridge.DefaultConfig()
-	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
-	inst := bridgetest.Start(t, &cfg)
+// keyedRequests returns a function that makes a JSON request to base with
+// an API key and returns the status and body.
+func keyedRequests(t *testing.T, base string) func(key, method, path, body string) (int, string) {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	do := func(key, method, path, body string) (int, string) {
-		req, _ := http.NewRequest(method, inst.URL+path, strings.NewReader(body))
+	return func(key, method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
@@ -121,6 +119,15 @@ func TestTenantIsolation(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+}
+
+// Threads belong to the key that created them: another key gets not-found
+// on every path (agent commands and state, native observe, runs).
+func TestTenantIsolation(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	do := keyedRequests(t, inst.URL)
 	start := `{"id":1,"method":"run.start","params":{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]}}}`
 	if code, body := do("key-a", "POST", "/threads/t-a/commands", start); code != 200 || !strings.Contains(body, `"success"`) {
 		t.Fatalf("owner's run.start: %d %s", code, body)
@@ -162,18 +169,7 @@ func TestTenantThreadlessRuns(t *testing.T) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	do := func(key, path, body string) (int, string) {
-		req, _ := http.NewRequest("POST", inst.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	do := keyedRequests(t, inst.URL)
 	// observe reads the first line of a thread's replay as key.
 	observe := func(key, thread string) string {
 		req, _ := http.NewRequest("GET", inst.URL+"/v1/threads/"+thread+"/events", nil)
@@ -197,7 +193,7 @@ func TestTenantThreadlessRuns(t *testing.T) {
 			for len(threads) > 0 {
 				<-threads
 			}
-			if code, body := do("key-a", tt.path, tt.body); code != 200 {
+			if code, body := do("key-a", "POST", tt.path, tt.body); code != 200 {
 				t.Fatalf("owner's run: %d %s", code, body)
 			}
 			var thread string

@@ -8,6 +8,18 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
+// clientAndOwner starts a nats-server and two daemons on it: b hosts every
+// backend and a none, so a run started on a (its client's instance) is
+// placed on b (its owner).
+func clientAndOwner(t *testing.T, args ...string) (bin string, n *natsProc, a, b *daemon) {
+	t.Helper()
+	bin = buildBinary(t)
+	n = startNATS(t)
+	b = startDaemon(t, bin, n.url(), args...)
+	a = startDaemon(t, bin, n.url(), append([]string{"--host-backends", "none"}, args...)...)
+	return bin, n, a, b
+}
+
 // replayAll reads a thread's replay from seq 0 on base up to the n-th
 // terminal event.
 func replayAll(t *testing.T, base, thread string, terminals int) []*canonical.Event {
@@ -35,10 +47,7 @@ func strictlyIncreasing(t *testing.T, what string, evs []*canonical.Event) {
 // the thread's next run, on the owner restarted, numbers after it, so no seq
 // the client saw is reused, and the replay from 0 has no duplicate.
 func TestClusterOwnerKilledSeqNotReused(t *testing.T) {
-	bin := buildBinary(t)
-	n := startNATS(t)
-	b := startDaemon(t, bin, n.url())
-	a := startDaemon(t, bin, n.url(), "--host-backends", "none")
+	bin, n, a, b := clientAndOwner(t)
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-seq","parameters":{"deltas":1000,"delay_ms":5},"inputs":[]}`)
 	var seen []*canonical.Event
 	for range 20 {
@@ -83,12 +92,9 @@ func TestClusterOwnerKilledSeqNotReused(t *testing.T) {
 // streams: the client ends with every event and completed, or with failed,
 // never with completed and seqs missing.
 func TestClusterNATSRestartRemoteRun(t *testing.T) {
-	bin := buildBinary(t)
-	n := startNATS(t)
 	// A heartbeat of 1s (owner timeout 3s) on both sides: the NATS restart
 	// and both reconnects fit in it, so neither side takes the other for dead.
-	startDaemon(t, bin, n.url(), "--set", "nats.heartbeat=1s")
-	a := startDaemon(t, bin, n.url(), "--host-backends", "none", "--set", "nats.heartbeat=1s")
+	_, n, a, _ := clientAndOwner(t, "--set", "nats.heartbeat=1s")
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-restart","parameters":{"deltas":300,"delay_ms":5},"inputs":[]}`)
 	first, ok := r.next()
 	if !ok {
@@ -121,10 +127,7 @@ func TestClusterNATSRestartRemoteRun(t *testing.T) {
 // stops hearing the client's heartbeat and cancels the run within a few
 // seconds instead of running it to the end for nobody.
 func TestClusterClientInstanceKilledCancelsRun(t *testing.T) {
-	bin := buildBinary(t)
-	n := startNATS(t)
-	b := startDaemon(t, bin, n.url())
-	a := startDaemon(t, bin, n.url(), "--host-backends", "none")
+	_, _, a, b := clientAndOwner(t)
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-orphan","parameters":{"deltas":100000,"delay_ms":10},"inputs":[]}`)
 	if _, ok := r.next(); !ok {
 		t.Fatal("no first event")

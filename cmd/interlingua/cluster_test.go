@@ -170,10 +170,7 @@ func (r *eventReader) untilTerminal() []*canonical.Event {
 }
 
 func TestClusterClientOnAReplicaOnB(t *testing.T) {
-	bin := buildBinary(t)
-	n := startNATS(t)
-	startDaemon(t, bin, n.url())                                 // B hosts every backend
-	a := startDaemon(t, bin, n.url(), "--host-backends", "none") // A hosts none
+	_, _, a, _ := clientAndOwner(t)
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","parameters":{"deltas":500},"inputs":[]}`)
 	evs := r.untilTerminal()
 	if err := canonical.Validate(evs); err != nil {
@@ -195,10 +192,7 @@ func TestClusterClientOnAReplicaOnB(t *testing.T) {
 // (TestClusterClientInstanceKilledCancelsRun), so the resumed stream ends
 // cancelled, or completed if the run finished first.
 func TestClusterClientInstanceKilled(t *testing.T) {
-	bin := buildBinary(t)
-	n := startNATS(t)
-	b := startDaemon(t, bin, n.url())
-	a := startDaemon(t, bin, n.url(), "--host-backends", "none")
+	_, _, a, b := clientAndOwner(t)
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-resume","parameters":{"deltas":100,"delay_ms":10},"inputs":[]}`)
 	var last uint64
 	for i := 0; i < 20; i++ {
@@ -230,10 +224,7 @@ func TestClusterClientInstanceKilled(t *testing.T) {
 // The run's owner dies: its client and observers get failed/unavailable
 // once the heartbeat timeout passes, instead of hanging.
 func TestClusterOwnerKilled(t *testing.T) {
-	bin := buildBinary(t)
-	n := startNATS(t)
-	b := startDaemon(t, bin, n.url())
-	a := startDaemon(t, bin, n.url(), "--host-backends", "none")
+	_, _, a, b := clientAndOwner(t)
 	r := openStream(t, "POST", a.base+"/v1/runs", `{"target":"echo","threadId":"t-owner","parameters":{"hang":true},"inputs":[]}`)
 	if _, ok := r.next(); !ok {
 		t.Fatal("no first event")
