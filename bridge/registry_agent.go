@@ -28,7 +28,8 @@ func init() {
 			if mirror, err = d.Fabric.Dial("interlingua-agent", nats.NoEcho()); err != nil {
 				return err
 			}
-			cfg.Cluster = &agent.Cluster{Conn: mirror, Prefix: d.Fabric.Prefix()}
+			cfg.Cluster = &agent.Cluster{Conn: mirror, Prefix: d.Fabric.Prefix(),
+				Heartbeat: d.Fabric.cfg.Heartbeat, OwnerTimeout: d.Fabric.cfg.OwnerTimeout}
 		}
 		f, err := agent.NewFrontend(cfg)
 		if err != nil {

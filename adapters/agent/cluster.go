@@ -51,12 +51,21 @@ type Cluster struct {
 	// ForwardTimeout bounds a forwarded command (run.start on the owner
 	// starts the run, which may cross the network). Default 10s.
 	ForwardTimeout time.Duration
+	// Heartbeat is how often the instance running a thread's run says so
+	// on the thread's events subject. Default 1s.
+	Heartbeat time.Duration
+	// OwnerTimeout: an instance following a thread whose run's owner sends
+	// neither event nor heartbeat for this long ends the run failed for
+	// its readers (the owner died). Default 3 × Heartbeat.
+	OwnerTimeout time.Duration
 }
 
 func (c *Cluster) defaults() {
 	c.Prefix = cmp.Or(c.Prefix, "interlingua")
 	c.MirrorQueue = cmp.Or(c.MirrorQueue, 4096)
 	c.ForwardTimeout = cmp.Or(c.ForwardTimeout, 10*time.Second)
+	c.Heartbeat = cmp.Or(c.Heartbeat, time.Second)
+	c.OwnerTimeout = cmp.Or(c.OwnerTimeout, 3*c.Heartbeat)
 }
 
 // outbox is the default publisher: a bounded queue drained onto the
@@ -127,6 +136,7 @@ type mirrorMsg struct {
 	Run    string          `json:"r,omitempty"` // lifecycle events: the run, for agent.getTree
 	Status string          `json:"s,omitempty"` // lifecycle events: the status
 	Pinned bool            `json:"p,omitempty"` // replays: a namespace's state kept past the buffer
+	Alive  bool            `json:"a,omitempty"` // a heartbeat: the sender runs the thread's run; no event
 	Frame  json.RawMessage `json:"f"`           // the complete envelope
 }
 
@@ -192,6 +202,7 @@ func (t *Thread) followLocked() {
 		return
 	}
 	t.evSub = sub
+	t.ownerSeen = t.f.cfg.Now()
 	t.catchUpLocked()
 }
 
@@ -213,10 +224,70 @@ func (t *Thread) mirror(msg *nats.Msg) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.ownerSeen = t.f.cfg.Now()
+	if m.Alive {
+		return
+	}
 	if m.Seq > t.seq+1 {
 		t.backfillLocked()
 	}
 	t.mirrorLocked(&m)
+}
+
+// watchOwners runs while the frontend has a Cluster: every Heartbeat it
+// says, for each thread whose run runs here, that it is alive, and ends
+// for their readers the runs of followed threads whose owner has gone
+// quiet for OwnerTimeout (killed: its readers would otherwise wait for
+// ever, heartbeats and all).
+func (f *Frontend) watchOwners() {
+	defer f.wg.Done()
+	c := f.cfg.Cluster
+	tick := time.NewTicker(c.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.runCtx.Done():
+			return
+		case <-tick.C:
+		}
+		f.mu.Lock()
+		threads := make([]*Thread, 0, len(f.threads))
+		for _, t := range f.threads {
+			threads = append(threads, t)
+		}
+		f.mu.Unlock()
+		now := f.cfg.Now()
+		for _, t := range threads {
+			t.mu.Lock()
+			switch {
+			case t.rt.active != nil:
+				if t.evSubject == "" {
+					t.evSubject = c.eventsSubject(t.id)
+				}
+				c.Publish(t.evSubject, []byte(`{"o":"`+f.origin+`","a":true}`))
+			case t.evSub != nil && now.Sub(t.ownerSeen) >= c.OwnerTimeout:
+				t.endOrphanedLocked(c.OwnerTimeout)
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// endOrphanedLocked ends, with a failed root lifecycle event, the runs the
+// thread's buffer shows running whose owner has gone quiet. The event is
+// the next of the thread here; other followers append the same.
+func (t *Thread) endOrphanedLocked(quiet time.Duration) {
+	for _, ri := range t.runs {
+		st := ri.status[nsKey(nil)]
+		if st == nil || st.status == "completed" || st.status == "failed" || st.status == "interrupted" {
+			continue
+		}
+		b := append([]byte(`{"event":"failed"`), `,"error":`...)
+		b = appendString(b, "run owner sent neither event nor heartbeat for "+quiet.String())
+		w := wireEvent{method: methodLifecycle, namespace: []string{}, timeMs: t.f.cfg.Now().UnixMilli(), status: "failed", data: append(b, '}')}
+		t.f.cfg.Logger.Warn("agent run ended: its owner went quiet", "thread", t.id, "run", ri.id, "quiet_for", quiet.String())
+		t.appendLocked(&w, ri.id)
+	}
 }
 
 func (t *Thread) mirrorLocked(m *mirrorMsg) {

@@ -96,7 +96,12 @@
 // anywhere, reaches it. The owner stays the owner after its runs while
 // the thread is in its memory (BufferKeep), it is not shutting down and
 // its NATS connection has not been lost: the conversation's next run
-// starts there without a round trip to find out.
+// starts there without a round trip to find out. While a thread's run
+// runs, its instance says so on the events subject every
+// Cluster.Heartbeat; an instance following the thread that hears neither
+// event nor heartbeat for Cluster.OwnerTimeout (the owner was killed)
+// appends a failed root lifecycle event for the runs it shows running, so
+// its readers see the run end instead of waiting for ever.
 //
 // A backend that
 // reports state itself (the agent backend marks its events; others are

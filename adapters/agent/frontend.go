@@ -197,8 +197,13 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 		ob = newOutbox(c.Conn, c.MirrorQueue)
 		c.Publish = ob.publish
 	}
-	return &Frontend{outbox: ob, cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, keyThreads: map[string]int{}, threadKey: map[string]string{}, closing: make(chan struct{}),
-		closingCtx: cctx, closingCancel: ccancel}, nil
+	f := &Frontend{outbox: ob, cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, keyThreads: map[string]int{}, threadKey: map[string]string{}, closing: make(chan struct{}),
+		closingCtx: cctx, closingCancel: ccancel}
+	if cfg.Cluster != nil {
+		f.wg.Add(1)
+		go f.watchOwners()
+	}
+	return f, nil
 }
 
 // Mount registers the routes: SSE (POST) and WebSocket (GET with Upgrade)

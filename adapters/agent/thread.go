@@ -124,6 +124,7 @@ type Thread struct {
 	room      chan struct{}
 	pumpWaits bool
 	conns     int                // open SSE streams and WebSockets
+	ownerSeen time.Time          // a Cluster's follower: when another instance last sent an event or heartbeat
 	idle      *time.Timer        // evicts the thread from memory when it stays idle
 	subs      map[string]*subRec // WebSocket subscriptions by id
 	runs      []*runInfo         // recent runs, oldest first, at most maxRunInfos

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -147,4 +150,63 @@ func TestClusterClientInstanceKilledCancelsRun(t *testing.T) {
 	if !strings.Contains(b.log.String(), "its client's instance is gone") {
 		t.Fatalf("owner did not log why it cancelled the run:\n%s", b.log)
 	}
+}
+
+// An agent-protocol subscriber on one instance of a run that another
+// instance runs: that instance is killed, and the subscriber gets the
+// run's failed lifecycle event within 6 s (heartbeat 1 s, owner timeout
+// 3 s), instead of heartbeats for ever.
+func TestClusterAgentOwnerKilled(t *testing.T) {
+	_, _, a, b := clientAndOwner(t, "--set", "nats.heartbeat=1s")
+	req, _ := http.NewRequest("POST", a.base+"/threads/t-agent-owner/stream/events", strings.NewReader(`{"channels":["lifecycle"]}`))
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("subscribe on A: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	frames := make(chan string, 64)
+	go func() {
+		defer close(frames)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				frames <- line
+			}
+		}
+	}()
+	start := `{"id":1,"method":"run.start","params":{"assistant_id":"demo-agent","input":{"messages":[{"role":"user","content":"wait"}]},"config":{"configurable":{"hang":true}}}}`
+	cresp, err := client.Post(b.base+"/threads/t-agent-owner/commands", "application/json", strings.NewReader(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(cresp.Body)
+	cresp.Body.Close()
+	if !strings.Contains(string(body), `"success"`) {
+		t.Fatalf("run.start on B: %s", body)
+	}
+	waitFrame := func(want string, within time.Duration) string {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case f, ok := <-frames:
+				if !ok {
+					t.Fatalf("stream ended waiting for %s", want)
+				}
+				if strings.Contains(f, want) && strings.Contains(f, `"namespace":[]`) {
+					return f
+				}
+			case <-deadline:
+				t.Fatalf("no %s frame within %s", want, within)
+			}
+		}
+	}
+	waitFrame(`"event":"running"`, 10*time.Second)
+	killed := time.Now()
+	b.kill9()
+	f := waitFrame(`"event":"failed"`, 6*time.Second)
+	if !strings.Contains(f, "run owner sent neither event nor heartbeat") {
+		t.Fatalf("failed frame %s does not say why", f)
+	}
+	t.Logf("failed lifecycle %s after the kill", time.Since(killed).Round(time.Millisecond))
 }
