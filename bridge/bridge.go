@@ -97,7 +97,7 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		return nil, canonical.Errorf(canonical.CodePermissionDenied, "API key %q may not use target %q", p.Name, req.GetTarget())
 	}
 	if req.RunId == "" {
-		req.RunId = NewID("run-")
+		req.RunId = canonical.NewID("run-")
 	}
 	var claim <-chan error // a thread named for the run alone, being claimed for its key
 	if req.ThreadId == "" {

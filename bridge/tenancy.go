@@ -2,10 +2,7 @@ package bridge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,7 +76,7 @@ func (o *owners) claim(ctx context.Context, thread, name string) (string, error)
 
 // claimNew claims a thread the bridge just named for one run (no client
 // chose it) for p's key, in the background: the result arrives on the
-// channel returned, nil when auth is off. Ids are random (NewID), so the
+// channel returned, nil when auth is off. Ids are random (canonical.NewID), so the
 // claim can only fail when the thread KV cannot be written.
 func (o *owners) claimNew(ctx context.Context, thread string, p *canonical.Principal) <-chan error {
 	done := make(chan error, 1)
@@ -98,15 +95,6 @@ func (o *owners) claimNew(ctx context.Context, thread string, p *canonical.Princ
 		done <- err
 	}()
 	return done
-}
-
-// NewID returns prefix followed by 128 random bits in base32 (26
-// characters of [a-z2-7]): run and thread ids that no one can guess from
-// another, unlike a counter or nuid's sequential suffix.
-func NewID(prefix string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // CheckThread claims thread for the caller in ctx, or verifies the caller

@@ -856,3 +856,43 @@ func startFabricAt(t testing.TB, dir string) (store canonical.ThreadStore, conne
 	}
 	return store, connect, stop
 }
+
+// A checkpoint's values leave memory once it is in the store (kept, every
+// checkpoint's copy of the whole state grew memory with the square of the
+// turns), and a fork reads them back: here on an instance that loaded the
+// thread from the store, whose checkpoints hold no values at all.
+func TestForkReadsCheckpointFromStore(t *testing.T) {
+	dir := t.TempDir()
+	store, _, stop := startFabricAt(t, dir)
+	a := newServer(t, agent.Config{Store: store})
+	a.runToEnd(t, "fork.thread", "echo", user("first"), nil)
+	res := a.command(t, "fork.thread", 1, "state.listCheckpoints", map[string]any{})
+	cps := res["result"].(map[string]any)["checkpoints"].([]any)
+	a.runToEnd(t, "fork.thread", "echo", user("second"), nil)
+	a.fe.Shutdown()
+	a.fe.Close() // waits for its saves
+	stop()
+
+	store, _, _ = startFabricAt(t, dir)
+	b := newServer(t, agent.Config{Store: store})
+	after := cps[0].(map[string]any)["checkpoint_id"] // the newest checkpoint of the first turn
+	if after == nil {
+		after = cps[0].(map[string]any)["id"]
+	}
+	res = b.command(t, "fork.thread", 2, "state.fork", map[string]any{"checkpoint_id": after})
+	if res["type"] != "success" {
+		t.Fatalf("fork: %v", res)
+	}
+	b.awaitEnd(t, "fork.thread", 0)
+	res = b.command(t, "fork.thread", 3, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
+	var contents []string
+	for _, m := range msgs {
+		contents = append(contents, fmt.Sprint(m.(map[string]any)["content"]))
+	}
+	// The first turn (the user's "first" and its echo), then the forked
+	// run's answer to that state; nothing of the second turn.
+	if strings.Join(contents, "|") != "first|first|first" {
+		t.Fatalf("after the fork from the first turn: %q", contents)
+	}
+}

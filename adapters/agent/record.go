@@ -83,6 +83,7 @@ func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *thre
 			log.Warn("checkpoint record unreadable; left out", "thread", rec.Thread, "checkpoint", id, "err", err)
 			continue
 		}
+		cp.Values = nil // read back when a fork needs them (checkpointValuesLocked)
 		rec.Checkpoints = append(rec.Checkpoints, cp)
 	}
 	return nil

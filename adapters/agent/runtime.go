@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -343,6 +342,26 @@ func (t *Thread) trimCheckpointsLocked() {
 	rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
 }
 
+// checkpointValuesLocked returns a checkpoint's values: those kept in
+// memory until it is saved, then read back from the store (t.mu is held
+// for the read, bounded by StoreTimeout: a fork is rare).
+func (t *Thread) checkpointValuesLocked(cp *checkpointRec) (map[string]json.RawMessage, error) {
+	if cp.Values != nil || !cp.saved || t.f.cfg.Store == nil {
+		return cp.Values, nil
+	}
+	ctx, cancel := context.WithTimeout(t.f.runCtx, t.f.cfg.StoreTimeout)
+	defer cancel()
+	b, _, err := t.f.cfg.Store.Get(ctx, t.id, checkpointKey(cp.ID))
+	if err != nil {
+		return nil, err
+	}
+	var stored checkpointRec
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, canonical.Errorf(canonical.CodeDataLoss, "checkpoint record does not decode: %v", err)
+	}
+	return stored.Values, nil
+}
+
 func (t *Thread) findCheckpointLocked(id string) *checkpointRec {
 	if id == "" {
 		return nil
@@ -599,6 +618,16 @@ func jsonValue(raw json.RawMessage) *structpb.Value {
 // thread is as before.
 func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	rt := &t.rt
+	var fork *checkpointRec
+	var forkValues map[string]json.RawMessage
+	if pr.fork != "" {
+		if fork = t.findCheckpointLocked(pr.fork); fork != nil {
+			var err error
+			if forkValues, err = t.checkpointValuesLocked(fork); err != nil {
+				return asProtoError(fmt.Errorf("checkpoint %q could not be read: %w", fork.ID, err))
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(t.f.runCtx)
 	if pr.principal != nil {
 		ctx = canonical.WithPrincipal(ctx, pr.principal)
@@ -607,12 +636,10 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	ar.enc = NewEncoder(EncoderConfig{GraphName: rt.rec.Assistant, MaxBlockBytes: t.f.cfg.MaxBlockBytes, Now: t.f.cfg.Now})
 	rt.active = ar
 	t.ownLocked()
-	if pr.fork != "" {
-		if cp := t.findCheckpointLocked(pr.fork); cp != nil {
-			rt.rec.Values = cloneValues(cp.Values)
-			rt.rec.Head = cp.ID
-			t.checkpointLocked("fork", "", pr.id)
-		}
+	if fork != nil {
+		rt.rec.Values = cloneValues(forkValues)
+		rt.rec.Head = fork.ID
+		t.checkpointLocked("fork", "", pr.id)
 	}
 	if len(pr.answered) > 0 {
 		b := append([]byte(`{"interrupt_ids":`), appendNamespace(nil, pr.answered)...)
@@ -1226,7 +1253,11 @@ func (t *Thread) saveCheckpoints(ctx context.Context, cps []encodedCheckpoint) e
 		}
 		t.mu.Lock()
 		if cp := t.findCheckpointLocked(c.id); cp != nil {
-			cp.saved, cp.enc = true, nil
+			// Saved, its values live in the store: a fork reads them back
+			// (checkpointValuesLocked). Kept here, each checkpoint's copy
+			// of the whole state made memory grow with the square of a
+			// conversation's turns (12 turns of 1 MB: over 900 MB).
+			cp.saved, cp.enc, cp.Values = true, nil, nil
 		}
 		t.mu.Unlock()
 	}
@@ -1361,7 +1392,7 @@ func unionMessages(theirs, ours json.RawMessage) json.RawMessage {
 }
 
 // newRunID returns a fresh run id.
-func newRunID() string { return "run-" + nuid.Next() }
+func newRunID() string { return canonical.NewID("run-") }
 
 // maybeIdleLocked arms the idle timer when nothing holds the thread: no
 // connection, no run. When it fires the thread leaves memory (its state

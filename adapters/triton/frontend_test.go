@@ -33,7 +33,7 @@ type exchange struct {
 }
 
 // runID matches the run ids the bridge makes.
-var runID = regexp.MustCompile(`run-[a-z2-7]{26}`) // bridge.NewID
+var runID = regexp.MustCompile(`run-[a-z2-7]{26}`) // canonical.NewID
 
 // client is a test HTTP client without idle connections left behind.
 var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
