@@ -628,6 +628,26 @@ func (f *Frontend) streamThread(w http.ResponseWriter, r *http.Request) (*Thread
 // sseBatch is how many events an SSE stream takes from the buffer at once.
 const sseBatch = 256
 
+// streamSince reads an SSE stream request's since: the request's own, or
+// else Last-Event-ID; bad names the rule broken.
+func streamSince(p params, r *http.Request) (since uint64, has bool, bad string) {
+	if p.has("since") {
+		s, ok := uintParam(p["since"])
+		if !ok {
+			return 0, false, "event stream request: since must be a non-negative integer"
+		}
+		return s, true, ""
+	}
+	if h := r.Header.Get("Last-Event-ID"); h != "" {
+		s, err := strconv.ParseUint(strings.TrimSpace(h), 10, 64)
+		if err != nil {
+			return 0, false, "Last-Event-ID must be a decimal seq"
+		}
+		return s, true, ""
+	}
+	return 0, false, ""
+}
+
 func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 	body, ok := f.readBody(w, r)
 	if !ok {
@@ -643,22 +663,10 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, pe.Code, pe.Message)
 		return
 	}
-	var since uint64
-	hasSince := false
-	if p.has("since") {
-		s, ok := uintParam(p["since"])
-		if !ok {
-			httpError(w, http.StatusBadRequest, errInvalidArgument, "event stream request: since must be a non-negative integer")
-			return
-		}
-		since, hasSince = s, true
-	} else if h := r.Header.Get("Last-Event-ID"); h != "" {
-		s, err := strconv.ParseUint(strings.TrimSpace(h), 10, 64)
-		if err != nil {
-			httpError(w, http.StatusBadRequest, errInvalidArgument, "Last-Event-ID must be a decimal seq")
-			return
-		}
-		since, hasSince = s, true
+	since, hasSince, bad := streamSince(p, r)
+	if bad != "" {
+		httpError(w, http.StatusBadRequest, errInvalidArgument, bad)
+		return
 	}
 	sw, err := sse.NewWriter(w)
 	if err != nil {

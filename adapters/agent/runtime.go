@@ -935,27 +935,38 @@ func (t *Thread) observeLocked(ar *activeRun, ev *canonical.Event) {
 			ar.steps++
 		}
 	}
-	if ar.mode == modeAgent {
-		if !root {
-			return
-		}
-		switch k := ev.GetKind().(type) {
-		case *canonical.KindStateSnapshot:
-			if v, ok := stateKeys(k.StateSnapshot.GetValues()); ok {
-				rec.Values = v
-			}
-		case *canonical.KindCheckpoint:
-			c := k.Checkpoint
-			rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: c.GetId(), Parent: c.GetParentId(), Step: c.GetStep(), Source: checkpointSource(c.GetSource()), Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
-			t.trimCheckpointsLocked()
-			rec.Head = c.GetId()
-			ar.steps++
-		}
-		return
-	}
 	if !root {
 		return
 	}
+	if ar.mode == modeAgent {
+		t.observeAgentLocked(ar, ev)
+		return
+	}
+	t.observeModelLocked(ar, ev)
+}
+
+// observeAgentLocked records what a root event of an agent backend says of
+// the state: its values and checkpoints pass through.
+func (t *Thread) observeAgentLocked(ar *activeRun, ev *canonical.Event) {
+	rec := &t.rt.rec
+	switch k := ev.GetKind().(type) {
+	case *canonical.KindStateSnapshot:
+		if v, ok := stateKeys(k.StateSnapshot.GetValues()); ok {
+			rec.Values = v
+		}
+	case *canonical.KindCheckpoint:
+		c := k.Checkpoint
+		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: c.GetId(), Parent: c.GetParentId(), Step: c.GetStep(), Source: checkpointSource(c.GetSource()), Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
+		t.trimCheckpointsLocked()
+		rec.Head = c.GetId()
+		ar.steps++
+	}
+}
+
+// observeModelLocked keeps the state of a plain model's root events: it
+// assembles each message and tool result and adds it to the thread's
+// messages (a step each).
+func (t *Thread) observeModelLocked(ar *activeRun, ev *canonical.Event) {
 	switch k := ev.GetKind().(type) {
 	case *canonical.KindMessageStart:
 		ar.msg = &msgAcc{id: k.MessageStart.GetMessageId(), role: k.MessageStart.GetRole(), node: ev.GetGraphNode()}
