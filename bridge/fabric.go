@@ -281,6 +281,11 @@ func (f *Fabric) EventSubject(thread, run string) string {
 	return f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + "." + subject.Token(run)
 }
 
+// ThreadSubjects is the subject filter of every run's events of thread.
+func (f *Fabric) ThreadSubjects(thread string) string {
+	return f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
+}
+
 // PublishEvent queues ev for publishing on its events subject (inside an
 // EventBatch), for observers, remote clients and replay. With must false it never blocks:
 // when the bounded queue is full the event is counted as dropped and
@@ -724,7 +729,7 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	// One API request: the handle from start-up names the stream (asking
 	// for it anew, a STREAM.INFO, doubled the requests and was the costlier
 	// one). A stream deleted since fails the get as it failed the info.
-	m, err := f.events.GetLastMsgForSubject(ctx, f.cfg.SubjectPrefix+".events."+subject.Token(thread)+".*")
+	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 // appendAttempts bounds the tries of an append that keeps finding that
@@ -35,7 +34,7 @@ var errLogBehind = errors.New("the replay log lacks events already delivered")
 // ends run (another instance appended first), or errLogBehind when end
 // returns nothing: the log's last seq is before one the caller delivered.
 func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(last uint64) []*canonical.Event) ([]*canonical.Event, error) {
-	filter := f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
+	filter := f.ThreadSubjects(thread)
 	for range appendAttempts {
 		var streamSeq, last uint64
 		m, err := f.events.GetLastMsgForSubject(ctx, filter)
@@ -82,7 +81,7 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 // consumer's recreation after a lost server is bounded too (nats.go's
 // default retries for ever, which held a run's client past any deadline).
 func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, before uint64) ([]*canonical.Event, error) {
-	filter := f.cfg.SubjectPrefix + ".events." + subject.Token(thread) + ".*"
+	filter := f.ThreadSubjects(thread)
 	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil

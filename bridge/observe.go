@@ -54,7 +54,7 @@ func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64
 		cfg = c.NATS
 	}
 	cons, err := b.fabric.JetStream().OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{b.subject("events", subject.Token(threadID), "*")},
+		FilterSubjects: []string{b.fabric.ThreadSubjects(threadID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		// A backstop for a consumer Close could not delete (NATS
 		// unreachable then): the server drops it once nobody pulls.
@@ -106,24 +106,24 @@ type observedRun struct {
 	id       string
 	guard    canonical.Guard
 	lastSeen time.Time
-	lastSeq  uint64
 }
 
 // observer is a thread's event stream fed from the replay log.
 type observer struct {
-	b       *Bridge
-	ctx     context.Context
-	cons    jetstream.Consumer
-	it      jetstream.MessagesContext
-	hbSub   *nats.Subscription
-	hb      chan *nats.Msg
-	events  chan *canonical.Event
-	done    chan struct{}
-	wg      sync.WaitGroup
-	thread  string
-	since   uint64
-	timeout time.Duration
-	err     atomic.Pointer[canonical.Error]
+	b         *Bridge
+	ctx       context.Context
+	cons      jetstream.Consumer
+	it        jetstream.MessagesContext
+	hbSub     *nats.Subscription
+	hb        chan *nats.Msg
+	events    chan *canonical.Event
+	done      chan struct{}
+	wg        sync.WaitGroup
+	thread    string
+	since     uint64
+	threadSeq uint64 // the highest seq of the thread read or made here
+	timeout   time.Duration
+	err       atomic.Pointer[canonical.Error]
 
 	runs map[string]*observedRun // by subject token of the run id
 	owed []*canonical.Event
@@ -211,7 +211,8 @@ func (o *observer) track(ev *canonical.Event) {
 		r = &observedRun{id: ev.GetRunId()}
 		o.runs[id] = r
 	}
-	r.lastSeen, r.lastSeq = o.b.now(), ev.GetSeq()
+	r.lastSeen = o.b.now()
+	o.threadSeq = max(o.threadSeq, ev.GetSeq())
 	_ = r.guard.Observe(ev)
 	if r.guard.Ended() {
 		delete(o.runs, id)
@@ -237,7 +238,9 @@ func (o *observer) expire() {
 		// still without an end after twice the timeout ends here alone.
 		delete(o.runs, id)
 		ended := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", o.timeout))
-		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, r.lastSeq, now)...)
+		// After every seq of the thread delivered, not only the run's.
+		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, o.threadSeq, now)...)
+		o.threadSeq += uint64(len(ended))
 	}
 }
 
