@@ -16,8 +16,8 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// queued is a test queue: events of three threads (two runs each) and raw
-// messages, in a random interleaving, each event's seq counting per thread.
+// queued is a test queue: events of three threads (two runs each), in a
+// random interleaving, each event's seq counting per thread.
 func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64) {
 	t.Helper()
 	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}
@@ -25,10 +25,6 @@ func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64)
 	order := map[string][]uint64{} // per thread: seqs in queue order
 	var msgs []pubMsg
 	for range n {
-		if rng.IntN(8) == 0 {
-			msgs = append(msgs, pubMsg{subject: "p.hb.x", data: []byte("raw")})
-			continue
-		}
 		thread := fmt.Sprintf("t%d", rng.IntN(3))
 		run := fmt.Sprintf("r%d", rng.IntN(2))
 		seq[thread]++
@@ -45,8 +41,7 @@ func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64)
 }
 
 // Whatever the interleaving and the size bound, the messages published
-// carry every queued message exactly once: raw ones alone and as they
-// are, events as EventBatches of one run each, within the bound unless a
+// carry every queued message exactly once, as EventBatches of one run each, within the bound unless a
 // lone event exceeds it, and per thread in the order they were queued.
 func TestBatcherGroupProperty(t *testing.T) {
 	for i := range 300 {
@@ -59,13 +54,6 @@ func TestBatcherGroupProperty(t *testing.T) {
 		got := map[string][]uint64{}
 		for _, g := range b.groups {
 			m := msgs[g.head]
-			if g.events == 0 {
-				if m.events != 0 || g.tail != g.head || b.next[g.head] != -1 {
-					t.Fatalf("case %d: raw group %+v", i, g)
-				}
-				seen[g.head] = true
-				continue
-			}
 			n := 0
 			for j := g.head; j >= 0; j = b.next[j] {
 				if seen[j] || msgs[j].events == 0 || msgs[j].subject != m.subject {

@@ -242,6 +242,7 @@ func (b *Bridge) heartbeatLoop() {
 			subjects = append(subjects, b.subject("chb", subject.Token(rs.thread), rs.runToken))
 		}
 		b.mu.Unlock()
+		subjects = b.fabric.UnstoredRuns(subjects)
 		for _, s := range subjects {
 			b.fabric.Publish(s, nil)
 		}
@@ -431,23 +432,52 @@ func (r *remoteStream) accept(ev *canonical.Event) {
 
 // fill delivers the thread's events between the last seen and next, read
 // from the replay log; false, with the run ended failed, when the log
-// does not have them all.
+// does not have them all within fillTimeout.
 func (r *remoteStream) fill(next uint64) bool {
+	deadline := r.b.now().Add(fillTimeout(r.timeout))
+	for {
+		missed, err := r.readMissed(next)
+		if err == nil {
+			for _, ev := range missed {
+				r.deliver(ev)
+			}
+			// The owner's heartbeats of the time the read took wait in the
+			// subscription: its timeout counts from now.
+			r.alive = r.b.now()
+			return true
+		}
+		if r.ctx.Err() != nil || r.b.now().After(deadline) {
+			r.b.log.Warn("remote run missed events", "thread", r.thread, "run", r.run, "after", r.threadSeq, "before", next, "err", err)
+			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events %d to %d of the run's thread were lost in transit", r.threadSeq+1, next-1))
+			return false
+		}
+		select {
+		case <-r.ctx.Done():
+		case <-time.After(fillRetry):
+		}
+	}
+}
+
+// fillTimeout is how long a live stream tries to read the events it missed
+// from the replay log: a reconnect that dropped them may also have lost
+// the JetStream meta leader, without which no consumer is created (a
+// three-node cluster elects the next in a few seconds), and a consumer
+// reads a replica that may lag its leader. An owner that heartbeats all
+// along is waited for that long; a gap stays a failure.
+func fillTimeout(ownerTimeout time.Duration) time.Duration { return 5 * ownerTimeout }
+
+const fillRetry = 250 * time.Millisecond
+
+// readMissed reads the thread's events between the last seen and next;
+// an error when the log has not them all.
+func (r *remoteStream) readMissed(next uint64) ([]*canonical.Event, error) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
 	defer cancel()
 	missed, err := r.b.fabric.threadEventsBetween(ctx, r.thread, r.threadSeq, next)
 	if err == nil && uint64(len(missed)) != next-r.threadSeq-1 {
 		err = fmt.Errorf("the replay log has %d of them", len(missed))
 	}
-	if err != nil {
-		r.b.log.Warn("remote run missed events", "thread", r.thread, "run", r.run, "after", r.threadSeq, "before", next, "err", err)
-		r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events %d to %d of the run's thread were lost in transit", r.threadSeq+1, next-1))
-		return false
-	}
-	for _, ev := range missed {
-		r.deliver(ev)
-	}
-	return true
+	return missed, err
 }
 
 // deliver passes on an event of the thread that is the run's.

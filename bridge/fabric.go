@@ -51,7 +51,8 @@ type Fabric struct {
 	store    *natsThreadStore
 
 	pubq      pubQueue
-	batcher   batcher // the publish loop's
+	batcher   batcher   // the publish loop's
+	acked     *ackedLog // event messages sent until the replay log acknowledges them
 	stop      chan struct{}
 	loopDone  chan struct{}
 	closeOnce sync.Once
@@ -103,6 +104,13 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 	if err := f.ensureAssets(ctx); err != nil {
 		f.Close()
 		return nil, err
+	}
+	f.acked, err = newAckedLog(nc, cfg.PublishQueue, f.pubq.signal, func(n int, err error) {
+		f.countDropped(n, "event not stored in the replay log", "err", err)
+	})
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
 	f.loopDone = make(chan struct{})
 	go f.publishLoop()
@@ -158,6 +166,7 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      f.cfg.ReplayMaxAge,
 		MaxBytes:    f.cfg.ReplayMaxBytes,
+		Duplicates:  logDuplicates, // see ackedLog
 		Replicas:    f.cfg.Replicas,
 		PersistMode: f.persistMode(ctx),
 		// LastSeq, at the start of every run of a known thread, reads the
@@ -298,7 +307,7 @@ func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
 		f.drop(ev, err)
 		return
 	}
-	f.enqueue(pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), data: data, events: 1}, must, true)
+	f.enqueue(pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), seq: ev.GetSeq(), data: data, events: 1}, must, true)
 }
 
 // enqueue queues m; with wake false it leaves waking the publish loop to
@@ -401,6 +410,13 @@ const (
 	spareQuiet = 64
 )
 
+// len returns how many messages are queued.
+func (q *pubQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.msgs)
+}
+
 // take returns what is queued and empties the queue.
 func (q *pubQueue) take() []pubMsg {
 	q.mu.Lock()
@@ -457,6 +473,7 @@ type publisher struct {
 	slab    []byte    // encodings of queued events, then of held ones, then free room
 	held    int       // slab[held:] are the held events' EventBatch elements
 	nheld   int       // events held
+	heldSeq uint64    // the first held event's seq
 	ids     *validIDs // its thread and run ids, when they are UTF-8
 }
 
@@ -513,8 +530,11 @@ func (p *publisher) publish(ev *canonical.Event) {
 	p.slab = b
 	if p.must {
 		p.held = len(b)
-		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, data: data, events: 1}, true, true)
+		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, seq: ev.GetSeq(), data: data, events: 1}, true, true)
 	} else {
+		if p.nheld == 0 {
+			p.heldSeq = ev.GetSeq()
+		}
 		p.nheld++
 		if p.nheld >= heldMax {
 			p.queueHeld()
@@ -534,7 +554,7 @@ func (p *publisher) queueHeld() {
 		return
 	}
 	end := len(p.slab)
-	m := pubMsg{subject: p.subject, thread: p.thread, data: p.slab[p.held:end:end], events: p.nheld}
+	m := pubMsg{subject: p.subject, thread: p.thread, seq: p.heldSeq, data: p.slab[p.held:end:end], events: p.nheld}
 	p.held, p.nheld = end, 0
 	p.f.enqueue(m, false, false)
 	p.f.pubq.signalLazy()
@@ -545,21 +565,44 @@ func (p *publisher) queueHeld() {
 // seq from the replay log).
 func (p *publisher) publishNow() { p.f.pubq.signal() }
 
-// Publish queues a raw message (heartbeats, commands); it never blocks.
-func (f *Fabric) Publish(subject string, data []byte) {
-	if f.pubq.push(pubMsg{subject: subject, data: data}, false, true) != nil {
-		f.dropped.Add(1)
+// UnstoredRuns appends, for each run with events the replay log has not
+// yet acknowledged, the run's heartbeat subject (<prefix>.hb.<T>.<R>): a
+// run that ended here while the log elects a leader is not over for its
+// readers elsewhere, who must keep hearing that its owner is alive until
+// its last events reach them.
+func (f *Fabric) UnstoredRuns(out []string) []string {
+	events := f.cfg.SubjectPrefix + ".events."
+	n := len(out)
+	out = f.acked.subjects(out)
+	for i := n; i < len(out); i++ {
+		out[i] = f.cfg.SubjectPrefix + ".hb." + strings.TrimPrefix(out[i], events)
 	}
+	return out
 }
 
-// pubMsg is a queued message: events (EventBatch elements, which the
-// publish loop may put into one message with the run's next ones) or a
-// raw message, published as it is.
+// Publish sends a raw message (heartbeats, commands) at once, past the
+// events queued for the replay log: a heartbeat held behind events that
+// the log has yet to acknowledge (a stream electing its leader stores
+// nothing for seconds) would tell readers the owner is gone. It never
+// blocks: nats.go buffers, bounded, while reconnecting.
+func (f *Fabric) Publish(subject string, data []byte) {
+	if err := f.nc.Publish(subject, data); err != nil {
+		f.countDropped(0, "publish failed", "subject", subject, "err", err)
+		return
+	}
+	f.published.Add(1)
+	metrics.PublishedBytes.Add(float64(len(data)))
+}
+
+// pubMsg is one or more events queued for the replay log: EventBatch
+// elements, which the publish loop may put into one message with the
+// run's next ones.
 type pubMsg struct {
 	subject string
 	thread  string // the events' thread id
+	seq     uint64 // the first event's seq
 	data    []byte
-	events  int // 0: a raw message
+	events  int
 }
 
 func (f *Fabric) drop(ev *canonical.Event, err error) {
@@ -584,8 +627,9 @@ func (f *Fabric) countDropped(events int, msg string, args ...any) {
 
 // publishLoop is the fabric's only publisher: it drains the queue, a
 // batch at a time, into the NATS connection, which buffers and flushes on
-// its own goroutine. Woken lazily, it first waits nats.publish_delay (or
-// until a wake-up to publish at once).
+// its own goroutine, and sends the replay log's messages as their threads'
+// earlier ones are acknowledged (ackedLog). Woken lazily, it first waits
+// nats.publish_delay (or until a wake-up to publish at once).
 func (f *Fabric) publishLoop() {
 	defer close(f.loopDone)
 	delay := time.NewTimer(time.Hour)
@@ -602,16 +646,38 @@ func (f *Fabric) publishLoop() {
 					delay.Stop()
 				case <-f.stop:
 					delay.Stop()
-					f.publishBatch()
+					f.drainLog()
 					return
 				}
 			}
 		case <-f.stop:
-			f.publishBatch() // what was queued before Close
+			f.drainLog()
 			return
 		}
 		f.publishBatch()
 	}
+}
+
+// logDrainTimeout bounds how long Close waits for the replay log to
+// acknowledge what was queued before it.
+const logDrainTimeout = 2 * time.Second
+
+// drainLog publishes what was queued before Close and waits, a bounded
+// time, for the replay log to acknowledge it; what it has not is counted
+// as dropped.
+func (f *Fabric) drainLog() {
+	deadline := time.Now().Add(logDrainTimeout)
+	for {
+		f.publishBatch()
+		if f.pubq.len() == 0 && f.acked.empty() || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-f.pubq.wake:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	f.acked.abandon(errors.New("fabric closed before the replay log acknowledged"))
 }
 
 // publishBatch publishes what is queued, putting each run's events that
@@ -620,14 +686,24 @@ func (f *Fabric) publishLoop() {
 // writes instead of a thousand. Nothing waits for a batch to fill: an event
 // alone in the queue goes out alone. Per thread, events leave in the order
 // they were queued: an event joins its run's open batch only while no
-// event of another run of the same thread has been queued since.
+// event of another run of the same thread has been queued since. Event
+// messages go through the acknowledged log; while it is full the queue is
+// left as it is.
 func (f *Fabric) publishBatch() {
-	batch := f.pubq.take()
-	f.batcher.group(batch, f.maxBatchBytes())
-	for _, g := range f.batcher.groups {
-		f.send(batch[g.head].subject, f.batcher.join(batch, g), g.events)
+	if !f.acked.full() {
+		batch := f.pubq.take()
+		maxBytes := f.maxBatchBytes()
+		f.batcher.group(batch, maxBytes)
+		for _, g := range f.batcher.groups {
+			head := &batch[g.head]
+			data := f.batcher.join(batch, g)
+			f.acked.add(head.thread, head.subject, head.seq, data, g.events, maxBytes)
+			f.published.Add(1)
+			metrics.PublishedBytes.Add(float64(len(data)))
+		}
+		f.pubq.recycle(batch)
 	}
-	f.pubq.recycle(batch)
+	f.acked.flush(time.Now())
 }
 
 // maxBatchBytes bounds one EventBatch message: 64 KiB, or less when the
@@ -638,16 +714,6 @@ func (f *Fabric) maxBatchBytes() int {
 		n = int(mp)
 	}
 	return n
-}
-
-// send publishes one message; events is how many events it carries.
-func (f *Fabric) send(subject string, data []byte, events int) {
-	if err := f.nc.Publish(subject, data); err != nil {
-		f.countDropped(events, "publish failed", "subject", subject, "err", err)
-		return
-	}
-	f.published.Add(1)
-	metrics.PublishedBytes.Add(float64(len(data)))
 }
 
 // batcher groups a queue's messages into the messages published; it
@@ -662,7 +728,7 @@ type batcher struct {
 // pubGroup is one message to publish: msgs head, next[head], … tail.
 type pubGroup struct {
 	head, tail int
-	events     int // 0: a raw message
+	events     int
 	size       int
 }
 
@@ -680,10 +746,6 @@ func (b *batcher) group(msgs []pubMsg, maxBytes int) {
 	for i := range msgs {
 		b.next[i] = -1
 		m := &msgs[i]
-		if m.events == 0 {
-			b.groups = append(b.groups, pubGroup{head: i, tail: i})
-			continue
-		}
 		if gi, ok := b.open[m.thread]; ok {
 			g := &b.groups[gi]
 			if msgs[g.head].subject == m.subject && g.size+len(m.data) <= maxBytes {
@@ -699,8 +761,7 @@ func (b *batcher) group(msgs []pubMsg, maxBytes int) {
 	}
 }
 
-// join returns g's message: a raw message as it is, or its events'
-// EventBatch elements one after the other, which is an EventBatch (a lone
+// join returns g's message: its events' EventBatch elements one after the other, which is an EventBatch (a lone
 // event's element is one as it is).
 func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
 	if g.head == g.tail {

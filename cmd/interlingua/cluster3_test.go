@@ -577,23 +577,7 @@ type natsKill struct {
 	victim func(client, owner, unused *natsNode) *natsNode
 	// leads: the victim leads every stream's raft group (else none).
 	leads bool
-	// knownLoss, when set, is why the case loses events with today's
-	// code: it is skipped unless INTERLINGUA_TEST_KNOWN_LOSS is set.
-	knownLoss string
 }
-
-const (
-	lossStreamLeader = "events lost from the replay log: the owner publishes events with core NATS (no JetStream ack, " +
-		"no retry), and the replay stream has no leader to store them until the survivors elect one after JetStream's " +
-		"raft election timeout (4-9 s), so every event of that window is missing: a replay ends each run at the kill " +
-		"with a failed/unavailable event at the next seq, one the client saw as a delta"
-	lossDaemonNode = "events published while a daemon's NATS connection moves to a surviving server are lost in " +
-		"transit (the client instance's subscription is gone; the owner's writes went to the dead socket); the client " +
-		"instance reads the gap from the replay log (Fabric.threadEventsBetween) with an R1 ordered consumer, which the " +
-		"meta leader may place on the killed server until it marks it offline, so the read outlasts owner_timeout and " +
-		"the run ends failed (data_loss), or nats.go's ordered-consumer reset retries without end inside cons.Next " +
-		"(which takes no context) and the client's run never ends; at a delta every 25 ms it happens less often (one kill in five here)"
-)
 
 // TestCluster3NATSNodeKilled runs the compose deployment (three clustered
 // nats-server processes, streams and KV replicated 3 times, one instance
@@ -607,14 +591,11 @@ func TestCluster3NATSNodeKilled(t *testing.T) {
 	clients := func(c, _, _ *natsNode) *natsNode { return c }
 	for _, k := range []natsKill{
 		{name: "follower", victim: unused},
-		{name: "owner-node", victim: owners, knownLoss: lossDaemonNode},
-		{name: "client-node", victim: clients, knownLoss: lossDaemonNode},
-		{name: "stream-leader", victim: unused, leads: true, knownLoss: lossStreamLeader},
+		{name: "owner-node", victim: owners},
+		{name: "client-node", victim: clients},
+		{name: "stream-leader", victim: unused, leads: true},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			if k.knownLoss != "" && os.Getenv("INTERLINGUA_TEST_KNOWN_LOSS") == "" {
-				t.Skip("known loss (INTERLINGUA_TEST_KNOWN_LOSS=1 runs it): " + k.knownLoss)
-			}
 			testNATSNodeKilled(t, k)
 		})
 	}
