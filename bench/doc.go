@@ -1,4 +1,4 @@
-// Package loadgen is Interlingua's load harness: it drives concurrent
+// Package bench is Interlingua's load harness: it drives concurrent
 // streaming runs through one frontend:backend pair of an in-process
 // bridge.Server and, in the same run and alternating round by round, the
 // same load straight at the upstream peer, so every figure is a ratio
@@ -67,4 +67,4 @@
 //
 // Every goroutine the harness starts is owned by the round or instance
 // that started it and ends before it returns or is closed.
-package loadgen
+package bench

@@ -1,4 +1,4 @@
-package loadgen
+package bench
 
 import (
 	"bufio"
@@ -115,13 +115,41 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 
 	pool := &connPool{}
 	defer pool.closeAll()
-	nWS := o.Conns - o.Conns/2
-	nGlide := min(nWS, o.GlideConns)
 	res.SSEKind, res.AgentThreads = "agent", o.AgentThreads
 	if err := openSSE(child.addr, "agent", 0, pool); err != nil {
 		res.SSEKind, res.AgentThreads = "native", 0
 	}
 	pool.closeAll()
+	openIdle(ctx, child.addr, o, res, pool)
+	// Settle: let per-connection goroutines reach their idle state.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(2 * time.Second):
+	}
+	res.IdleRSS, _ = procStatus(child.pid)
+	if open := pool.total(); open > 0 {
+		res.PerConnBytes = (res.IdleRSS - res.BaselineRSS) / int64(open)
+	}
+	res.Goroutines, res.HeapInuse = child.metrics()
+
+	if o.ActiveStreams > 0 {
+		if res.Active, err = activeAlongside(ctx, child, o.ActiveStreams, o.ActiveDeltas); err != nil {
+			return nil, err
+		}
+		res.ActiveStreams, res.ActiveDeltas = o.ActiveStreams, o.ActiveDeltas
+	}
+	_, res.HWM = procStatus(child.pid)
+	res.LoadAfter = loadAvg()
+	return res, nil
+}
+
+// openIdle opens o.Conns idle streaming connections to addr through
+// o.Dialers concurrent dialers, half SSE and half WebSocket (Glide up to
+// o.GlideConns, Evergreen after), and records the counts in res.
+func openIdle(ctx context.Context, addr string, o IdleOptions, res *IdleResult, pool *connPool) {
+	nWS := o.Conns - o.Conns/2
+	nGlide := min(nWS, o.GlideConns)
 	type job struct {
 		kind string
 		i    int
@@ -138,11 +166,11 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 				var err error
 				switch j.kind {
 				case "sse":
-					err = openSSE(child.addr, res.SSEKind, j.i%o.AgentThreads, pool)
+					err = openSSE(addr, res.SSEKind, j.i%o.AgentThreads, pool)
 				case "glide":
-					err = openWS(ctx, "ws://"+child.addr+"/v1/language/stream/chatStream", pool)
+					err = openWS(ctx, "ws://"+addr+"/v1/language/stream/chatStream", pool)
 				case "evergreen":
-					err = openWS(ctx, "ws://"+child.addr+"/evergreen/ws", pool)
+					err = openWS(ctx, "ws://"+addr+"/evergreen/ws", pool)
 				}
 				if err != nil {
 					failed.Add(1)
@@ -171,34 +199,23 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 	if f, ok := firstFail.Load().(string); ok {
 		res.FirstFailure = f
 	}
-	// Settle: let per-connection goroutines reach their idle state.
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(2 * time.Second):
-	}
-	res.IdleRSS, _ = procStatus(child.pid)
-	if open := pool.total(); open > 0 {
-		res.PerConnBytes = (res.IdleRSS - res.BaselineRSS) / int64(open)
-	}
-	res.Goroutines, res.HeapInuse = child.metrics()
+}
 
-	if o.ActiveStreams > 0 {
-		res.ActiveStreams, res.ActiveDeltas = o.ActiveStreams, o.ActiveDeltas
-		cl := newTritonClient(clientSpec{base: "http://" + child.addr, target: "stream",
-			params: map[string]any{"deltas": o.ActiveDeltas, "delta_text": "tok "}, streams: o.ActiveStreams, mode: "active"})
-		defer cl.close()
-		h := &harness{o: Options{Streams: o.ActiveStreams, Deltas: o.ActiveDeltas, Timeout: 5 * time.Minute}, pid: child.pid}
-		m := &mode{name: "active", cl: cl, prompt: func(k string) string { return k }, acc: &sideAcc{}}
-		if err := h.round(ctx, m, true, false); err != nil {
-			return nil, err
-		}
-		res.Active = m.acc.side(o.ActiveStreams)
-		res.Active.AllocsPerDelta, res.Active.BytesPerDelta = 0, 0 // not the server's
+// activeAlongside runs streams × deltas active streams from the scripted
+// backend through the child, with its idle connections open; the figures
+// are the child's (RSS, CPU), not this process's allocations.
+func activeAlongside(ctx context.Context, child *child, streams, deltas int) (*Side, error) {
+	cl := newTritonClient(clientSpec{base: "http://" + child.addr, target: "stream",
+		params: map[string]any{"deltas": deltas, "delta_text": "tok "}, streams: streams, mode: "active"})
+	defer cl.close()
+	h := &harness{o: Options{Streams: streams, Deltas: deltas, Timeout: 5 * time.Minute}, pid: child.pid}
+	m := &mode{name: "active", cl: cl, prompt: func(k string) string { return k }, acc: &sideAcc{}}
+	if err := h.round(ctx, m, true, false); err != nil {
+		return nil, err
 	}
-	_, res.HWM = procStatus(child.pid)
-	res.LoadAfter = loadAvg()
-	return res, nil
+	side := m.acc.side(streams)
+	side.AllocsPerDelta, side.BytesPerDelta = 0, 0 // not the server's
+	return side, nil
 }
 
 // child is the `interlingua serve` process under test.

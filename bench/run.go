@@ -1,4 +1,4 @@
-package loadgen
+package bench
 
 import (
 	"cmp"
@@ -194,17 +194,8 @@ type sideAcc struct {
 // Run measures one pair.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
-	if !slices.Contains(Frontends, o.Frontend) {
-		return nil, fmt.Errorf("frontend %q: known frontends are %s", o.Frontend, strings.Join(Frontends, ", "))
-	}
-	if !slices.Contains(Backends, o.Backend) {
-		return nil, fmt.Errorf("backend %q: known backends are %s", o.Backend, strings.Join(Backends, ", "))
-	}
-	if o.Frontend == "glide" && o.Streams > 1000 {
-		return nil, fmt.Errorf("glide frontend: at most 1000 streams (its MaxConnections is 1024 and a client holds one connection per stream)")
-	}
-	if o.External && o.Backend != "scripted" {
-		return nil, errors.New("an external server serves the scripted backend only (its embedded default configuration)")
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	if o.Procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.Procs))
@@ -214,172 +205,30 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Rate > 0 && o.Spread > 0 {
 		res.SpreadMS = float64(o.Spread) / float64(time.Millisecond)
 	}
-	var interval time.Duration
-	if o.Rate > 0 {
-		interval = time.Duration(float64(o.Streams) / o.Rate * float64(time.Second))
-	}
-	scripted := o.Backend == "scripted" || o.Backend == "xml"
-
-	// The backend side: an upstream peer, or the scripted backend.
-	cfg := bridge.DefaultConfig()
-	bench := func(string) string { return benchTarget } // prompt: unused key
-	target := benchTarget
-	var params map[string]any
-	var up upstream
-	if scripted {
-		res.LatencyFrom = "previous-delta"
-		xml := o.Backend == "xml"
-		cfg.Routes = append(cfg.Routes,
-			bridge.Route{Target: benchTarget, Backend: "scripted", Model: "stream", XML: xml},
-			bridge.Route{Target: benchTarget + "-echo", Backend: "scripted", Model: "echo", XML: xml})
-		if o.Frontend == "glide" {
-			// Glide carries no parameters: the echo target streams the
-			// prompt back a word per delta.
-			if interval > 0 {
-				return nil, errors.New("glide frontend with the scripted backend cannot be paced: Glide requests carry no parameters (delay_ms)")
-			}
-			target = benchTarget + "-echo"
-			words := strings.TrimSuffix(strings.Repeat(strings.TrimSpace(o.DeltaText)+" ", o.Deltas), " ")
-			bench = func(string) string { return words }
-		} else {
-			params = map[string]any{"deltas": o.Deltas, "delta_text": o.DeltaText}
-			if interval > 0 {
-				ms := interval.Round(time.Millisecond)
-				if ms <= 0 {
-					ms = time.Millisecond
-				}
-				if ms != interval {
-					res.Notes = append(res.Notes, fmt.Sprintf("the scripted backend paces in whole milliseconds (delay_ms): interval %v rounded to %v", interval, ms))
-				}
-				params["delay_ms"] = int(ms / time.Millisecond)
-			}
-		}
-	} else {
-		var err error
-		up, err = newUpstream(o.Backend, script{deltas: o.Deltas, text: o.DeltaText, interval: interval, streams: o.Streams})
-		if err != nil {
-			return nil, err
-		}
-		defer up.close()
-		bc, err := up.backend()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Backends["up"] = bc
-		if o.Backend == "glide" && o.Deltas+64 > 1024 {
-			res.Notes = append(res.Notes, fmt.Sprintf("the bridge's Glide backend runs with max_buffered_frames %d: at its default, 1,024, an unpaced peer that gets more than 1,024 frames ahead of the client fails the run (resource_exhausted), since runs sharing one upstream connection cannot be pushed back one by one", o.Deltas+64))
-		}
-		cfg.Routes = append(cfg.Routes, bridge.Route{Target: benchTarget, Backend: "up"})
-		bench = func(key string) string { return key }
-	}
-
-	var (
-		base string
-		pid  int
-		err  error
-	)
-	if o.External {
-		// The embedded default routes the scripted targets by name.
-		target = strings.Replace(target, benchTarget, "stream", 1)
-		target = strings.Replace(target, "stream-echo", "echo", 1)
-		bin := o.Binary
-		if bin == "" {
-			if bin, err = os.Executable(); err != nil {
-				return nil, err
-			}
-		}
-		var env []string
-		if o.ServerProcs > 0 {
-			env = append(env, fmt.Sprintf("GOMAXPROCS=%d", o.ServerProcs))
-		}
-		ch, err := startChild(ctx, bin, env...)
-		if err != nil {
-			return nil, err
-		}
-		defer ch.stop()
-		defer func() {
-			m := ch.scrape()
-			res.FabricPublished, res.FabricDropped = uint64(m["interlingua_nats_published_messages"]), uint64(m["interlingua_nats_dropped_events"])
-		}()
-		base, pid = "http://"+ch.addr, ch.pid
-		res.Notes = append(res.Notes, fmt.Sprintf("server in a child process (GOMAXPROCS %s): CPU, RSS and allocation figures are the server's, allocations not measured",
-			cmpText(o.ServerProcs, "default")))
-	} else {
-		inst, err := StartInstance(ctx, cfg, o.Log)
-		if err != nil {
-			return nil, err
-		}
-		defer inst.Close()
-		if err := inst.applyFabric(ctx, o.Fabric); err != nil {
-			return nil, fmt.Errorf("fabric experiment: %w", err)
-		}
-		if o.Fabric != "" {
-			res.Notes = append(res.Notes, "fabric experiment "+o.Fabric+" (not the default configuration)")
-		}
-		base = inst.URL
-		defer func() {
-			res.FabricPublished, res.FabricDropped = inst.Fabric().Published(), inst.Fabric().Dropped()
-		}()
-	}
-
-	bcl, err := newClient(o.Frontend, clientSpec{base: base, target: target, params: params, streams: o.Streams, mode: "bridged"})
+	var cleanup cleanups
+	defer cleanup.run()
+	be, err := newBackendSide(o, res, &cleanup)
 	if err != nil {
 		return nil, err
 	}
-	defer bcl.close()
-	var book *stampBook
-	if up != nil {
-		book = up.book()
+	base, pid, err := startServer(ctx, o, be, res, &cleanup)
+	if err != nil {
+		return nil, err
 	}
-	bridged := &mode{name: "bridged", cl: bcl, book: book, prompt: bench, acc: &sideAcc{}}
-	modes := []*mode{bridged}
-	var direct *mode
-	if up != nil && o.Frontend == o.Backend {
-		dcl, err := newClient(o.Backend, clientSpec{base: up.base(), target: benchTarget, streams: o.Streams, mode: "direct"})
-		if err != nil {
-			return nil, err
-		}
-		defer dcl.close()
-		direct = &mode{name: "direct", cl: dcl, book: book, prompt: bench, acc: &sideAcc{}}
-		modes = []*mode{direct, bridged}
+	p, err := newPaths(o, be, base, &cleanup)
+	if err != nil {
+		return nil, err
 	}
-	var proxy *mode
-	if o.Proxy && direct != nil {
-		px, err := newNoopProxy(up.base(), o.Backend == "evergreen", o.Streams)
-		if err != nil {
-			return nil, err
-		}
-		defer px.close()
-		pcl, err := newClient(o.Backend, clientSpec{base: px.base, target: benchTarget, streams: o.Streams, mode: "proxy"})
-		if err != nil {
-			return nil, err
-		}
-		defer pcl.close()
-		proxy = &mode{name: "proxy", cl: pcl, book: book, prompt: bench, acc: &sideAcc{}}
-		modes = []*mode{direct, proxy, bridged}
-	}
-
 	res.LoadBefore = loadAvg()
 	h := &harness{o: o, pid: pid}
-	for w := 0; w < o.Warmup; w++ {
-		for _, m := range modes {
-			if err := h.round(ctx, m, false, false); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for r := 0; r < o.Rounds; r++ {
-		for _, m := range modes {
-			if err := h.round(ctx, m, true, false); err != nil {
-				return nil, err
-			}
-		}
+	if err := h.measure(ctx, p); err != nil {
+		return nil, err
 	}
 	res.LoadAfter = loadAvg()
 	// The profile is of one more bridged round, left out of the figures:
 	// the profiler's signals and stack walks cost the round it samples.
 	if (o.CPUProfile != "" || o.Trace != "") && !o.External {
-		if err := h.round(ctx, bridged, false, true); err != nil {
+		if err := h.round(ctx, p.bridged, false, true); err != nil {
 			return nil, err
 		}
 	}
@@ -388,13 +237,229 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	p.figures(o, res)
+	return res, nil
+}
 
-	res.Bridged = bridged.acc.side(o.Streams)
+func (o *Options) validate() error {
+	if !slices.Contains(Frontends, o.Frontend) {
+		return fmt.Errorf("frontend %q: known frontends are %s", o.Frontend, strings.Join(Frontends, ", "))
+	}
+	if !slices.Contains(Backends, o.Backend) {
+		return fmt.Errorf("backend %q: known backends are %s", o.Backend, strings.Join(Backends, ", "))
+	}
+	if o.Frontend == "glide" && o.Streams > 1000 {
+		return fmt.Errorf("glide frontend: at most 1000 streams (its MaxConnections is 1024 and a client holds one connection per stream)")
+	}
+	if o.External && o.Backend != "scripted" {
+		return errors.New("an external server serves the scripted backend only (its embedded default configuration)")
+	}
+	return nil
+}
+
+// cleanups are deferred closes run in reverse order, as defers would be,
+// for a setup split over several functions.
+type cleanups []func()
+
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+
+func (c *cleanups) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// backendSide is the instance's configuration for a pair and what its
+// clients ask: an upstream peer (up non-nil) or the scripted backend.
+type backendSide struct {
+	cfg    bridge.Config
+	target string
+	params map[string]any
+	prompt func(key string) string
+	up     upstream
+}
+
+func newBackendSide(o Options, res *Result, cleanup *cleanups) (*backendSide, error) {
+	be := &backendSide{cfg: bridge.DefaultConfig(), target: benchTarget, prompt: func(string) string { return benchTarget }}
+	var interval time.Duration
+	if o.Rate > 0 {
+		interval = time.Duration(float64(o.Streams) / o.Rate * float64(time.Second))
+	}
+	if o.Backend == "scripted" || o.Backend == "xml" {
+		return be, be.scripted(o, res, interval)
+	}
+	up, err := newUpstream(o.Backend, script{deltas: o.Deltas, text: o.DeltaText, interval: interval, streams: o.Streams})
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(up.close)
+	bc, err := up.backend()
+	if err != nil {
+		return nil, err
+	}
+	be.up = up
+	be.cfg.Backends["up"] = bc
+	if o.Backend == "glide" && o.Deltas+64 > 1024 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the bridge's Glide backend runs with max_buffered_frames %d: at its default, 1,024, an unpaced peer that gets more than 1,024 frames ahead of the client fails the run (resource_exhausted), since runs sharing one upstream connection cannot be pushed back one by one", o.Deltas+64))
+	}
+	be.cfg.Routes = append(be.cfg.Routes, bridge.Route{Target: benchTarget, Backend: "up"})
+	be.prompt = func(key string) string { return key }
+	return be, nil
+}
+
+// scripted routes the bench targets to the scripted backend, which streams
+// what the request's parameters (or, for Glide, its prompt) ask for.
+func (be *backendSide) scripted(o Options, res *Result, interval time.Duration) error {
+	res.LatencyFrom = "previous-delta"
+	xml := o.Backend == "xml"
+	be.cfg.Routes = append(be.cfg.Routes,
+		bridge.Route{Target: benchTarget, Backend: "scripted", Model: "stream", XML: xml},
+		bridge.Route{Target: benchTarget + "-echo", Backend: "scripted", Model: "echo", XML: xml})
+	if o.Frontend == "glide" {
+		// Glide carries no parameters: the echo target streams the
+		// prompt back a word per delta.
+		if interval > 0 {
+			return errors.New("glide frontend with the scripted backend cannot be paced: Glide requests carry no parameters (delay_ms)")
+		}
+		be.target = benchTarget + "-echo"
+		words := strings.TrimSuffix(strings.Repeat(strings.TrimSpace(o.DeltaText)+" ", o.Deltas), " ")
+		be.prompt = func(string) string { return words }
+		return nil
+	}
+	be.params = map[string]any{"deltas": o.Deltas, "delta_text": o.DeltaText}
+	if interval > 0 {
+		ms := interval.Round(time.Millisecond)
+		if ms <= 0 {
+			ms = time.Millisecond
+		}
+		if ms != interval {
+			res.Notes = append(res.Notes, fmt.Sprintf("the scripted backend paces in whole milliseconds (delay_ms): interval %v rounded to %v", interval, ms))
+		}
+		be.params["delay_ms"] = int(ms / time.Millisecond)
+	}
+	return nil
+}
+
+// startServer starts the instance measured, in this process or as a child
+// `interlingua serve` (External), and returns its base URL and the process
+// to measure (0: this one). The fabric counters go into res on cleanup.
+func startServer(ctx context.Context, o Options, be *backendSide, res *Result, cleanup *cleanups) (base string, pid int, err error) {
+	if !o.External {
+		inst, err := StartInstance(ctx, be.cfg, o.Log)
+		if err != nil {
+			return "", 0, err
+		}
+		cleanup.add(inst.Close)
+		if err := inst.applyFabric(ctx, o.Fabric); err != nil {
+			return "", 0, fmt.Errorf("fabric experiment: %w", err)
+		}
+		if o.Fabric != "" {
+			res.Notes = append(res.Notes, "fabric experiment "+o.Fabric+" (not the default configuration)")
+		}
+		cleanup.add(func() { res.FabricPublished, res.FabricDropped = inst.Fabric().Published(), inst.Fabric().Dropped() })
+		return inst.URL, 0, nil
+	}
+	// The embedded default routes the scripted targets by name.
+	be.target = strings.Replace(be.target, benchTarget, "stream", 1)
+	be.target = strings.Replace(be.target, "stream-echo", "echo", 1)
+	bin := o.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return "", 0, err
+		}
+	}
+	var env []string
+	if o.ServerProcs > 0 {
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", o.ServerProcs))
+	}
+	ch, err := startChild(ctx, bin, env...)
+	if err != nil {
+		return "", 0, err
+	}
+	cleanup.add(ch.stop)
+	cleanup.add(func() {
+		m := ch.scrape()
+		res.FabricPublished, res.FabricDropped = uint64(m["interlingua_nats_published_messages"]), uint64(m["interlingua_nats_dropped_events"])
+	})
+	res.Notes = append(res.Notes, fmt.Sprintf("server in a child process (GOMAXPROCS %s): CPU, RSS and allocation figures are the server's, allocations not measured",
+		cmpText(o.ServerProcs, "default")))
+	return "http://" + ch.addr, ch.pid, nil
+}
+
+// paths are the modes a pair is measured through: always bridged; direct
+// to the peer and the no-op proxy where there is a direct path.
+type paths struct {
+	bridged, direct, proxy *mode
+	all                    []*mode // in the order each round runs them
+}
+
+func newPaths(o Options, be *backendSide, base string, cleanup *cleanups) (*paths, error) {
+	bcl, err := newClient(o.Frontend, clientSpec{base: base, target: be.target, params: be.params, streams: o.Streams, mode: "bridged"})
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(bcl.close)
+	var book *stampBook
+	if be.up != nil {
+		book = be.up.book()
+	}
+	p := &paths{bridged: &mode{name: "bridged", cl: bcl, book: book, prompt: be.prompt, acc: &sideAcc{}}}
+	p.all = []*mode{p.bridged}
+	if be.up == nil || o.Frontend != o.Backend {
+		return p, nil
+	}
+	dcl, err := newClient(o.Backend, clientSpec{base: be.up.base(), target: benchTarget, streams: o.Streams, mode: "direct"})
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(dcl.close)
+	p.direct = &mode{name: "direct", cl: dcl, book: book, prompt: be.prompt, acc: &sideAcc{}}
+	p.all = []*mode{p.direct, p.bridged}
+	if !o.Proxy {
+		return p, nil
+	}
+	px, err := newNoopProxy(be.up.base(), o.Backend == "evergreen", o.Streams)
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(px.close)
+	pcl, err := newClient(o.Backend, clientSpec{base: px.base, target: benchTarget, streams: o.Streams, mode: "proxy"})
+	if err != nil {
+		return nil, err
+	}
+	cleanup.add(pcl.close)
+	p.proxy = &mode{name: "proxy", cl: pcl, book: book, prompt: be.prompt, acc: &sideAcc{}}
+	p.all = []*mode{p.direct, p.proxy, p.bridged}
+	return p, nil
+}
+
+// measure runs the warm-up and measured rounds, alternating the paths.
+func (h *harness) measure(ctx context.Context, p *paths) error {
+	for w := 0; w < h.o.Warmup; w++ {
+		for _, m := range p.all {
+			if err := h.round(ctx, m, false, false); err != nil {
+				return err
+			}
+		}
+	}
+	for r := 0; r < h.o.Rounds; r++ {
+		for _, m := range p.all {
+			if err := h.round(ctx, m, true, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// figures fills res with each path's figures and their differences.
+func (p *paths) figures(o Options, res *Result) {
+	res.Bridged = p.bridged.acc.side(o.Streams)
 	if o.External { // the counters are this process's, not the server's
 		res.Bridged.AllocsPerDelta, res.Bridged.BytesPerDelta = 0, 0
 	}
-	if direct != nil {
-		res.Direct = direct.acc.side(o.Streams)
+	if p.direct != nil {
+		res.Direct = p.direct.acc.side(o.Streams)
 		d, b := res.Direct, res.Bridged
 		res.ThroughputRatio = ptr(b.DeltasPerSec / d.DeltasPerSec)
 		res.AddedDeltaP50us = ptr(b.DeltaP50us - d.DeltaP50us)
@@ -403,16 +468,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		res.AddedTTFDP99us = ptr(b.TTFDP99us - d.TTFDP99us)
 		res.AddedCPUPerMDelta = ptr(b.CPUSecPerMDelta - d.CPUSecPerMDelta)
 	}
-	if proxy != nil {
-		d, p := res.Direct, proxy.acc.side(o.Streams)
-		res.Proxy = p
-		res.ProxyThroughputRatio = ptr(p.DeltasPerSec / d.DeltasPerSec)
-		res.ProxyAddedDeltaP50us = ptr(p.DeltaP50us - d.DeltaP50us)
-		res.ProxyAddedDeltaP99us = ptr(p.DeltaP99us - d.DeltaP99us)
-		res.ProxyAddedTTFDP99us = ptr(p.TTFDP99us - d.TTFDP99us)
-		res.ProxyAddedCPUPerMDelta = ptr(p.CPUSecPerMDelta - d.CPUSecPerMDelta)
+	if p.proxy != nil {
+		d, px := res.Direct, p.proxy.acc.side(o.Streams)
+		res.Proxy = px
+		res.ProxyThroughputRatio = ptr(px.DeltasPerSec / d.DeltasPerSec)
+		res.ProxyAddedDeltaP50us = ptr(px.DeltaP50us - d.DeltaP50us)
+		res.ProxyAddedDeltaP99us = ptr(px.DeltaP99us - d.DeltaP99us)
+		res.ProxyAddedTTFDP99us = ptr(px.TTFDP99us - d.TTFDP99us)
+		res.ProxyAddedCPUPerMDelta = ptr(px.CPUSecPerMDelta - d.CPUSecPerMDelta)
 	}
-	return res, nil
 }
 
 func cmpText(n int, def string) string {
@@ -479,45 +543,102 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 	h.seq++
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	n := o.Streams
-	recs := make([]recorder, n)
-	sts := make([]*stamps, n)
-	keys := make([]string, n)
-	prompts := make([]string, n)
-	errs := make([]error, n)
-	ends := make([]int64, n)
-	for i := range recs {
-		recs[i].recv = make([]int64, 0, o.Deltas)
-		keys[i] = fmt.Sprintf("k%d-%s-%d", h.seq, m.name, i)
-		prompts[i] = m.prompt(keys[i])
-		if m.book != nil {
-			sts[i] = m.book.open(keys[i])
+	rs := h.newRoundStreams(m)
+	if profile {
+		stop, err := h.startProfiles()
+		if err != nil {
+			return err
 		}
+		defer stop()
 	}
+	var sampler *rssSampler
 	if measured {
 		// A collection, not debug.FreeOSMemory: memory handed back to the
 		// OS faults in again on first use and would inflate TTFD.
 		runtime.GC()
-	}
-	var sampler *rssSampler
-	if measured {
 		sampler = sampleRSS(h.pid)
 	}
-	if profile && o.CPUProfile != "" {
-		stop, err := startCPUProfile(o.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if profile && o.Trace != "" {
-		stop, err := startTrace(o.Trace)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	baseRSS, _ := procStatus(h.pid)
+	var mem0 memCounters
+	var cpu0 time.Duration
+	var t0 int64
+	h.runStreams(ctx, m, rs, func() { mem0, cpu0, t0 = readMem(), cpuTime(h.pid), now() })
+	cpu1, mem1 := cpuTime(h.pid), readMem()
+	var peak int64
+	if sampler != nil {
+		peak = sampler.finish()
+	}
+	t1 := slices.Max(rs.ends)
+	rs.settleUpstream(m)
+	if !measured {
+		return rs.warmupErr(m.name)
+	}
+	a := m.acc
+	a.wall += time.Duration(t1 - t0)
+	a.cpu += cpu1 - cpu0
+	a.mem.mallocs += mem1.mallocs - mem0.mallocs
+	a.mem.bytes += mem1.bytes - mem0.bytes
+	a.peakRSS = max(a.peakRSS, peak)
+	a.perStream = max(a.perStream, (peak-baseRSS)/int64(o.Streams))
+	for i := range rs.recs {
+		a.addStream(&rs.recs[i], rs.sts[i], rs.errs[i], o.Deltas)
+	}
+	return nil
+}
+
+// roundStreams are one round's streams, by index: what each asks, what
+// its client and (with an upstream peer) the peer recorded, how it ended.
+type roundStreams struct {
+	recs    []recorder
+	sts     []*stamps // nil without an upstream peer
+	keys    []string
+	prompts []string
+	errs    []error
+	ends    []int64
+}
+
+func (h *harness) newRoundStreams(m *mode) *roundStreams {
+	n := h.o.Streams
+	rs := &roundStreams{recs: make([]recorder, n), sts: make([]*stamps, n), keys: make([]string, n),
+		prompts: make([]string, n), errs: make([]error, n), ends: make([]int64, n)}
+	for i := range rs.recs {
+		rs.recs[i].recv = make([]int64, 0, h.o.Deltas)
+		rs.keys[i] = fmt.Sprintf("k%d-%s-%d", h.seq, m.name, i)
+		rs.prompts[i] = m.prompt(rs.keys[i])
+		if m.book != nil {
+			rs.sts[i] = m.book.open(rs.keys[i])
+		}
+	}
+	return rs
+}
+
+// startProfiles starts the CPU profile and the execution trace asked for.
+func (h *harness) startProfiles() (stop func(), err error) {
+	var stops cleanups
+	if h.o.CPUProfile != "" {
+		s, err := startCPUProfile(h.o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		stops.add(s)
+	}
+	if h.o.Trace != "" {
+		s, err := startTrace(h.o.Trace)
+		if err != nil {
+			stops.run()
+			return nil, err
+		}
+		stops.add(s)
+	}
+	return stops.run, nil
+}
+
+// runStreams starts every stream at once (paced: spread over one interval
+// or Spread) and waits for all of them to end. begin runs with the
+// goroutines created, just before they are let go, so the figures it
+// starts leave their creation out.
+func (h *harness) runStreams(ctx context.Context, m *mode, rs *roundStreams, begin func()) {
+	o, n := h.o, h.o.Streams
 	var stagger time.Duration
 	switch {
 	case o.Rate > 0 && o.Spread > 0:
@@ -540,95 +661,89 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 					t.Stop()
 				}
 			}
-			errs[i] = m.cl.stream(ctx, i, prompts[i], &recs[i])
-			ends[i] = now()
+			rs.errs[i] = m.cl.stream(ctx, i, rs.prompts[i], &rs.recs[i])
+			rs.ends[i] = now()
 		}()
 	}
-	mem0, cpu0 := readMem(), cpuTime(h.pid)
-	t0 := now()
+	begin()
 	close(start)
 	wg.Wait()
-	cpu1, mem1 := cpuTime(h.pid), readMem()
-	var peak int64
-	if sampler != nil {
-		peak = sampler.finish()
-	}
-	t1 := slices.Max(ends)
-	// Upstream stamps are complete once each stream's last frame is out.
-	finished := awaitUpstream(sts, upstreamWait)
-	for i, st := range sts {
+}
+
+// settleUpstream waits for the upstream's stamps, complete once each
+// stream's last frame is out, and fails the streams whose upstream did not
+// finish.
+func (rs *roundStreams) settleUpstream(m *mode) {
+	finished := awaitUpstream(rs.sts, upstreamWait)
+	for i, st := range rs.sts {
 		if st == nil {
 			continue
 		}
-		if !finished[i] && errs[i] == nil {
-			errs[i] = errors.New("upstream did not finish the stream")
+		if !finished[i] && rs.errs[i] == nil {
+			rs.errs[i] = errors.New("upstream did not finish the stream")
 		}
-		m.book.forget(keys[i])
+		m.book.forget(rs.keys[i])
 	}
-	if !measured {
-		// A warm-up in which no stream worked is a setup error; single
-		// failures (a slow consumer cut off) show in the measured rounds.
-		var first error
-		failed := 0
-		for _, err := range errs {
-			if err != nil {
-				failed++
-				first = cmp.Or(first, err)
-			}
-		}
-		if failed == n {
-			return fmt.Errorf("%s warm-up: %w", m.name, first)
-		}
-		return nil
-	}
-	a := m.acc
-	a.wall += time.Duration(t1 - t0)
-	a.cpu += cpu1 - cpu0
-	a.mem.mallocs += mem1.mallocs - mem0.mallocs
-	a.mem.bytes += mem1.bytes - mem0.bytes
-	a.peakRSS = max(a.peakRSS, peak)
-	a.perStream = max(a.perStream, (peak-baseRSS)/int64(n))
-	for i := range recs {
-		r := &recs[i]
-		err := errs[i]
-		if err == nil && len(r.recv) != o.Deltas {
-			err = fmt.Errorf("stream ended after %d of %d deltas", len(r.recv), o.Deltas)
-		}
-		if st := sts[i]; err == nil && st != nil {
-			// The upstream's stamps must pair up with the client's deltas,
-			// or latency would be measured against the wrong frames.
-			if len(st.t) != len(r.recv) {
-				err = fmt.Errorf("upstream stamped %d deltas, client received %d", len(st.t), len(r.recv))
-			}
-			for j := range r.recv {
-				if err == nil && r.recv[j] < st.t[j] {
-					err = fmt.Errorf("delta %d arrived before the upstream sent it: the client read another stream's events", j)
-				}
-			}
-		}
+}
+
+// warmupErr fails a warm-up in which no stream worked (a setup error);
+// single failures (a slow consumer cut off) show in the measured rounds.
+func (rs *roundStreams) warmupErr(name string) error {
+	var first error
+	failed := 0
+	for _, err := range rs.errs {
 		if err != nil {
-			a.errors++
-			if a.firstErr == "" {
-				a.firstErr = err.Error()
-			}
+			failed++
+			first = cmp.Or(first, err)
 		}
-		a.deltas += int64(len(r.recv))
-		if len(r.recv) == 0 {
-			continue
-		}
-		a.ttfd = append(a.ttfd, r.recv[0]-r.start)
-		if st := sts[i]; st != nil && len(st.t) > 0 {
-			k := min(len(st.t), len(r.recv))
-			for j := 0; j < k; j++ {
-				a.lat = append(a.lat, r.recv[j]-st.t[j])
-			}
-		} else {
-			for j := 1; j < len(r.recv); j++ {
-				a.lat = append(a.lat, r.recv[j]-r.recv[j-1])
-			}
-		}
+	}
+	if failed == len(rs.errs) {
+		return fmt.Errorf("%s warm-up: %w", name, first)
 	}
 	return nil
+}
+
+// addStream counts one measured stream: its deltas, its time to first
+// delta, each delta's latency (from the upstream's stamp, or without one
+// the interval since the previous delta), and its error, including a
+// count that is not the one asked for or stamps that do not pair up.
+func (a *sideAcc) addStream(r *recorder, st *stamps, err error, deltas int) {
+	if err == nil && len(r.recv) != deltas {
+		err = fmt.Errorf("stream ended after %d of %d deltas", len(r.recv), deltas)
+	}
+	if err == nil && st != nil {
+		// The upstream's stamps must pair up with the client's deltas,
+		// or latency would be measured against the wrong frames.
+		if len(st.t) != len(r.recv) {
+			err = fmt.Errorf("upstream stamped %d deltas, client received %d", len(st.t), len(r.recv))
+		}
+		for j := range r.recv {
+			if err == nil && r.recv[j] < st.t[j] {
+				err = fmt.Errorf("delta %d arrived before the upstream sent it: the client read another stream's events", j)
+			}
+		}
+	}
+	if err != nil {
+		a.errors++
+		if a.firstErr == "" {
+			a.firstErr = err.Error()
+		}
+	}
+	a.deltas += int64(len(r.recv))
+	if len(r.recv) == 0 {
+		return
+	}
+	a.ttfd = append(a.ttfd, r.recv[0]-r.start)
+	if st != nil && len(st.t) > 0 {
+		k := min(len(st.t), len(r.recv))
+		for j := 0; j < k; j++ {
+			a.lat = append(a.lat, r.recv[j]-st.t[j])
+		}
+		return
+	}
+	for j := 1; j < len(r.recv); j++ {
+		a.lat = append(a.lat, r.recv[j]-r.recv[j-1])
+	}
 }
 
 func (a *sideAcc) side(streams int) *Side {

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/interlingua-dev/interlingua/bench"
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/internal/gcfloor"
-	"github.com/interlingua-dev/interlingua/internal/loadgen"
 )
 
 const benchUsage = `Usage:
@@ -103,40 +103,39 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	)
 	switch {
 	case *report != "":
-		err = loadgen.WriteReport(ctx, loadgen.ReportOptions{Path: *report, GCHeapFloor: *gcFloor, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr})
+		err = bench.WriteReport(ctx, bench.ReportOptions{Path: *report, GCHeapFloor: *gcFloor, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr})
 		if err == nil {
 			fmt.Fprintln(stdout, "wrote", *report)
 			return 0
 		}
 	case *idle > 0:
-		var r *loadgen.IdleResult
-		r, err = loadgen.Idle(ctx, loadgen.IdleOptions{Conns: *idle})
-		out, md = r, func(w io.Writer) { loadgen.WriteIdleMarkdown(w, r) }
+		var r *bench.IdleResult
+		r, err = bench.Idle(ctx, bench.IdleOptions{Conns: *idle})
+		out, md = r, func(w io.Writer) { bench.WriteIdleMarkdown(w, r) }
 	case *cluster:
-		co := loadgen.ClusterOptions{Rounds: *rounds, CPUProfile: *cpuProf}
-		fs.Visit(func(f *flag.Flag) { // sizes only when given: the defaults are the cluster's own
-			switch f.Name {
-			case "streams":
-				co.Streams = *streams
-			case "deltas":
-				co.Deltas = *deltas
-			}
-		})
-		var r *loadgen.ClusterResult
-		r, err = loadgen.Cluster(ctx, co)
-		out, md = r, func(w io.Writer) { loadgen.WriteClusterMarkdown(w, r) }
+		co := bench.ClusterOptions{Rounds: *rounds, CPUProfile: *cpuProf}
+		// Sizes only when given: the defaults are the cluster's own.
+		if flagGiven(fs, "streams") {
+			co.Streams = *streams
+		}
+		if flagGiven(fs, "deltas") {
+			co.Deltas = *deltas
+		}
+		var r *bench.ClusterResult
+		r, err = bench.Cluster(ctx, co)
+		out, md = r, func(w io.Writer) { bench.WriteClusterMarkdown(w, r) }
 	case *pair != "":
 		fe, be, ok := strings.Cut(*pair, ":")
 		if !ok {
 			fmt.Fprintf(stderr, "interlingua bench: --pair %q: want FRONTEND:BACKEND\n", *pair)
 			return 2
 		}
-		var r *loadgen.Result
-		r, err = loadgen.Run(ctx, loadgen.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
+		var r *bench.Result
+		r, err = bench.Run(ctx, bench.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
 			Rate: *rate, Spread: *spread, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
 			CPUProfile: *cpuProf, MemProfile: *memProf, Trace: *traceOut, Fabric: *fabricExp, Proxy: *proxy,
 			External: *external, ServerProcs: *serverPros})
-		out, md = r, func(w io.Writer) { loadgen.WriteMarkdown(w, r) }
+		out, md = r, func(w io.Writer) { bench.WriteMarkdown(w, r) }
 	default:
 		fs.Usage()
 		return 2
@@ -145,15 +144,28 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua bench:", err)
 		return 1
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			fmt.Fprintln(stderr, "interlingua bench:", err)
-			return 1
-		}
+	return writeBenchResult(stdout, stderr, *asJSON, out, md)
+}
+
+// writeBenchResult prints a measurement as one indented JSON object, or as
+// markdown through md.
+func writeBenchResult(stdout, stderr io.Writer, asJSON bool, out any, md func(io.Writer)) int {
+	if !asJSON {
+		md(stdout)
 		return 0
 	}
-	md(stdout)
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		fmt.Fprintln(stderr, "interlingua bench:", err)
+		return 1
+	}
 	return 0
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
