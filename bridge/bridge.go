@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
@@ -34,6 +35,8 @@ type Bridge struct {
 	fabric *Fabric // nil: no publishing, every backend local (unit tests)
 	log    *slog.Logger
 	now    func() time.Time
+	// metrics are this bridge's own, served by its Server at /metrics.
+	metrics *metrics.Metrics
 
 	cluster clusterState
 	owners  owners
@@ -67,7 +70,7 @@ type thread struct {
 // NewBridge returns a bridge; fabric may be nil.
 func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 	b := &Bridge{
-		router: router, fabric: fabric, log: log, now: time.Now,
+		router: router, fabric: fabric, log: log, now: time.Now, metrics: metrics.New(),
 		runs: map[string]*run{}, threads: map[string]*thread{},
 		keyRuns: map[string]int{}, keyObservers: map[string]int{}, remotes: map[*remoteStream]struct{}{},
 	}

@@ -24,7 +24,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/metrics"
 	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
@@ -57,6 +56,7 @@ type Fabric struct {
 	loopDone  chan struct{}
 	closeOnce sync.Once
 	published atomic.Uint64
+	pubBytes  atomic.Uint64 // bytes of the messages counted in published
 	dropped   atomic.Uint64
 }
 
@@ -117,6 +117,9 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 	return f, nil
 }
 
+// embeddedMaxPayload is the embedded server's max_payload.
+const embeddedMaxPayload = 8 << 20
+
 func startEmbedded(cfg NATSConfig, dataDir string) (*server.Server, error) {
 	o := &server.Options{
 		ServerName: "interlingua-embedded",
@@ -124,6 +127,12 @@ func startEmbedded(cfg NATSConfig, dataDir string) (*server.Server, error) {
 		StoreDir:   filepath.Join(dataDir, "nats"),
 		NoSigs:     true,
 		NoLog:      true,
+		// An event larger than a NATS message cannot cross instances or
+		// reach the replay log: a state snapshot or a finished block can
+		// hold a conversation of megabytes. 8 MiB is the most NATS
+		// recommends (the default is 1 MiB); an external cluster should
+		// set max_payload to match in its server config.
+		MaxPayload: embeddedMaxPayload,
 		DontListen: cfg.EmbeddedListen == "",
 	}
 	if cfg.EmbeddedListen != "" {
@@ -591,7 +600,7 @@ func (f *Fabric) Publish(subject string, data []byte) {
 		return
 	}
 	f.published.Add(1)
-	metrics.PublishedBytes.Add(float64(len(data)))
+	f.pubBytes.Add(uint64(len(data)))
 }
 
 // pubMsg is one or more events queued for the replay log: EventBatch
@@ -699,7 +708,7 @@ func (f *Fabric) publishBatch() {
 			data := f.batcher.join(batch, g)
 			f.acked.add(head.thread, head.subject, head.seq, data, g.events, maxBytes)
 			f.published.Add(1)
-			metrics.PublishedBytes.Add(float64(len(data)))
+			f.pubBytes.Add(uint64(len(data)))
 		}
 		f.pubq.recycle(batch)
 	}
@@ -779,6 +788,9 @@ func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
 
 // Published counts messages handed to NATS.
 func (f *Fabric) Published() uint64 { return f.published.Load() }
+
+// PublishedBytes counts the bytes of the messages handed to NATS.
+func (f *Fabric) PublishedBytes() uint64 { return f.pubBytes.Load() }
 
 // Dropped counts events that could not be published: queue overflow,
 // NATS reconnect buffer overflow, or shutdown.

@@ -58,8 +58,8 @@ func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.R
 	return &metered{
 		Stream: s, b: b, target: target, frontend: fe, backend: backend, span: span, release: release,
 		thread: req.GetThreadId(), run: req.GetRunId(), start: b.now(),
-		ttfd:     metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
-		interval: metrics.DeltaInterval.Series(fe, backend).Tally(),
+		ttfd:     b.metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
+		interval: b.metrics.DeltaInterval.Series(fe, backend).Tally(),
 	}
 }
 
@@ -122,11 +122,11 @@ func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
 	case canonical.StatusCancelled:
 		outcome = "cancelled"
 	}
-	metrics.Runs.WithLabelValues(m.target, m.frontend, m.backend, outcome).Inc()
-	metrics.Events.WithLabelValues(m.frontend, m.backend).Add(float64(m.events))
+	m.b.metrics.Runs.WithLabelValues(m.target, m.frontend, m.backend, outcome).Inc()
+	m.b.metrics.Events.WithLabelValues(m.frontend, m.backend).Add(float64(m.events))
 	code := canonical.Code(e.GetCode())
 	if code != canonical.CodeOK {
-		metrics.Errors.WithLabelValues(code.String()).Inc()
+		m.b.metrics.Errors.WithLabelValues(code.String()).Inc()
 	}
 	m.span.SetAttributes(attribute.String("interlingua.outcome", outcome), attribute.Int("interlingua.events", m.events))
 	if code != canonical.CodeOK {

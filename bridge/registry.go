@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // BackendDeps is what a backend constructor may use.
@@ -50,6 +51,9 @@ type FrontendDeps struct {
 	// the server waits for (bounded) before it exits: hijacked connections
 	// flush their last frames and close there.
 	OnClose func(func())
+	// Metrics are the server's; a frontend that counts protocol events
+	// (slow-consumer cut-offs) takes its counters from here.
+	Metrics *metrics.Metrics
 }
 
 // backendTypes is the registry of backend adapters and frontends the

@@ -13,6 +13,7 @@ import (
 func init() {
 	registerFrontend("agent", func(mux *http.ServeMux, d FrontendDeps) error {
 		cfg := agent.Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
+		cfg.WebSocket.SlowConsumers = d.Metrics.SlowConsumers.WithLabelValues("websocket")
 		var mirror *nats.Conn
 		if d.Fabric != nil {
 			cfg.Store, cfg.Alone = d.Fabric.ThreadStore(), d.Fabric.Alone()

@@ -16,6 +16,7 @@ func init() {
 			return err
 		}
 		c.Runner, c.Logger = d.Runner, d.Log.With("protocol", "evergreen")
+		c.WebSocket.SlowConsumers = d.Metrics.SlowConsumers.WithLabelValues("websocket")
 		fe, err := evergreen.NewFrontend(c)
 		if err != nil {
 			return err

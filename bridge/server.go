@@ -37,6 +37,24 @@ type Server struct {
 	certs    *certReloader // nil: plaintext (h2c)
 }
 
+// serverMetrics adds the server's gauges, read at scrape time from the
+// fabric and the bridge, to the bridge's metrics and returns them: one
+// registry per server, so a second server in the process reports its own.
+func (s *Server) serverMetrics() *metrics.Metrics {
+	m, fabric := s.bridge.metrics, s.fabric
+	m.GaugeFunc("interlingua_nats_connected", "1 while the NATS connection is up.", func() float64 {
+		if fabric.Ready() {
+			return 1
+		}
+		return 0
+	})
+	m.GaugeFunc("interlingua_nats_published_messages", "Messages handed to NATS.", func() float64 { return float64(fabric.Published()) })
+	m.CounterFunc("interlingua_nats_published_bytes_total", "Bytes of events published to NATS.", func() float64 { return float64(fabric.PublishedBytes()) })
+	m.GaugeFunc("interlingua_nats_dropped_events", "Events that could not be published (queue or reconnect buffer full).", func() float64 { return float64(fabric.Dropped()) })
+	m.GaugeFunc("interlingua_runs_in_flight", "Local runs in flight.", func() float64 { return float64(s.bridge.Running()) })
+	return m
+}
+
 // lazyRunner lets backends built before the bridge (the XML executor's
 // nested runs) call it once it exists.
 type lazyRunner struct{ canonical.Runner }
@@ -87,16 +105,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", metrics.Handler())
-	metrics.RegisterGauge("interlingua_nats_connected", "1 while the NATS connection is up.", func() float64 {
-		if fabric.Ready() {
-			return 1
-		}
-		return 0
-	})
-	metrics.RegisterGauge("interlingua_nats_published_messages", "Messages handed to NATS.", func() float64 { return float64(fabric.Published()) })
-	metrics.RegisterGauge("interlingua_nats_dropped_events", "Events that could not be published (queue or reconnect buffer full).", func() float64 { return float64(fabric.Dropped()) })
-	metrics.RegisterGauge("interlingua_runs_in_flight", "Local runs in flight.", func() float64 { return float64(s.bridge.Running()) })
+	mux.Handle("GET /metrics", s.serverMetrics().Handler())
 	var handler http.Handler = mux
 	if auth != nil {
 		handler = auth.middleware(mux, log)
@@ -118,7 +127,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		s.http.TLSConfig = certs.config()
 	}
 	s.backends = backends
-	deps := FrontendDeps{Log: log, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools, Fabric: fabric,
+	deps := FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools, Fabric: fabric,
 		OnShutdown: s.http.RegisterOnShutdown, OnClose: func(f func()) { s.closers = append(s.closers, f) }}
 	for _, fe := range frontends {
 		d := deps

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // Config configures the frontend.
@@ -29,6 +28,9 @@ type Config struct {
 	// WriteTimeout cuts off a client that does not take an event within
 	// this long (a slow consumer). Default 30s.
 	WriteTimeout time.Duration
+	// SlowConsumers counts those cut-offs in the server's metrics (a
+	// prometheus.Counter). Nil: not counted.
+	SlowConsumers interface{ Inc() }
 }
 
 // Frontend is the native NDJSON frontend.
@@ -138,16 +140,22 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 		_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
 		if _, err := w.Write(line); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				metrics.SlowConsumers.WithLabelValues("native").Inc()
+				f.countSlowConsumer()
 			}
 			return // client gone or stalled: the deferred Close cancels the run
 		}
 		if err := rc.Flush(); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				metrics.SlowConsumers.WithLabelValues("native").Inc()
+				f.countSlowConsumer()
 			}
 			return
 		}
+	}
+}
+
+func (f *Frontend) countSlowConsumer() {
+	if f.cfg.SlowConsumers != nil {
+		f.cfg.SlowConsumers.Inc()
 	}
 }
 

@@ -34,7 +34,15 @@ type Config struct {
 	// Logger receives debug records of failed close handshakes. Default
 	// discards.
 	Logger *slog.Logger
+	// SlowConsumers counts the peers cut off as slow consumers, once each,
+	// in the metrics of the server that owns the connection (a
+	// prometheus.Counter). Nil: not counted.
+	SlowConsumers Counter
 }
+
+// Counter is what a Conn counts its slow-consumer cut-off in; an
+// interface, not a func, so that Config stays comparable.
+type Counter interface{ Inc() }
 
 // Defaults for the zero Config fields.
 const (

@@ -11,7 +11,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
 // Conn is a WebSocket connection whose writes all go through one goroutine,
@@ -138,7 +137,9 @@ func (c *Conn) cutOff() error {
 	if !c.end(err, false) {
 		return c.err
 	}
-	metrics.SlowConsumers.WithLabelValues("websocket").Inc()
+	if c.cfg.SlowConsumers != nil {
+		c.cfg.SlowConsumers.Inc()
+	}
 	// writeLoop is most likely blocked writing to this peer; shorten that
 	// write so the close frame follows within CloseGrace. (Best effort: a
 	// write starting just now sets its own, WriteTimeout, deadline.)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,7 +93,8 @@ func testSendConcurrent(t *testing.T, pair func(testing.TB, wsconn.Config) (*wsc
 func TestSlowConsumer(t *testing.T) {
 	// CloseGrace leaves the client ample time to start reading after Send
 	// fails, so the blocked write, then the close frame, get through.
-	c, client := pair(t, wsconn.Config{SendQueue: 4, CloseGrace: timeout})
+	cutoffs := &countCalls{}
+	c, client := pair(t, wsconn.Config{SendQueue: 4, CloseGrace: timeout, SlowConsumers: cutoffs})
 	payload := make([]byte, 64<<10) // fills the socket buffers in a few frames
 
 	var err error
@@ -122,7 +124,15 @@ func TestSlowConsumer(t *testing.T) {
 	if err := c.SendText([]byte("late")); !errors.Is(err, wsconn.ErrSlowConsumer) {
 		t.Errorf("Send after cut-off: %v, want ErrSlowConsumer", err)
 	}
+	if n := cutoffs.Load(); n != 1 {
+		t.Errorf("SlowConsumers counted %d cut-offs, want 1", n)
+	}
 }
+
+// countCalls is a wsconn.Counter.
+type countCalls struct{ atomic.Int32 }
+
+func (c *countCalls) Inc() { c.Add(1) }
 
 // TestWriteTimeout checks that a write blocked past WriteTimeout also cuts
 // the peer off as a slow consumer, with room left in the queue.
