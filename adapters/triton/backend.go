@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
@@ -261,7 +261,8 @@ func errorMessage(contentType string, data []byte) string {
 		return ""
 	}
 	var f responseFields
-	if _, err := parseResponse(data, nil, &f, false, nil); err == nil && f.hasErr {
+	var r responseReader
+	if err := r.read(data, &f, false); err == nil && f.hasErr {
 		return strings.ToValidUTF8(f.err, "\uFFFD")
 	}
 	s := strings.TrimSpace(strings.ToValidUTF8(string(data), "\uFFFD"))
@@ -312,7 +313,11 @@ func (b *Backend) inputs(ctx context.Context, model string) (modelInputs, error)
 			Datatype string `json:"datatype"`
 		} `json:"inputs"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, int64(min(b.cfg.MaxResponseBytes, 1<<20)))).Decode(&md); err != nil {
+	// The first JSON value of the body, read as encoding/json read it before
+	// (names matched without regard to case, the last of duplicates, invalid
+	// UTF-8 replaced); Triton writes one object with exact names.
+	dec := json.NewDecoder(io.LimitReader(resp.Body, int64(min(b.cfg.MaxResponseBytes, 1<<20))))
+	if err := json.UnmarshalDecode(dec, &md, json.MatchCaseInsensitiveNames(true), json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true)); err != nil {
 		return nil, nil
 	}
 	in = modelInputs{}

@@ -44,19 +44,19 @@ var frame = []byte(`data: {"model_name":"ensemble","model_version":"1","text_out
 // delta's whole-UTF-8 text (backend direction, wire side).
 func BenchmarkDecodeDeltaWire(b *testing.B) {
 	var (
-		p       sse.Parser
-		events  []sse.Event
-		f       responseFields
-		scratch []byte
-		acc     canonical.TextAccumulator
-		err     error
+		p      sse.Parser
+		events []sse.Event
+		f      responseFields
+		r      responseReader
+		acc    canonical.TextAccumulator
+		err    error
 	)
 	b.ReportAllocs()
 	for b.Loop() {
 		if events, err = p.Feed(frame, events[:0]); err != nil || len(events) != 1 {
 			b.Fatal(err)
 		}
-		if scratch, err = parseResponse(events[0].Data, scratch, &f, false, nil); err != nil {
+		if err = r.read(events[0].Data, &f, false); err != nil {
 			b.Fatal(err)
 		}
 		if acc.Append(f.text) == "" {

@@ -2,7 +2,6 @@ package triton
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/textarena"
 )
@@ -66,7 +66,7 @@ func internal(msg string) *canonical.Error {
 // is bounded by the caller). Errors carry Triton's messages and the code
 // whose status Triton answers with (errors.go).
 func decodeRequest(body []byte, model string, maxInput int64) (*generateRequest, *canonical.Error) {
-	root, serr := parseJSON(body)
+	root, serr := parseTree(body)
 	if serr != nil {
 		switch {
 		case serr.tooDeep:
@@ -319,34 +319,37 @@ func (d *requestDecoder) expandSampling() {
 	if s == "" {
 		return
 	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var m map[string]any
-	if dec.Decode(&m) != nil {
+	// The first JSON value of the string, the last of duplicate members
+	// winning, as our reading of it always had it.
+	var m map[string]json.Value
+	if json.UnmarshalDecode(json.NewDecoder(strings.NewReader(s), json.AllowDuplicateNames(true)), &m) != nil {
 		return
 	}
-	for k, v := range m {
+	for k, raw := range m {
 		if _, set := d.params[k]; set {
 			continue
 		}
-		switch x := v.(type) {
-		case string:
-			d.params[k] = structpb.NewStringValue(x)
-		case bool:
-			d.params[k] = structpb.NewBoolValue(x)
-		case json.Number:
-			f, err := x.Float64()
+		switch raw.Kind() {
+		case '"':
+			var x string
+			if json.Unmarshal(raw, &x) == nil {
+				d.params[k] = structpb.NewStringValue(x)
+			}
+		case 't', 'f':
+			d.params[k] = structpb.NewBoolValue(raw.Kind() == 't')
+		case '0':
+			f, err := strconv.ParseFloat(string(raw), 64)
 			if err != nil {
 				continue
 			}
 			d.params[k] = structpb.NewNumberValue(f)
-			d.numbers[k] = structpb.NewStringValue(x.String())
+			d.numbers[k] = structpb.NewStringValue(string(raw))
 		}
 	}
 }
 
 // responseFields are the members of one Triton response object the backend
-// reads; text aliases the event data or the decoder's scratch buffer.
+// reads; text is the responseReader's buffer.
 type responseFields struct {
 	text         []byte
 	hasText      bool
@@ -365,125 +368,6 @@ func (f *responseFields) setAny() bool {
 	return f.hasErr || f.modelName != "" || f.modelVersion != "" || f.finishReason != "" || f.numInput != 0 || f.numOutput != 0
 }
 
-// parseResponse reads a Triton response object (reference section 3):
-// text_output (a string, or an array of strings for a multi-element
-// output, concatenated), error, model_name, model_version and vLLM's
-// finish_reason and token counts; other members are skipped. String bytes
-// pass through unvalidated, so a rune split across responses survives to
-// the UTF-8 accumulator. model_name and model_version are read only with
-// meta set. f.text aliases data or scratch, which is reused for unescaping
-// and returned (possibly grown).
-//
-// known, when not nil, holds the bytes the stream's last response began
-// with up to its text_output value (see knownPrefix); a response that
-// begins with them is read from there.
-func parseResponse(data, scratch []byte, f *responseFields, meta bool, known *knownPrefix) ([]byte, error) {
-	*f = responseFields{}
-	l := lexer{data: data}
-	var k []byte
-	if !meta && known.starts(data) {
-		l.pos, k = len(known.b), textOutputKey
-		l.ws() // the prefix may have ended at the colon, this response not
-	} else {
-		l.ws()
-		if l.peek() != '{' {
-			return scratch, canonical.Errorf(canonical.CodeInternal, "upstream response is not a JSON object")
-		}
-		l.pos++
-		l.ws()
-		if l.peek() == '}' {
-			l.pos++
-			return scratch, l.end()
-		}
-	}
-	// clean: no member read so far set a field, so the bytes up to the
-	// first text_output value can be a known prefix (unless they are it).
-	clean := !meta && known != nil && k == nil
-	for {
-		if k == nil {
-			if l.peek() != '"' {
-				return scratch, badResponse(l.fail(errObjectMissName, l.pos))
-			}
-			var err *syntaxError
-			if k, _, err = l.str(nil); err != nil {
-				return scratch, badResponse(err)
-			}
-			l.ws()
-			if l.peek() != ':' {
-				return scratch, badResponse(l.fail(errObjectMissColon, l.pos))
-			}
-			l.pos++
-			l.ws()
-		}
-		var err *syntaxError
-		switch string(k) {
-		case "text_output":
-			if clean {
-				known.b, clean = append(known.b[:0], data[:l.pos]...), false
-			}
-			scratch, err = f.readText(&l, scratch)
-		case "error":
-			var s []byte
-			if s, err = l.scalarText(); err == nil {
-				f.err, f.hasErr = validUTF8(s), true
-			}
-		case "model_name", "model_version":
-			if !meta {
-				err = l.skip(2)
-				break
-			}
-			var s []byte
-			if s, err = l.scalarText(); err == nil {
-				f.set(string(k), s)
-			}
-		case "finish_reason", "num_input_tokens", "num_output_tokens":
-			var s []byte
-			if s, err = l.scalarText(); err == nil {
-				f.set(string(k), s)
-			}
-		default:
-			err = l.skip(2)
-		}
-		if err != nil {
-			return scratch, badResponse(err)
-		}
-		if f.setAny() {
-			clean = false
-		}
-		k = nil
-		l.ws()
-		switch l.peek() {
-		case ',':
-			l.pos++
-			l.ws()
-		case '}':
-			l.pos++
-			return scratch, l.end()
-		default:
-			return scratch, badResponse(l.fail(errObjectMissCommaOrCurly, l.pos))
-		}
-	}
-}
-
-var textOutputKey = []byte("text_output")
-
-// knownPrefix is what a stream's responses repeat before text_output: the
-// model's name and version and, from TensorRT-LLM, its outputs not asked
-// for (zeros), the same bytes in every response. Read once, they need
-// only be compared in the responses after: lexing them again was most of
-// parseResponse, itself a seventh of the bridge's CPU per Triton delta.
-// The bytes that set a field (an error, a finish reason, token counts) or
-// were read with meta are never a known prefix, so a response read from
-// one sets exactly what reading it whole sets (TestKnownPrefix).
-type knownPrefix struct {
-	b []byte // up to text_output's value (with the blanks before it); empty: none yet
-}
-
-// starts reports whether data begins with the known prefix.
-func (k *knownPrefix) starts(data []byte) bool {
-	return k != nil && len(k.b) > 0 && bytes.HasPrefix(data, k.b)
-}
-
 // validUTF8 is s as a string with invalid bytes replaced: messages and
 // names end up in protobuf strings, which must be UTF-8.
 func validUTF8(s []byte) string {
@@ -492,100 +376,6 @@ func validUTF8(s []byte) string {
 	}
 	return strings.ToValidUTF8(string(s), "\uFFFD")
 }
-
-func (f *responseFields) set(key string, s []byte) {
-	switch key {
-	case "model_name":
-		f.modelName = validUTF8(s)
-	case "model_version":
-		f.modelVersion = validUTF8(s)
-	case "finish_reason":
-		f.finishReason = string(s)
-	case "num_input_tokens":
-		f.numInput, _ = strconv.ParseInt(string(s), 10, 64)
-	case "num_output_tokens":
-		f.numOutput, _ = strconv.ParseInt(string(s), 10, 64)
-	}
-}
-
-// end checks that nothing but whitespace follows the object.
-func (l *lexer) end() error {
-	l.ws()
-	if l.peek() != 0 {
-		return badResponse(l.fail(errRootNotSingular, l.pos))
-	}
-	return nil
-}
-
-func badResponse(err *syntaxError) error {
-	return canonical.Errorf(canonical.CodeInternal, "upstream response is not valid JSON: %s", err.Error())
-}
-
-// scalarText reads a string (its bytes) or any other value (its JSON text,
-// so a numeric model_version or a one-element array reads as text).
-func (l *lexer) scalarText() ([]byte, *syntaxError) {
-	if l.peek() == '"' {
-		s, _, err := l.str(nil)
-		return s, err
-	}
-	start := l.pos
-	if err := l.skip(2); err != nil {
-		return nil, err
-	}
-	return l.data[start:l.pos], nil
-}
-
-// readText reads text_output: a string, or an array of strings joined.
-func (f *responseFields) readText(l *lexer, scratch []byte) ([]byte, *syntaxError) {
-	switch l.peek() {
-	case '"':
-		s, escaped, err := l.str(scratch)
-		if err != nil {
-			return scratch, err
-		}
-		if escaped {
-			scratch = s
-		}
-		f.text, f.hasText = s, true
-		return scratch, nil
-	case '[':
-		l.pos++
-		l.ws()
-		joined := scratch[:0]
-		if l.peek() == ']' {
-			l.pos++
-			f.text, f.hasText = joined, true
-			return joined, nil
-		}
-		for {
-			if l.peek() != '"' {
-				return scratch, l.fail(errTextOutputType, l.pos)
-			}
-			s, _, err := l.str(nil)
-			if err != nil {
-				return scratch, err
-			}
-			joined = append(joined, s...)
-			l.ws()
-			switch l.peek() {
-			case ',':
-				l.pos++
-				l.ws()
-			case ']':
-				l.pos++
-				f.text, f.hasText = joined, true
-				return joined, nil
-			default:
-				return scratch, l.fail(errArrayMissCommaOrSquare, l.pos)
-			}
-		}
-	}
-	return scratch, l.fail(errTextOutputType, l.pos)
-}
-
-// errTextOutputType reports a text_output that is neither a string nor an
-// array of strings.
-const errTextOutputType = "text_output is not a string or an array of strings."
 
 // streamDecoder turns one upstream Triton response stream into canonical
 // events: the SSE body of /generate_stream fed in chunks cut anywhere
@@ -603,8 +393,7 @@ type streamDecoder struct {
 	arena      textarena.Arena // the strings of text deltas
 	slowText   bool            // every text through acc.Append (tests compare the two)
 	f          responseFields
-	scratch    []byte
-	known      knownPrefix
+	resp       responseReader
 	prev       []byte // cumulative mode: the text so far
 	started    bool   // the message is open
 	reason     canonical.FinishReason
@@ -715,8 +504,7 @@ func (d *streamDecoder) inBandCode(msg string) canonical.Code {
 }
 
 func (d *streamDecoder) response(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
-	var err error
-	if d.scratch, err = parseResponse(data, d.scratch, &d.f, !d.started, &d.known); err != nil {
+	if err := d.resp.read(data, &d.f, !d.started); err != nil {
 		return out, err
 	}
 	f := &d.f

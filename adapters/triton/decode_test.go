@@ -26,7 +26,7 @@ func summary(g *generateRequest) string {
 	if len(g.req.GetExtensions()) > 0 {
 		m["ext"] = (&structpb.Struct{Fields: g.req.GetExtensions()}).AsMap()
 	}
-	return marshal(m)
+	return string(marshal(m))
 }
 
 func TestDecodeRequest(t *testing.T) {

@@ -111,7 +111,8 @@ func FuzzTextPath(f *testing.F) {
 
 // TestDecodeDeltaAllocs: a text delta costs at most two allocations: the
 // SSE event's data (the SSE parser copies it) and the canonical event;
-// the text's string shares an arena chunk.
+// the text's string shares an arena chunk. A text with escapes costs one
+// more, the library's unquoted string.
 func TestDecodeDeltaAllocs(t *testing.T) {
 	for _, text := range []string{` token`, `line\n\"q\" \u00e9\ud83d\ude00`, `日本語`, strings.Repeat("long text ", 100)} {
 		t.Run(text[:min(len(text), 20)], func(t *testing.T) {
@@ -126,8 +127,12 @@ func TestDecodeDeltaAllocs(t *testing.T) {
 					t.Fatal(err, out)
 				}
 			})
-			if allocs > 2 {
-				t.Errorf("%v allocations per delta, want at most 2", allocs)
+			want := 2.0
+			if strings.Contains(text, `\`) {
+				want = 3
+			}
+			if allocs > want {
+				t.Errorf("%v allocations per delta, want at most %v", allocs, want)
 			}
 		})
 	}

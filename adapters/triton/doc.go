@@ -32,7 +32,8 @@
 //     are copied into parameters the request does not set itself.
 //   - Responses are {"id","model_name","model_version","text_output"} (id
 //     only when the request had a non-empty one), keys in alphabetical
-//     order, written compact as rapidjson writes them. /generate_stream
+//     order, written compact (the JSON rapidjson writes, though not byte
+//     for byte: a control character's \u escape is in lower-case hex). /generate_stream
 //     with "stream": true writes one "data: <json>\n\n" event per text
 //     delta, flushed at once; without it, one event with the whole text.
 //     There is no [DONE]: the stream ends with the body. /generate answers

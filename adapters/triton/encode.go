@@ -2,15 +2,14 @@ package triton
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Response parameters the frontend adds for non-text activity (doc.go).
@@ -31,12 +30,10 @@ const (
 	thinkClose = "</think>"
 )
 
-// kv is one member of a response object: val is a string to escape, or
-// JSON text when raw is set.
+// kv is one member of a response object.
 type kv struct {
 	key string
 	val string
-	raw bool
 }
 
 // toolCall is one tool call seen in a run.
@@ -57,11 +54,8 @@ type responseEncoder struct {
 	echo      string // prepended to the aggregated text (exclude_input_in_output: false)
 	maxOutput int    // bound on the bytes held: aggregated text and tool arguments
 
-	head []byte // `{["id":..,]"model_name":..,"model_version":"1","text_output":`
-	id   string
-	name string
-
-	buf  []byte // the response being built
+	resp textResponse // the text response, but for its text
+	out  bufEncoder   // the response being built
 	tmp  []byte
 	text []byte // aggregated text
 	held int
@@ -76,17 +70,44 @@ type responseEncoder struct {
 }
 
 func newResponseEncoder(id, model string, stream, reasoning bool, echo string, maxOutput int) *responseEncoder {
-	e := &responseEncoder{stream: stream, reasoning: reasoning, echo: echo, maxOutput: maxOutput, id: id, name: model}
-	e.head = append(e.head, '{')
-	if id != "" {
-		e.head = append(e.head, `"id":`...)
-		e.head = appendString(e.head, id)
-		e.head = append(e.head, ',')
-	}
-	e.head = append(e.head, `"model_name":`...)
-	e.head = appendString(e.head, model)
-	e.head = append(e.head, `,"model_version":"`+modelVersion+`","text_output":`...)
+	e := &responseEncoder{stream: stream, reasoning: reasoning, echo: echo, maxOutput: maxOutput}
+	e.resp = textResponse{ID: id, ModelName: model, ModelVersion: modelVersion}
 	return e
+}
+
+// textResponse is a response carrying text only, keys in alphabetical
+// order as Triton writes them (reference section 3); the id only when the
+// request had a non-empty one.
+type textResponse struct {
+	ID           string `json:"id,omitempty"`
+	ModelName    string `json:"model_name"`
+	ModelVersion string `json:"model_version"`
+	TextOutput   string `json:"text_output"`
+}
+
+// writeOptions: rapidjson writes a string's bytes as they are, escaping
+// only quotes, backslashes and control characters; what is not UTF-8 (our
+// text is, being canonical) is written as U+FFFD rather than refused.
+var writeOptions = []json.Options{json.AllowInvalidUTF8(true)}
+
+// bufEncoder marshals values into one reused buffer.
+type bufEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// marshal returns v's JSON, valid until the next call.
+func (b *bufEncoder) marshal(v any, opts ...json.Options) []byte {
+	b.buf.Reset()
+	if b.enc == nil {
+		b.enc = json.NewEncoder(&b.buf, writeOptions...)
+	} else {
+		b.enc.Reset(&b.buf, writeOptions...)
+	}
+	if json.MarshalEncode(b.enc, v, opts...) != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(b.buf.Bytes(), []byte("\n")) // the Encoder ends each value with a newline
 }
 
 // event handles one canonical event. It returns a response object to send
@@ -220,10 +241,8 @@ func emitTextOf[S string | []byte](e *responseEncoder, s S) ([]byte, bool, *cano
 		return nil, false, nil
 	}
 	if e.stream {
-		b := append(e.buf[:0], e.head...)
-		b = appendString(b, s)
-		e.buf = append(b, '}')
-		return e.buf, false, nil
+		e.resp.TextOutput = string(s)
+		return e.out.marshal(&e.resp), false, nil
 	}
 	if fail := e.hold(len(s)); fail != nil {
 		return nil, true, fail
@@ -273,59 +292,44 @@ func (e *responseEncoder) final() []byte {
 	}
 	params = append(params, e.interrupt...)
 	if len(params) == 0 {
-		b := append(e.buf[:0], e.head...)
-		b = appendString(b, text)
-		e.buf = append(b, '}')
-		return e.buf
+		e.resp.TextOutput = string(text)
+		return e.out.marshal(&e.resp)
 	}
 	return e.build(string(text), params)
 }
 
 // build makes a response object with text_output and params, keys in
-// alphabetical order as Triton writes them.
+// alphabetical order as Triton writes them (a map's keys, sorted).
 func (e *responseEncoder) build(text string, params []kv) []byte {
-	all := make([]kv, 0, len(params)+4)
-	if e.id != "" {
-		all = append(all, kv{key: "id", val: e.id})
+	all := make(map[string]string, len(params)+4)
+	for _, p := range params {
+		all[p.key] = p.val
 	}
-	all = append(all, kv{key: "model_name", val: e.name}, kv{key: "model_version", val: modelVersion}, kv{key: "text_output", val: text})
-	all = append(all, params...)
-	slices.SortStableFunc(all, func(a, b kv) int { return strings.Compare(a.key, b.key) })
-	b := append(e.buf[:0], '{')
-	for i, m := range all {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, m.key)
-		b = append(b, ':')
-		if m.raw {
-			b = append(b, m.val...)
-		} else {
-			b = appendString(b, m.val)
-		}
+	if e.resp.ID != "" {
+		all["id"] = e.resp.ID
 	}
-	e.buf = append(b, '}')
-	return e.buf
+	all["model_name"], all["model_version"], all["text_output"] = e.resp.ModelName, modelVersion, text
+	return e.out.marshal(all, json.Deterministic(true))
 }
 
 // toolCallsJSON is the aggregated tool_calls parameter: a JSON array of
 // {"id","name","arguments"[,"result"|,"error"]}.
 func toolCallsJSON(calls []*toolCall) string {
 	type call struct {
-		ID        string          `json:"id"`
-		Name      string          `json:"name"`
-		Arguments string          `json:"arguments"`
-		Result    json.RawMessage `json:"result,omitempty"`
-		Error     string          `json:"error,omitempty"`
+		ID        string     `json:"id"`
+		Name      string     `json:"name"`
+		Arguments string     `json:"arguments"`
+		Result    json.Value `json:"result,omitzero"`
+		Error     string     `json:"error,omitempty"`
 	}
 	list := make([]call, len(calls))
 	for i, c := range calls {
 		list[i] = call{ID: c.id, Name: c.name, Arguments: string(c.args), Error: c.errMsg}
 		if c.result != "" {
-			list[i].Result = json.RawMessage(c.result)
+			list[i].Result = json.Value(c.result)
 		}
 	}
-	return marshal(list)
+	return marshalText(list)
 }
 
 // jsonText is v as compact JSON ("null" for nil).
@@ -333,19 +337,20 @@ func jsonText(v *structpb.Value) string {
 	if v == nil {
 		return "null"
 	}
-	return marshal(v.AsInterface())
+	return marshalText(v.AsInterface())
 }
 
-// marshal encodes v as compact JSON without HTML escaping.
-func marshal(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return "null"
+// marshal is v's compact JSON, map keys sorted, or "null" when v has none
+// (a NaN, say).
+func marshal(v any) []byte {
+	b, err := json.Marshal(v, json.AllowInvalidUTF8(true), json.Deterministic(true))
+	if err != nil {
+		return []byte("null")
 	}
-	return strings.TrimSuffix(buf.String(), "\n")
+	return b
 }
+
+func marshalText(v any) string { return string(marshal(v)) }
 
 // modelInputs are an upstream model's input datatypes by name, from its
 // metadata (nil when unknown).
@@ -368,14 +373,14 @@ var reservedParams = map[string]bool{
 func encodeRequest(req *canonical.Request, stream bool, inputs modelInputs, maxTokens int) []byte {
 	params := req.GetParameters()
 	numbers := req.GetExtensions()[extNumbers].GetStructValue().GetFields()
-	var members []kv
-	add := func(key string, val []byte) { members = append(members, kv{key: key, val: string(val), raw: true}) }
+	body := requestBody{TextInput: canonical.PromptText(req), Members: map[string]json.Value{}}
+	add := func(key string, val []byte) { body.Members[key] = val }
 	add("stream", strconv.AppendBool(nil, stream))
 	if inputs == nil || inputs["exclude_input_in_output"] != "" {
 		add("exclude_input_in_output", []byte("true"))
 	}
 	if id := params["id"].GetStringValue(); id != "" {
-		add("id", appendString(nil, id))
+		add("id", marshal(id))
 	}
 	for name, v := range params {
 		if reservedParams[name] {
@@ -393,16 +398,14 @@ func encodeRequest(req *canonical.Request, stream bool, inputs modelInputs, maxT
 			add(name, []byte(`""`))
 		}
 	}
-	slices.SortFunc(members, func(a, b kv) int { return strings.Compare(a.key, b.key) })
-	b := append([]byte(nil), `{"text_input":`...)
-	b = appendString(b, canonical.PromptText(req))
-	for _, m := range members {
-		b = append(b, ',')
-		b = appendString(b, m.key)
-		b = append(b, ':')
-		b = append(b, m.val...)
-	}
-	return append(b, '}')
+	return marshal(body)
+}
+
+// requestBody is a generate request body: text_input first, then the
+// other members in alphabetical order (marshal sorts a map's keys).
+type requestBody struct {
+	TextInput string                `json:"text_input"`
+	Members   map[string]json.Value `json:",embed"`
 }
 
 // encodeParam renders one parameter as JSON for an input of datatype (""
@@ -413,7 +416,7 @@ func encodeParam(v *structpb.Value, raw, datatype string, lists bool) ([]byte, b
 	case "":
 		switch x := v.GetKind().(type) {
 		case *structpb.Value_StringValue:
-			return appendString(nil, x.StringValue), true
+			return marshal(x.StringValue), true
 		case *structpb.Value_BoolValue:
 			return strconv.AppendBool(nil, x.BoolValue), true
 		case *structpb.Value_NumberValue:
@@ -426,7 +429,7 @@ func encodeParam(v *structpb.Value, raw, datatype string, lists bool) ([]byte, b
 	case "BYTES":
 		switch x := v.GetKind().(type) {
 		case *structpb.Value_StringValue:
-			return appendString(nil, x.StringValue), true
+			return marshal(x.StringValue), true
 		case *structpb.Value_ListValue:
 			return encodeStrings(x.ListValue)
 		}
@@ -467,18 +470,15 @@ func encodeParam(v *structpb.Value, raw, datatype string, lists bool) ([]byte, b
 
 // encodeStrings renders a list of strings; other elements refuse it.
 func encodeStrings(l *structpb.ListValue) ([]byte, bool) {
-	b := []byte{'['}
+	list := make([]string, len(l.GetValues()))
 	for i, v := range l.GetValues() {
 		s, ok := v.GetKind().(*structpb.Value_StringValue)
 		if !ok {
 			return nil, false
 		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s.StringValue)
+		list[i] = s.StringValue
 	}
-	return append(b, ']'), true
+	return marshal(list), true
 }
 
 // appendNumber writes v as a JSON number: its original text raw when that

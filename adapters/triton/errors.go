@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // statusOf is the HTTP status the frontend answers a canonical code with:
@@ -81,11 +82,18 @@ func codeOf(status int, msg string) canonical.Code {
 	return canonical.CodeUnknown
 }
 
-// appendError appends Triton's error object {"error":"<msg>"}.
+// errorBody is Triton's error object {"error":"<msg>"}.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// appendError appends Triton's error object.
 func appendError(b []byte, msg string) []byte {
-	b = append(b, `{"error":`...)
-	b = appendString(b, msg)
-	return append(b, '}')
+	out, err := json.Marshal(errorBody{Error: msg}, writeOptions...)
+	if err != nil {
+		out = []byte(`{"error":"internal error"}`)
+	}
+	return append(b, out...)
 }
 
 // writeError answers with Triton's error object and status, as

@@ -137,18 +137,20 @@ func (f *Frontend) serveHealth(w http.ResponseWriter, r *http.Request, kind stri
 	w.WriteHeader(http.StatusBadRequest)
 }
 
+// serverMetadata is KServe's server metadata.
+type serverMetadata struct {
+	Name       string   `json:"name"`
+	Version    string   `json:"version"`
+	Extensions []string `json:"extensions"`
+}
+
 // serveServerMetadata answers GET /v2 (KServe server metadata).
 func (f *Frontend) serveServerMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		methodNotAllowed(w)
 		return
 	}
-	b := append([]byte(nil), `{"name":`...)
-	b = appendString(b, f.cfg.ServerName)
-	b = append(b, `,"version":`...)
-	b = appendString(b, f.cfg.ServerVersion)
-	b = append(b, `,"extensions":["generate"]}`...)
-	writeJSON(w, b)
+	writeJSON(w, marshal(serverMetadata{Name: f.cfg.ServerName, Version: f.cfg.ServerVersion, Extensions: []string{"generate"}}))
 }
 
 // serveModelMetadata answers GET /v2/models/{m}[/versions/{v}].

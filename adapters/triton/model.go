@@ -51,38 +51,39 @@ func inputSpec(name string) *tensorSpec {
 	return nil
 }
 
-// appendTensors appends the metadata JSON array of specs.
-func appendTensors(b []byte, specs []tensorSpec) []byte {
-	b = append(b, '[')
-	for i := range specs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"name":`...)
-		b = appendString(b, specs[i].name)
-		b = append(b, `,"datatype":`...)
-		b = appendString(b, specs[i].datatype)
-		b = append(b, `,"shape":[`...)
-		for j, d := range specs[i].shape {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, d, 10)
-		}
-		b = append(b, "]}"...)
+// tensorMetadata is one input or output in KServe model metadata.
+type tensorMetadata struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+// modelMetadataBody is KServe's model metadata.
+type modelMetadataBody struct {
+	Name     string           `json:"name"`
+	Versions []string         `json:"versions"`
+	Platform string           `json:"platform"`
+	Inputs   []tensorMetadata `json:"inputs"`
+	Outputs  []tensorMetadata `json:"outputs"`
+}
+
+func tensorsMetadata(specs []tensorSpec) []tensorMetadata {
+	out := make([]tensorMetadata, len(specs))
+	for i, s := range specs {
+		out[i] = tensorMetadata{Name: s.name, Datatype: s.datatype, Shape: s.shape}
 	}
-	return append(b, ']')
+	return out
 }
 
 // modelMetadata is the KServe model metadata of the virtual model name.
 func modelMetadata(name string) []byte {
-	b := append([]byte(nil), `{"name":`...)
-	b = appendString(b, name)
-	b = append(b, `,"versions":["`+modelVersion+`"],"platform":"interlingua","inputs":`...)
-	b = appendTensors(b, virtualInputs)
-	b = append(b, `,"outputs":`...)
-	b = appendTensors(b, []tensorSpec{virtualOutput})
-	return append(b, '}')
+	return marshal(modelMetadataBody{
+		Name:     name,
+		Versions: []string{modelVersion},
+		Platform: "interlingua",
+		Inputs:   tensorsMetadata(virtualInputs),
+		Outputs:  tensorsMetadata([]tensorSpec{virtualOutput}),
+	})
 }
 
 // modelPath is Triton's model_regex_: a model name, an optional all-digit

@@ -3,7 +3,6 @@ package triton
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/chunk"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // decodeChunks runs a stream decoder over chunks as the backend's stream
@@ -27,8 +27,8 @@ func decodeChunks(t testing.TB, chunks [][]byte, cumulative bool, maxEvent int) 
 	d := newStreamDecoder(cumulative, maxEvent, 200, "run-")
 	out := d.b.Lifecycle(nil, canonical.StatusRunning)
 	err := chunk.Feed(chunks, func(c []byte) (err error) {
-		if out, err = d.Feed(c, out); err == nil && (len(d.prev) > maxEvent || cap(d.scratch) > 4*maxEvent+64) {
-			t.Fatalf("decoder holds %d bytes of text and %d of scratch, limit %d", len(d.prev), cap(d.scratch), maxEvent)
+		if out, err = d.Feed(c, out); err == nil && (len(d.prev) > maxEvent || cap(d.resp.text) > 4*maxEvent+64) {
+			t.Fatalf("decoder holds %d bytes of text and %d of its reader's, limit %d", len(d.prev), cap(d.resp.text), maxEvent)
 		}
 		return err
 	})
@@ -55,9 +55,11 @@ func eventsJSON(t testing.TB, events []*canonical.Event) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := json.Compact(&buf, b); err != nil {
+		v := json.Value(b)
+		if err := v.Compact(); err != nil {
 			t.Fatal(err)
 		}
+		buf.Write(v)
 		buf.WriteByte('\n')
 	}
 	return buf.Bytes()

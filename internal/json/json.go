@@ -39,6 +39,10 @@ type Token = jsontext.Token
 // Kind is the kind of a token or value: '{', '[', '"', '0', 't', 'f', 'n'.
 type Kind = jsontext.Kind
 
+// SyntacticError is a JSON syntax error with the byte offset it was found
+// at (for codecs that report errors in their peer's own words).
+type SyntacticError = jsontext.SyntacticError
+
 // Marshaler and Unmarshaler are the interfaces a type implements to own its
 // JSON form, writing to / reading from the stream without a copy.
 type (
