@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"google.golang.org/protobuf/proto"
 	"io"
 	"log/slog"
 	"sync"
@@ -257,12 +258,12 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 // the events another run of the thread holds: the replay log then has the
 // thread's events in seq order (a run's next one reads its last seq from
 // there). Called with t.mu held.
-func (t *thread) publishLocked(p *publisher, ev *canonical.Event) {
+func (t *thread) publishLocked(p *publisher, ev *canonical.Event) bool {
 	if t.holder != p && t.holder != nil {
 		t.holder.queueHeld()
 	}
 	t.holder = p
-	p.publish(ev)
+	return p.publish(ev)
 }
 
 // queueHeld queues the events p, a publisher of one of the thread's runs,
@@ -516,14 +517,30 @@ func (r *run) take() (*canonical.Event, error) {
 	t.mu.Lock()
 	t.seq++
 	ev.Seq = t.seq
-	if r.pub != nil {
-		t.publishLocked(r.pub, ev)
+	if r.pub != nil && !t.publishLocked(r.pub, ev) {
+		t.seq-- // published nowhere, delivered to no one: the seq is free
+		t.mu.Unlock()
+		r.refuseTooLarge(ev)
+		return r.take()
 	}
 	t.mu.Unlock()
 	if _, ok := canonical.TerminalOf(ev); ok {
 		r.ended = true
 	}
 	return ev, nil
+}
+
+// refuseTooLarge ends the run failed in place of an event larger than a
+// NATS message carries (nats max_payload): the replay log could not keep
+// it, so delivering it here alone would leave a hole in every replay and
+// remote stream of the thread. The events after it are dropped too.
+func (r *run) refuseTooLarge(ev *canonical.Event) {
+	r.b.log.Warn("run failed: event larger than NATS carries", "thread", r.threadID, "run", r.id,
+		"bytes", proto.Size(ev), "limit", r.pub.limit)
+	r.cancel()
+	clear(r.owed[r.next:])
+	r.owed = r.guard.End(r.owed[:r.next], canonical.StatusFailed, canonical.Errorf(canonical.CodeResourceExhausted,
+		"an event of %d bytes is larger than NATS carries (its max_payload allows %d)", proto.Size(ev), r.pub.limit))
 }
 
 // queueHeld queues the events the run's publisher holds.

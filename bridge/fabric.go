@@ -483,6 +483,7 @@ type publisher struct {
 	held    int       // slab[held:] are the held events' EventBatch elements
 	nheld   int       // events held
 	heldSeq uint64    // the first held event's seq
+	limit   int       // the largest event's encoding NATS carries
 	ids     *validIDs // its thread and run ids, when they are UTF-8
 }
 
@@ -498,7 +499,7 @@ const (
 )
 
 func (f *Fabric) publisher(thread, run string, must bool) *publisher {
-	p := &publisher{f: f, subject: f.EventSubject(thread, run), thread: thread, must: must}
+	p := &publisher{f: f, subject: f.EventSubject(thread, run), thread: thread, must: must, limit: f.EventLimit()}
 	if utf8.ValidString(thread) && utf8.ValidString(run) {
 		p.ids = &validIDs{thread: thread, run: run}
 	}
@@ -520,9 +521,10 @@ func (v *validIDs) utf8(thread, run string) bool {
 	return utf8.ValidString(thread) && utf8.ValidString(run)
 }
 
-// publish holds ev (queues it at once when must), as PublishEvent does.
-// Called with the thread's lock held.
-func (p *publisher) publish(ev *canonical.Event) {
+// publish holds ev (queues it at once when must), as PublishEvent does;
+// false, with nothing held, when ev is larger than one NATS message
+// carries. Called with the thread's lock held.
+func (p *publisher) publish(ev *canonical.Event) bool {
 	if cap(p.slab)-len(p.slab) < 128 {
 		p.queueHeld() // held events are one run of bytes in one array
 		p.slab = make([]byte, 0, min(max(2*cap(p.slab), slabFirst), slabMax))
@@ -534,7 +536,10 @@ func (p *publisher) publish(ev *canonical.Event) {
 	data, b, err := appendBatchElem(p.slab, ev, p.ids)
 	if err != nil {
 		p.f.drop(ev, err)
-		return
+		return true
+	}
+	if len(data) > p.limit {
+		return false
 	}
 	p.slab = b
 	if p.must {
@@ -553,6 +558,7 @@ func (p *publisher) publish(ev *canonical.Event) {
 		p.queueHeld()
 		p.slab, p.held = nil, 0
 	}
+	return true
 }
 
 // queueHeld queues the held events as one message (EventBatch elements
@@ -714,6 +720,14 @@ func (f *Fabric) publishBatch() {
 	}
 	f.acked.flush(time.Now())
 }
+
+// EventLimit is the largest encoded event a NATS message carries: the
+// server's max_payload less room for the message's headers.
+func (f *Fabric) EventLimit() int { return int(f.nc.MaxPayload()) - eventHeaderRoom }
+
+// eventHeaderRoom is what a replay log message's headers (Nats-Msg-Id)
+// may take.
+const eventHeaderRoom = 1 << 10
 
 // maxBatchBytes bounds one EventBatch message: 64 KiB, or less when the
 // NATS server takes less.

@@ -200,7 +200,9 @@ func (l *ackedLog) failed(_ jetstream.JetStream, msg *nats.Msg, err error) {
 		return
 	}
 	m := t.cur
-	if time.Since(m.first) >= logGiveUp {
+	// Too large for the server: no resend will do (the event is counted
+	// dropped; readers elsewhere see the gap and fail the run).
+	if errors.Is(err, nats.ErrMaxPayload) || time.Since(m.first) >= logGiveUp {
 		l.doneLocked(t)
 		l.mu.Unlock()
 		l.drop(m.events, errors.Join(errors.New("replay log did not acknowledge"), err))

@@ -408,7 +408,10 @@ func waitReady(base string) error {
 
 func startNATS(dir string) (*server.Server, error) {
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: dir, NoLog: true, NoSigs: true, ServerName: "conformance"})
+		StoreDir: dir, NoLog: true, NoSigs: true, ServerName: "conformance",
+		// As README's cluster section asks of a deployment (the embedded
+		// server's): an agent state snapshot can exceed NATS's 1 MiB default.
+		MaxPayload: 8 << 20})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,77 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// An event larger than the NATS server carries (max_payload) cannot reach
+// the replay log or another instance: the run fails resource_exhausted in
+// its place, with the thread's seqs consecutive and a replay on another
+// instance equal to what the client saw (no hole where the event would
+// have been). (A client on another instance cannot be tested so: the
+// request that asks for the event is as large, and NATS refuses it first.)
+func TestEventTooLargeForNATS(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, MaxPayload: 64 << 10,
+		StoreDir: filepath.Join(t.TempDir(), "js"), NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	owner := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	client := bridgetest.Start(t, clusterConfig(ns.ClientURL(), "none"))
+	for _, at := range []*bridgetest.Instance{owner} {
+		thread := "big-" + strings.TrimPrefix(at.URL, "http://")
+		body := fmt.Sprintf(`{"target":"stream","threadId":%q,"parameters":{"deltas":3,"delta_text":%q},"inputs":[]}`,
+			thread, strings.Repeat("x", 100<<10))
+		evs, code := postRun(t, at.URL, body)
+		if code != 200 || len(evs) == 0 {
+			t.Fatalf("%s: status %d, %d events", at.URL, code, len(evs))
+		}
+		last := evs[len(evs)-1]
+		st, _ := canonical.TerminalOf(last)
+		if e := last.GetLifecycle().GetError(); st != canonical.StatusFailed || e.GetCode() != uint32(canonical.CodeResourceExhausted) ||
+			!strings.Contains(e.GetMessage(), "max_payload") {
+			t.Fatalf("%s: run ended %v", at.URL, last)
+		}
+		for i, ev := range evs {
+			if ev.GetSeq() != uint64(i+1) {
+				t.Fatalf("%s: event %d has seq %d", at.URL, i, ev.GetSeq())
+			}
+			if d := ev.GetBlockDelta(); d != nil {
+				t.Fatalf("%s: a delta of %d bytes was delivered", at.URL, len(d.GetText()))
+			}
+		}
+		o, err := client.Bridge().Observe(context.Background(), thread, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range evs {
+			ev, err := o.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.TimeUnixNano, evs[i].TimeUnixNano = 0, 0
+			if !proto.Equal(ev, evs[i]) {
+				t.Fatalf("%s: replay event %d is %v, the client saw %v", at.URL, i, ev, evs[i])
+			}
+		}
+		o.Close()
+	}
+}
