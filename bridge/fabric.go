@@ -723,7 +723,12 @@ func (f *Fabric) publishBatch() {
 
 // EventLimit is the largest encoded event a NATS message carries: the
 // server's max_payload less room for the message's headers.
-func (f *Fabric) EventLimit() int { return int(f.nc.MaxPayload()) - eventHeaderRoom }
+func (f *Fabric) EventLimit() int {
+	if f.nc == nil { // not connected (a test's bare Fabric): NATS's default
+		return 1<<20 - eventHeaderRoom
+	}
+	return int(f.nc.MaxPayload()) - eventHeaderRoom
+}
 
 // eventHeaderRoom is what a replay log message's headers (Nats-Msg-Id)
 // may take.
