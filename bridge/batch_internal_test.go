@@ -130,7 +130,7 @@ func TestBurstIsOneMessage(t *testing.T) {
 	// A run's publisher holds its events until queueHeld (the backend
 	// holds no more), which has the loop publish them within the delay.
 	p.publish(ev(101))
-	if n := len(f.pubq.msgs); n != 0 {
+	if n := f.pubq.len(); n != 0 {
 		t.Fatalf("publish queued %d messages: the publisher holds its events until queueHeld", n)
 	}
 	p.queueHeld()

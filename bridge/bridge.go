@@ -236,10 +236,10 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		go func() {
 			defer close(r.seqReady)
 			if claim != nil {
-				r.claimErr = <-claim
+				r.startErr = <-claim
 			}
-			if knownThread && b.fabric != nil {
-				b.recoverSeq(runCtx, r.threadID, r.thread)
+			if knownThread && b.fabric != nil && r.startErr == nil {
+				r.startErr = b.recoverSeq(runCtx, r.threadID, r.thread)
 			}
 		}()
 	}
@@ -308,19 +308,19 @@ func (b *Bridge) releaseThread(id string, t *thread) {
 
 // recoverSeq raises the thread's counter to the last seq in the replay log,
 // so a thread continues its seq whichever instance ran it before.
-func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) {
+func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) error {
 	last, err := b.fabric.LastSeq(ctx, id)
 	if err != nil {
-		if ctx.Err() == nil { // not the run ending first
-			b.log.Warn("thread seq not recovered from the replay log", "thread", id, "err", err)
-		}
-		return
+		// Numbering from what this instance last saw could reuse seqs
+		// another instance gave the thread since: the run fails instead.
+		return canonical.Errorf(canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log: %v", err)
 	}
 	t.mu.Lock()
 	if last > t.seq {
 		t.seq = last
 	}
 	t.mu.Unlock()
+	return nil
 }
 
 // Drain refuses new runs and waits until running ones end or ctx is done;
@@ -403,7 +403,7 @@ type run struct {
 	pub        *publisher    // nil without a fabric
 	seqReady   chan struct{} // closed when the thread's seq is recovered; nil: nothing to wait for
 	seqKnown   bool          // take saw seqReady closed
-	claimErr   error         // the run's new thread could not be claimed (set before seqReady closes)
+	startErr   error         // the run's new thread could not be claimed, or its thread's last seq read (set before seqReady closes)
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending
@@ -465,9 +465,9 @@ func (r *run) take() (*canonical.Event, error) {
 	if r.seqReady != nil && !r.seqKnown {
 		<-r.seqReady
 		r.seqKnown = true
-		if r.claimErr != nil {
+		if r.startErr != nil {
 			r.cancel()
-			r.owed = r.guard.End(r.owed, canonical.StatusFailed, canonical.AsError(r.claimErr))
+			r.owed = r.guard.End(r.owed, canonical.StatusFailed, canonical.AsError(r.startErr))
 		}
 	}
 	for len(r.owed) == 0 {
