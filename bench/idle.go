@@ -106,7 +106,7 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 			return nil, err
 		}
 	}
-	child, err := startChild(ctx, o.Binary)
+	child, err := startChild(ctx, o.Binary, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +208,8 @@ func activeAlongside(ctx context.Context, child *child, streams, deltas int) (*S
 	cl := newTritonClient(clientSpec{base: "http://" + child.addr, target: "stream",
 		params: map[string]any{"deltas": deltas, "delta_text": "tok "}, streams: streams, mode: "active"})
 	defer cl.close()
-	h := &harness{o: Options{Streams: streams, Deltas: deltas, Timeout: 5 * time.Minute}, pid: child.pid}
-	m := &mode{name: "active", cl: cl, prompt: func(k string) string { return k }, acc: &sideAcc{}}
+	h := &harness{o: Options{Streams: streams, Deltas: deltas, Timeout: 5 * time.Minute}}
+	m := &mode{name: "active", cl: cl, prompt: func(k string) string { return k }, acc: &sideAcc{}, pid: child.pid}
 	if err := h.round(ctx, m, true, false); err != nil {
 		return nil, err
 	}
@@ -228,7 +228,10 @@ type child struct {
 	done chan error
 }
 
-func startChild(ctx context.Context, bin string, env ...string) (*child, error) {
+// startChild starts `bin serve` on a free loopback port with a data folder
+// of its own, and config as its configuration file (nil: the embedded
+// default), and waits until it is ready.
+func startChild(ctx context.Context, bin string, config []byte, env ...string) (*child, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -244,8 +247,17 @@ func startChild(ctx context.Context, bin string, env ...string) (*child, error) 
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"),
-		"--log-level", "warn", "--shutdown-timeout", "2s")
+	args := []string{"serve", "--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--log-level", "warn", "--shutdown-timeout", "2s"}
+	if config != nil {
+		file := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(file, config, 0o600); err != nil {
+			logf.Close()
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		args = append(args, "--config", file)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)

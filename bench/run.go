@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/interlingua-dev/interlingua/bridge"
 )
 
@@ -65,11 +67,11 @@ type Options struct {
 	// Log receives the in-process bridge's records. Default discards.
 	Log *slog.Logger
 	// External runs the bridge as a child `interlingua serve` process
-	// (the default embedded configuration) instead of in this process, so
-	// its CPU and RSS are the server's alone; scripted backend only, and
-	// Fabric experiments do not apply. ServerProcs sets its GOMAXPROCS
-	// (0 leaves the default); Binary is the executable (default this
-	// process's).
+	// (configured with the pair's backend and routes) instead of in this
+	// process, so its CPU, RSS and GC are the server's alone; the clients,
+	// the peer and the no-op proxy stay here. Fabric experiments do not
+	// apply. ServerProcs sets its GOMAXPROCS (0 leaves the default);
+	// Binary is the executable (default this process's).
 	External    bool
 	ServerProcs int
 	Binary      string
@@ -176,6 +178,7 @@ type mode struct {
 	book   *stampBook
 	prompt func(key string) string
 	acc    *sideAcc
+	pid    int // the process whose RSS and CPU the path's figures are; 0 is this one
 }
 
 // sideAcc accumulates a mode's measured rounds.
@@ -215,12 +218,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := newPaths(o, be, base, &cleanup)
+	p, err := newPaths(o, be, base, pid, &cleanup)
 	if err != nil {
 		return nil, err
 	}
 	res.LoadBefore = loadAvg()
-	h := &harness{o: o, pid: pid}
+	h := &harness{o: o}
 	if err := h.measure(ctx, p); err != nil {
 		return nil, err
 	}
@@ -250,9 +253,6 @@ func (o *Options) validate() error {
 	}
 	if o.Frontend == "glide" && o.Streams > 1000 {
 		return fmt.Errorf("glide frontend: at most 1000 streams (its MaxConnections is 1024 and a client holds one connection per stream)")
-	}
-	if o.External && o.Backend != "scripted" {
-		return errors.New("an external server serves the scripted backend only (its embedded default configuration)")
 	}
 	return nil
 }
@@ -359,9 +359,15 @@ func startServer(ctx context.Context, o Options, be *backendSide, res *Result, c
 		cleanup.add(func() { res.FabricPublished, res.FabricDropped = inst.Fabric().Published(), inst.Fabric().Dropped() })
 		return inst.URL, 0, nil
 	}
-	// The embedded default routes the scripted targets by name.
-	be.target = strings.Replace(be.target, benchTarget, "stream", 1)
-	be.target = strings.Replace(be.target, "stream-echo", "echo", 1)
+	// The child serves the pair's backends and routes, as the in-process
+	// instance would: its own default configuration plus the peer.
+	config, err := yaml.Marshal(struct {
+		Backends map[string]bridge.BackendConfig `yaml:"backends"`
+		Routes   []bridge.Route                  `yaml:"routes"`
+	}{be.cfg.Backends, be.cfg.Routes})
+	if err != nil {
+		return "", 0, err
+	}
 	bin := o.Binary
 	if bin == "" {
 		if bin, err = os.Executable(); err != nil {
@@ -372,7 +378,7 @@ func startServer(ctx context.Context, o Options, be *backendSide, res *Result, c
 	if o.ServerProcs > 0 {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", o.ServerProcs))
 	}
-	ch, err := startChild(ctx, bin, env...)
+	ch, err := startChild(ctx, bin, config, env...)
 	if err != nil {
 		return "", 0, err
 	}
@@ -381,7 +387,7 @@ func startServer(ctx context.Context, o Options, be *backendSide, res *Result, c
 		m := ch.scrape()
 		res.FabricPublished, res.FabricDropped = uint64(m["interlingua_nats_published_messages"]), uint64(m["interlingua_nats_dropped_events"])
 	})
-	res.Notes = append(res.Notes, fmt.Sprintf("server in a child process (GOMAXPROCS %s): CPU, RSS and allocation figures are the server's, allocations not measured",
+	res.Notes = append(res.Notes, fmt.Sprintf("server in a child process (GOMAXPROCS %s): the bridged path's CPU and RSS figures are the server's (the other paths' are this process's: clients and peer), allocations not measured",
 		cmpText(o.ServerProcs, "default")))
 	return "http://" + ch.addr, ch.pid, nil
 }
@@ -393,7 +399,7 @@ type paths struct {
 	all                    []*mode // in the order each round runs them
 }
 
-func newPaths(o Options, be *backendSide, base string, cleanup *cleanups) (*paths, error) {
+func newPaths(o Options, be *backendSide, base string, pid int, cleanup *cleanups) (*paths, error) {
 	bcl, err := newClient(o.Frontend, clientSpec{base: base, target: be.target, params: be.params, streams: o.Streams, mode: "bridged"})
 	if err != nil {
 		return nil, err
@@ -403,7 +409,7 @@ func newPaths(o Options, be *backendSide, base string, cleanup *cleanups) (*path
 	if be.up != nil {
 		book = be.up.book()
 	}
-	p := &paths{bridged: &mode{name: "bridged", cl: bcl, book: book, prompt: be.prompt, acc: &sideAcc{}}}
+	p := &paths{bridged: &mode{name: "bridged", cl: bcl, book: book, prompt: be.prompt, acc: &sideAcc{}, pid: pid}}
 	p.all = []*mode{p.bridged}
 	if be.up == nil || o.Frontend != o.Backend {
 		return p, nil
@@ -534,7 +540,6 @@ func writeHeapProfile(path string) error {
 type harness struct {
 	o   Options
 	seq int // rounds run, for unique stream keys
-	pid int // the process measured (RSS, CPU); 0 is this one
 }
 
 // round runs Streams concurrent streams once through m.
@@ -556,14 +561,14 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 		// A collection, not debug.FreeOSMemory: memory handed back to the
 		// OS faults in again on first use and would inflate TTFD.
 		runtime.GC()
-		sampler = sampleRSS(h.pid)
+		sampler = sampleRSS(m.pid)
 	}
-	baseRSS, _ := procStatus(h.pid)
+	baseRSS, _ := procStatus(m.pid)
 	var mem0 memCounters
 	var cpu0 time.Duration
 	var t0 int64
-	h.runStreams(ctx, m, rs, func() { mem0, cpu0, t0 = readMem(), cpuTime(h.pid), now() })
-	cpu1, mem1 := cpuTime(h.pid), readMem()
+	h.runStreams(ctx, m, rs, func() { mem0, cpu0, t0 = readMem(), cpuTime(m.pid), now() })
+	cpu1, mem1 := cpuTime(m.pid), readMem()
 	var peak int64
 	if sampler != nil {
 		peak = sampler.finish()

@@ -30,13 +30,8 @@ type Config struct {
 	// ShutdownTimeout is how long running runs may finish after SIGTERM
 	// before they are cancelled. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// GCHeapFloor is the heap size, in bytes, below which the Go garbage
-	// collector does not start a cycle: while the live heap is small the
-	// GOGC goal is raised to it (see internal/gcfloor). Default 128 MiB;
-	// negative: none, GOGC alone. Applied by "interlingua serve".
-	GCHeapFloor int64      `yaml:"gc_heap_floor"`
-	Log         LogConfig  `yaml:"log"`
-	NATS        NATSConfig `yaml:"nats"`
+	Log             LogConfig     `yaml:"log"`
+	NATS            NATSConfig    `yaml:"nats"`
 	// Backends are the upstreams, by name.
 	Backends map[string]BackendConfig `yaml:"backends"`
 	// Frontends holds each frontend's own options, by frontend name
@@ -53,9 +48,6 @@ type Config struct {
 	// configured backends; "none" hosts none.
 	HostBackends []string `yaml:"host_backends"`
 }
-
-// DefaultGCHeapFloor is Config.GCHeapFloor's default.
-const DefaultGCHeapFloor = 128 << 20
 
 // LogConfig configures the structured log.
 type LogConfig struct {
@@ -199,9 +191,6 @@ func (c *Config) Defaults() {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
-	}
-	if c.GCHeapFloor == 0 {
-		c.GCHeapFloor = DefaultGCHeapFloor
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"

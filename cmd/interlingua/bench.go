@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/bench"
-	"github.com/interlingua-dev/interlingua/bridge"
-	"github.com/interlingua-dev/interlingua/internal/gcfloor"
 )
 
 const benchUsage = `Usage:
@@ -69,11 +67,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		report     = fs.String("report", "", "run the standard matrix and write the report to `file`")
 		converters = fs.String("converters", "", "with --report: `file` holding go test -bench -benchmem output of the converters")
 		quick      = fs.Bool("quick", false, "with --report: a reduced matrix (smoke test)")
-		external   = fs.Bool("external", false, "run the server as a child \"interlingua serve\" (scripted backend only) so CPU and RSS are its own")
+		external   = fs.Bool("external", false, "run the server as a child \"interlingua serve\" so its CPU, RSS and GC are its own (the clients, peer and proxy stay in this process)")
 		serverPros = fs.Int("server-procs", 0, "with --external: the server's `GOMAXPROCS`")
 		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: sync-persist, async-persist or no-replay (not the configuration as given)")
 		proxy      = fs.Bool("proxy", false, "with a direct path: also measure the load through a reverse proxy that translates nothing (net/http/httputil), what any hop costs here")
-		gcFloor    = fs.Int64("gc-heap-floor", bridge.DefaultGCHeapFloor, "the heap size in `bytes` below which the GC does not run, as \"interlingua serve\" keeps it (gc_heap_floor; negative: GOGC alone)")
 		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
 	)
 	fs.Usage = func() {
@@ -92,9 +89,6 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// The instances run in this process, as serve runs them: under the
-	// daemon's GC heap floor (the direct and proxy paths share it).
-	defer gcfloor.Start(*gcFloor)()
 
 	var (
 		out any
@@ -103,7 +97,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	)
 	switch {
 	case *report != "":
-		err = bench.WriteReport(ctx, bench.ReportOptions{Path: *report, GCHeapFloor: *gcFloor, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr})
+		err = bench.WriteReport(ctx, bench.ReportOptions{Path: *report, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr})
 		if err == nil {
 			fmt.Fprintln(stdout, "wrote", *report)
 			return 0

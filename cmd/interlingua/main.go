@@ -19,7 +19,6 @@ import (
 	"syscall"
 
 	"github.com/interlingua-dev/interlingua/bridge"
-	"github.com/interlingua-dev/interlingua/internal/gcfloor"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
@@ -149,7 +148,6 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	log := bridge.NewLogger(cfg.Log, stderr)
-	defer gcfloor.Start(cfg.GCHeapFloor)()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	stopTracing, err := tracing.Start(ctx, cfg.Tracing)
