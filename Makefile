@@ -9,24 +9,26 @@ BUF_VERSION             := v1.75.0
 PROTOC_GEN_GO_VERSION   := v1.36.12
 CONNECT_VERSION         := v1.21.1
 NATS_SERVER_VERSION     := v2.15.2
+STATICCHECK_VERSION     := v0.8.2
 
 BUF          := $(BIN)/buf-$(BUF_VERSION)
 PROTOC_GO    := $(BIN)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)
 PROTOC_CONN  := $(BIN)/protoc-gen-connect-go-$(CONNECT_VERSION)
 NATS_SERVER  := $(BIN)/nats-server-$(NATS_SERVER_VERSION)
+STATICCHECK  := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 
 FUZZTIME ?= 10s
 
 .PHONY: conformance conformance-doc conformance-cluster readme-matrix
-.PHONY: all build test generate check-generated lint vet fmt-check unit node-deps node-test fuzz-short fuzz bench tools clean
+.PHONY: all build test generate check-generated lint vet staticcheck json-imports fmt-check unit node-deps node-test fuzz-short fuzz bench tools clean
 
 all: build
 
 build:
 	$(GO) build ./...
 
-## tools: the pinned code generators and servers, built from their Go modules.
-tools: $(BUF) $(PROTOC_GO) $(PROTOC_CONN) $(NATS_SERVER)
+## tools: the pinned code generators, servers and linters, built from their Go modules.
+tools: $(BUF) $(PROTOC_GO) $(PROTOC_CONN) $(NATS_SERVER) $(STATICCHECK)
 
 $(BUF):
 	GOBIN=$(BIN) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
@@ -44,6 +46,11 @@ $(NATS_SERVER):
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 	cp $(BIN)/nats-server $@
 
+# staticcheck 2026.2.2 is module version v0.8.2.
+$(STATICCHECK):
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	cp $(BIN)/staticcheck $@
+
 ## generate: regenerate gen/ from proto/.
 generate: $(BUF) $(PROTOC_GO) $(PROTOC_CONN)
 	$(BIN)/buf generate
@@ -56,7 +63,9 @@ check-generated: $(BUF) $(PROTOC_GO) $(PROTOC_CONN)
 		echo "gen/ is stale: run 'make generate' and commit"; exit 1; \
 	fi; rm -rf $$tmp; echo "gen/ is up to date"
 
-lint: $(BUF) fmt-check vet
+## lint: gofmt, go vet, staticcheck (its default checks, tests included),
+## the JSON-imports rule (.ci/json-imports) and buf lint.
+lint: $(BUF) fmt-check vet staticcheck json-imports
 	$(BIN)/buf lint
 
 fmt-check:
@@ -65,6 +74,14 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+## json-imports: list the packages importing a JSON library other than
+## through internal/json; fail for those .ci/json-imports lists as migrated.
+json-imports:
+	.ci/json-imports
 
 ## unit: every Go test, with the race detector.
 unit: $(BUF) $(NATS_SERVER) node-deps

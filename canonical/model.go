@@ -119,10 +119,7 @@ func Stamp(ev *Event, now time.Time) {
 }
 
 // Node payloads.
-type (
-	v1Data = v1.Node_Data
-	v1Ref  = v1.Node_Ref
-)
+type v1Data = v1.Node_Data
 
 // DataPayload returns a Node payload of inline bytes.
 func DataPayload(b []byte) *v1.Node_Data { return &v1.Node_Data{Data: b} }

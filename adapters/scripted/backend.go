@@ -227,7 +227,6 @@ type stream struct {
 	plan    []func() bool // steps; a step appends to pending and reports whether it is done
 	pending []*canonical.Event
 	next    int // index of the next pending event
-	done    bool
 
 	words       []string
 	repeat      int

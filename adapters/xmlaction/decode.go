@@ -748,7 +748,7 @@ type nameLexer struct {
 	capVal      bool
 	isName      bool
 	wantVal     bool
-	inStr, esc  bool
+	inStr       bool
 	raw         []byte
 	done, found bool
 	name        string
@@ -834,7 +834,7 @@ func (l *nameLexer) step(c byte, inStr bool) bool {
 	if l.depth == 0 && c == '`' {
 		return false // a Markdown code fence before the JSON
 	}
-	if l.depth == 0 && l.expectKey == false && c != '`' {
+	if l.depth == 0 && !l.expectKey && c != '`' {
 		// Text of a code fence's info string ("```json") or junk: keep
 		// looking only while inside a fence's first line.
 		if isLetter(c) {

@@ -3,7 +3,6 @@ package xmlaction
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -41,7 +40,6 @@ type modelStream struct {
 	m       *fakeModel
 	i       int
 	pending []*canonical.Event
-	closed  sync.Once
 }
 
 func (s *modelStream) Recv() (*canonical.Event, error) {
@@ -94,18 +92,13 @@ func texts(parts ...string) []step {
 	return out
 }
 
-// fakeTools runs tool functions by name and records the calls.
+// fakeTools runs tool functions by name.
 type fakeTools struct {
-	mu    sync.Mutex
-	fns   map[string]func(ctx context.Context, args map[string]any) (any, error)
-	calls []string
+	fns map[string]func(ctx context.Context, args map[string]any) (any, error)
 }
 
 func (f *fakeTools) Call(ctx context.Context, name string, args []byte) ([]byte, error) {
-	f.mu.Lock()
 	fn, ok := f.fns[name]
-	f.calls = append(f.calls, name)
-	f.mu.Unlock()
 	if !ok {
 		return nil, canonical.Errorf(canonical.CodeNotFound, "tool %q is not in the allowlist", name)
 	}
@@ -118,12 +111,6 @@ func (f *fakeTools) Call(ctx context.Context, name string, args []byte) ([]byte,
 		return nil, err
 	}
 	return json.Marshal(v)
-}
-
-func (f *fakeTools) called() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
 }
 
 // fakeClock is a Clock that moves only when told to.
@@ -224,5 +211,3 @@ func (c *fakeClock) Advance(d time.Duration) {
 		t.f()
 	}
 }
-
-var errBoom = errors.New("boom")

@@ -1,5 +1,0 @@
-//go:build race
-
-package glide
-
-func init() { raceEnabled = true }
