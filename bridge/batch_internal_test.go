@@ -30,7 +30,7 @@ func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64)
 		seq[thread]++
 		ev := canonical.NewTextDelta(0, string(make([]byte, rng.IntN(300))))
 		ev.ThreadId, ev.RunId, ev.Seq = thread, run, seq[thread]
-		data, _, err := appendBatchElem(nil, ev, nil)
+		data, _, err := appendBatchElem(nil, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestBurstIsOneMessage(t *testing.T) {
 	for seq := range uint64(100) {
 		e := ev(seq + 1)
 		burst = append(burst, e)
-		data, b, err := appendBatchElem(p.slab, e, p.ids)
+		data, b, err := appendBatchElem(p.slab, e)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -311,12 +310,12 @@ func (f *Fabric) ThreadSubjects(thread string) string {
 // for another instance) it waits for room; the queue always drains, since
 // nats.go buffers (bounded) rather than blocks while reconnecting.
 func (f *Fabric) PublishEvent(ev *canonical.Event, must bool) {
-	data, _, err := appendBatchElem(nil, ev, nil)
+	data, _, err := appendBatchElem(nil, ev)
 	if err != nil {
 		f.drop(ev, err)
 		return
 	}
-	f.enqueue(pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), seq: ev.GetSeq(), data: data, events: 1}, must, true)
+	f.enqueue(pubMsg{subject: f.EventSubject(ev.GetThreadId(), ev.GetRunId()), thread: ev.GetThreadId(), seq: ev.GetSeq(), last: ev.GetSeq(), data: data, events: 1}, must, true)
 }
 
 // enqueue queues m; with wake false it leaves waking the publish loop to
@@ -475,16 +474,16 @@ func (q *pubQueue) recycle(batch []pubMsg) {
 // for another instance (must) queues each event at once and wakes the
 // loop: NATS is its client's only path.
 type publisher struct {
-	f       *Fabric
-	subject string
-	thread  string
-	must    bool
-	slab    []byte    // encodings of queued events, then of held ones, then free room
-	held    int       // slab[held:] are the held events' EventBatch elements
-	nheld   int       // events held
-	heldSeq uint64    // the first held event's seq
-	limit   int       // the largest event's encoding NATS carries
-	ids     *validIDs // its thread and run ids, when they are UTF-8
+	f        *Fabric
+	subject  string
+	thread   string
+	must     bool
+	slab     []byte // encodings of queued events, then of held ones, then free room
+	held     int    // slab[held:] are the held events' EventBatch elements
+	nheld    int    // events held
+	heldSeq  uint64 // the first held event's seq
+	heldLast uint64 // the last held event's seq
+	limit    int    // the largest event's encoding NATS carries
 }
 
 // Sizes of a publisher's arrays: the first, and the largest they double
@@ -500,25 +499,7 @@ const (
 
 func (f *Fabric) publisher(thread, run string, must bool) *publisher {
 	p := &publisher{f: f, subject: f.EventSubject(thread, run), thread: thread, must: must, limit: f.EventLimit()}
-	if utf8.ValidString(thread) && utf8.ValidString(run) {
-		p.ids = &validIDs{thread: thread, run: run}
-	}
 	return p
-}
-
-// validIDs are a thread id and a run id known to be UTF-8: the ids a
-// publisher's events carry, checked once rather than in every event (two
-// passes over some 60 bytes a delta, 2% of the bridge's CPU per Triton
-// delta). An event's id is compared with them first: the run stamps the
-// same strings, which compare equal by their bytes' address.
-type validIDs struct{ thread, run string }
-
-// utf8 reports whether thread and run are UTF-8.
-func (v *validIDs) utf8(thread, run string) bool {
-	if v != nil && thread == v.thread && run == v.run {
-		return true
-	}
-	return utf8.ValidString(thread) && utf8.ValidString(run)
 }
 
 // publish holds ev (queues it at once when must), as PublishEvent does;
@@ -533,7 +514,7 @@ func (p *publisher) publish(ev *canonical.Event) bool {
 	// The next event's bytes go after these, never into them (a queued
 	// message is read by the publish loop while the run goes on). An
 	// append that outgrows the array copies the held bytes along.
-	data, b, err := appendBatchElem(p.slab, ev, p.ids)
+	data, b, err := appendBatchElem(p.slab, ev)
 	if err != nil {
 		p.f.drop(ev, err)
 		return true
@@ -544,11 +525,12 @@ func (p *publisher) publish(ev *canonical.Event) bool {
 	p.slab = b
 	if p.must {
 		p.held = len(b)
-		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, seq: ev.GetSeq(), data: data, events: 1}, true, true)
+		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, seq: ev.GetSeq(), last: ev.GetSeq(), data: data, events: 1}, true, true)
 	} else {
 		if p.nheld == 0 {
 			p.heldSeq = ev.GetSeq()
 		}
+		p.heldLast = ev.GetSeq()
 		p.nheld++
 		if p.nheld >= heldMax {
 			p.queueHeld()
@@ -569,7 +551,7 @@ func (p *publisher) queueHeld() {
 		return
 	}
 	end := len(p.slab)
-	m := pubMsg{subject: p.subject, thread: p.thread, seq: p.heldSeq, data: p.slab[p.held:end:end], events: p.nheld}
+	m := pubMsg{subject: p.subject, thread: p.thread, seq: p.heldSeq, last: p.heldLast, data: p.slab[p.held:end:end], events: p.nheld}
 	p.held, p.nheld = end, 0
 	p.f.enqueue(m, false, false)
 	p.f.pubq.signalLazy()
@@ -616,6 +598,7 @@ type pubMsg struct {
 	subject string
 	thread  string // the events' thread id
 	seq     uint64 // the first event's seq
+	last    uint64 // the last event's seq
 	data    []byte
 	events  int
 }
@@ -712,7 +695,7 @@ func (f *Fabric) publishBatch() {
 		for _, g := range f.batcher.groups {
 			head := &batch[g.head]
 			data := f.batcher.join(batch, g)
-			f.acked.add(head.thread, head.subject, head.seq, data, g.events, maxBytes)
+			f.acked.add(head.thread, head.subject, head.seq, batch[g.tail].last, data, g.events, maxBytes)
 			f.published.Add(1)
 			f.pubBytes.Add(uint64(len(data)))
 		}
@@ -828,74 +811,36 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	seq, err := lastSeqOf(m.Data)
+	seq, err := lastSeqOf(m)
 	if err != nil {
 		return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
 	}
 	return seq, nil
 }
 
-// Field numbers lastSeqOf reads (proto/interlingua/v1).
-const (
-	batchEventsField protowire.Number = 1 // EventBatch.events
-	eventSeqField    protowire.Number = 3 // Event.seq
-)
+// batchEventsField is EventBatch.events (proto/interlingua/v1).
+const batchEventsField protowire.Number = 1
 
-// lastSeqOf returns the seq of the last event of an EventBatch message,
-// reading only the wire structure: a thread's last batch often ends with
-// a state snapshot of its whole history, and decoding every event of it
-// to read one varint cost the start of every run of a known thread up to
-// a millisecond (BenchmarkLastSeqOf). It checks what it reads as
-// proto.Unmarshal does (tags, lengths, varints) but not the events'
-// strings, which it skips.
-func lastSeqOf(data []byte) (uint64, error) {
-	var last []byte
-	found := false
-	err := walkFields(data, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
-		if num != batchEventsField || typ != protowire.BytesType {
-			return 0
-		}
-		last, n = protowire.ConsumeBytes(v)
-		found = true
-		return n
-	})
+// lastSeqHeader carries, on each replay log message, the seq of its last
+// event: LastSeq, at the start of every run of a known thread, reads it
+// without decoding the message (a thread's last batch often ends with a
+// state snapshot of its whole history, up to a millisecond to decode).
+const lastSeqHeader = "Interlingua-Last-Seq"
+
+// lastSeqOf returns the seq of the last event of a replay log message:
+// its header's, or, on a message without one, its last event's.
+func lastSeqOf(m *jetstream.RawStreamMsg) (uint64, error) {
+	if h := m.Header.Get(lastSeqHeader); h != "" {
+		return strconv.ParseUint(h, 10, 64)
+	}
+	evs, err := DecodeEvents(m.Data)
 	if err != nil {
 		return 0, err
 	}
-	if !found {
+	if len(evs) == 0 {
 		return 0, errEmptyBatch
 	}
-	var seq uint64 // as in proto3, absent is 0 and the last occurrence wins
-	err = walkFields(last, func(num protowire.Number, typ protowire.Type, v []byte) (n int) {
-		if num != eventSeqField || typ != protowire.VarintType {
-			return 0
-		}
-		seq, n = protowire.ConsumeVarint(v)
-		return n
-	})
-	return seq, err
-}
-
-// walkFields calls take with each field of the protobuf message b and the
-// bytes from its value on; take consumes the value and returns its length,
-// or returns 0 to have it skipped. A field number and wire type that do
-// not match a known field make an unknown field, as in proto.Unmarshal.
-func walkFields(b []byte, take func(num protowire.Number, typ protowire.Type, v []byte) int) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if n = take(num, typ, b); n == 0 {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-	}
-	return nil
+	return evs[len(evs)-1].GetSeq(), nil
 }
 
 // Close publishes what is queued, flushes and closes the connection, then
@@ -936,165 +881,28 @@ func DecodeEvents(data []byte) ([]*canonical.Event, error) {
 	return b.GetEvents(), nil
 }
 
-// batchHdrMax is the most bytes an EventBatch element's header takes: the
-// tag of field 1 and the length as a varint.
-const batchHdrMax = 1 + binary.MaxVarintLen32
-
 // appendBatchElem appends ev to b as one element of an EventBatch (field
-// 1: tag, length, ev's encoding) and returns the element and the grown b.
-// Room for the longest header goes first, the event is encoded after it,
-// and once its length is known the header is written and the encoding
-// moved down to meet it: elements appended one after another are then one
+// 1: tag, length, ev's encoding by proto.MarshalOptions) and returns the
+// element and the grown b: elements appended one after another are one
 // EventBatch as they lie (a publisher queues them so, see queueHeld).
-func appendBatchElem(b []byte, ev *canonical.Event, ids *validIDs) (elem, grown []byte, err error) {
+// Room for the longest header goes first, the event is marshalled after
+// it, and the header, once the length is known, is written against the
+// encoding, which moves down to meet it (asking proto.Size first walked
+// the event twice, a third more time per delta). Like proto.Marshal it
+// refuses a string field that is not valid UTF-8.
+func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err error) {
 	start := len(b)
 	b = append(b, make([]byte, batchHdrMax)...)
 	body := len(b)
-	if b, err = appendEvent(b, ev, ids); err != nil {
+	if b, err = (proto.MarshalOptions{}).MarshalAppend(b, ev); err != nil {
 		return nil, b[:start], err
 	}
 	n := len(b) - body
-	hdr := appendVarint(appendTag(b[start:start:body], 1, protowire.BytesType), uint64(n))
+	hdr := protowire.AppendVarint(protowire.AppendTag(b[start:start:body], batchEventsField, protowire.BytesType), uint64(n))
 	end := start + len(hdr) + copy(b[start+len(hdr):], b[body:])
 	return b[start:end:end], b[:end], nil
 }
 
-// appendEvent appends ev's protobuf encoding to b. Block deltas (the per
-// token hot path) and state snapshots (a thread's whole state, at every
-// step of an agent) without extensions or unknown fields are encoded here,
-// field by field in the order proto.Marshal gives (deltas to its very
-// bytes; a snapshot's maps in Go's order, as proto.Marshal's own);
-// anything else goes through proto.MarshalOptions.MarshalAppend. Like
-// proto.Marshal it refuses a string field that is not valid UTF-8.
-func appendEvent(b []byte, ev *canonical.Event, ids *validIDs) ([]byte, error) {
-	if len(ev.GetExtensions()) == 0 && len(ev.ProtoReflect().GetUnknown()) == 0 {
-		switch k := ev.GetKind().(type) {
-		case *canonical.KindBlockDelta:
-			if d := k.BlockDelta; d != nil && len(d.ProtoReflect().GetUnknown()) == 0 {
-				return appendDeltaEvent(b, ev, d, ids)
-			}
-		case *canonical.KindStateSnapshot:
-			if st := k.StateSnapshot; st != nil && len(st.ProtoReflect().GetUnknown()) == 0 {
-				if out, ok, err := appendSnapshotEvent(b, ev, st, ids); ok || err != nil {
-					return out, err
-				}
-			}
-		}
-	}
-	return proto.MarshalOptions{}.MarshalAppend(b, ev)
-}
-
-// errStringUTF8 is proto.Marshal's refusal of a string field that is not
-// UTF-8.
-var errStringUTF8 = errors.New("event: string field is not valid UTF-8")
-
-// appendEventHeader appends ev's fields before its kind (1 to 6); ids, if
-// not nil, are ids known to be UTF-8.
-func appendEventHeader(b []byte, ev *canonical.Event, ids *validIDs) ([]byte, error) {
-	if !ids.utf8(ev.GetThreadId(), ev.GetRunId()) || !utf8.ValidString(ev.GetGraphNode()) {
-		return b, errStringUTF8
-	}
-	for _, ns := range ev.GetNamespace() {
-		if !utf8.ValidString(ns) {
-			return b, errors.New("event: namespace is not valid UTF-8")
-		}
-	}
-	b = appendStringField(b, 1, ev.GetThreadId())
-	b = appendStringField(b, 2, ev.GetRunId())
-	if s := ev.GetSeq(); s != 0 {
-		b = appendTag(b, 3, protowire.VarintType)
-		b = appendVarint(b, s)
-	}
-	for _, ns := range ev.GetNamespace() { // repeated: empty ones too
-		b = appendTag(b, 4, protowire.BytesType)
-		b = appendString(b, ns)
-	}
-	if t := ev.GetTimeUnixNano(); t != 0 {
-		b = appendTag(b, 5, protowire.VarintType)
-		b = appendVarint(b, uint64(t))
-	}
-	return appendStringField(b, 6, ev.GetGraphNode()), nil
-}
-
-// appendDeltaEvent appends a block delta event, ev of kind d.
-func appendDeltaEvent(b []byte, ev *canonical.Event, d *canonical.BlockDelta, ids *validIDs) ([]byte, error) {
-	if !utf8.ValidString(d.GetText()) {
-		return b, errStringUTF8
-	}
-	b, err := appendEventHeader(b, ev, ids)
-	if err != nil {
-		return b, err
-	}
-	size := 0
-	if d.GetIndex() != 0 {
-		size += 1 + protowire.SizeVarint(uint64(d.GetIndex()))
-	}
-	if n := len(d.GetText()); n > 0 {
-		size += 1 + protowire.SizeBytes(n)
-	}
-	if n := len(d.GetData()); n > 0 {
-		size += 1 + protowire.SizeBytes(n)
-	}
-	b = appendTag(b, 14, protowire.BytesType)
-	b = appendVarint(b, uint64(size))
-	if i := d.GetIndex(); i != 0 {
-		b = appendTag(b, 1, protowire.VarintType)
-		b = appendVarint(b, uint64(i))
-	}
-	b = appendStringField(b, 2, d.GetText())
-	if data := d.GetData(); len(data) > 0 {
-		b = appendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendBytes(b, data)
-	}
-	return b, nil
-}
-
-// appendSnapshotEvent appends a state snapshot event, ev of kind st; ok is
-// false, and b as it was, when the values hold what appendValue leaves to
-// proto.Marshal. proto.Marshal walks a google.protobuf.Struct's map by
-// reflection, a few allocations a key: about 44 µs and 178 allocations for
-// a state of 22 messages, at every step of an agent run
-// (BenchmarkAppendEventSnapshot).
-func appendSnapshotEvent(b []byte, ev *canonical.Event, st *canonical.StateSnapshot, ids *validIDs) (out []byte, ok bool, err error) {
-	start := len(b)
-	if b, err = appendEventHeader(b, ev, ids); err != nil {
-		return b[:start], false, err
-	}
-	b = appendTag(b, 22, protowire.BytesType)
-	at := openLength(&b)
-	if v := st.GetValues(); v != nil {
-		if b, ok, err = appendValueField(b, 1, v); !ok || err != nil {
-			return b[:start], false, err
-		}
-	}
-	return closeLength(b, at), true, nil
-}
-
-// appendTag, appendVarint and appendString are protowire's, with their
-// one-byte case (fields 1 to 15, values below 128) inlined: protowire's
-// AppendVarint is too large to inline, and a call for each of a delta's
-// dozen tags and lengths was a quarter of its encoding.
-func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
-	return appendVarint(b, uint64(num)<<3|uint64(typ&7))
-}
-
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
-func appendString(b []byte, s string) []byte {
-	return append(appendVarint(b, uint64(len(s))), s...)
-}
-
-// appendStringField appends a proto3 string field, omitted when empty.
-func appendStringField(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = appendTag(b, num, protowire.BytesType)
-	return appendString(b, s)
-}
+// batchHdrMax is the most bytes an EventBatch element's header takes: the
+// tag of field 1 and the length as a varint.
+const batchHdrMax = 1 + binary.MaxVarintLen32

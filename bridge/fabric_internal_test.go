@@ -5,144 +5,79 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// appendEvent gives proto.Marshal's bytes for every event: block deltas by
-// hand (every field set or not), anything else through proto.
-func TestAppendEventMatchesProtoMarshal(t *testing.T) {
-	delta := func(mod func(*canonical.Event)) *canonical.Event {
-		ev := canonical.NewTextDelta(0, "tok ")
-		mod(ev)
-		return ev
-	}
+// Elements appended one after another are one EventBatch that decodes to
+// the events, every field kept: extensions, unknown fields (a field a newer
+// canonical.proto added), every kind.
+func TestAppendBatchElemIsEventBatch(t *testing.T) {
 	withUnknown := canonical.NewTextDelta(1, "x")
 	withUnknown.ProtoReflect().SetUnknown([]byte{0xa8, 0x1f, 0x01}) // field 501, varint 1
-	tests := []struct {
-		name string
-		ev   *canonical.Event
-	}{
-		{"bare delta", canonical.NewTextDelta(0, "")},
-		{"text delta", delta(func(ev *canonical.Event) {
-			ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "thread-1", "run-1", 42, 1_700_000_000_123_456_789
-		})},
-		{"every field", delta(func(ev *canonical.Event) {
-			ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano, ev.GraphNode = "t", "r", 1<<40, -5, "node"
-			ev.Namespace = []string{"a", "", "b:c"}
-			ev.GetBlockDelta().Index = 300
-			ev.GetBlockDelta().Text = "héllo 😀"
-		})},
-		{"data delta", &canonical.Event{ThreadId: "t", Seq: 9, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: 2, Data: []byte{0, 1, 2}}}}},
-		{"empty payload", &canonical.Event{Seq: 1, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{}}}},
-		{"long text", canonical.NewTextDelta(7, string(bytes.Repeat([]byte("x"), 300)))},
-		{"extensions", delta(func(ev *canonical.Event) {
-			ev.Extensions = map[string]*structpb.Value{"glide.id": structpb.NewStringValue("7")}
-		})},
-		{"unknown fields", withUnknown},
-		{"lifecycle", &canonical.Event{ThreadId: "t", RunId: "r", Seq: 3, Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusCompleted}}}},
+	every := canonical.NewTextDelta(300, "héllo 😀")
+	every.ThreadId, every.RunId, every.Seq, every.TimeUnixNano, every.GraphNode = "t", "r", 1<<40, -5, "node"
+	every.Namespace = []string{"a", "", "b:c"}
+	every.Extensions = map[string]*structpb.Value{"glide.id": structpb.NewStringValue("7")}
+	evs := []*canonical.Event{
+		canonical.NewTextDelta(0, ""),
+		every,
+		{ThreadId: "t", Seq: 9, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: 2, Data: []byte{0, 1, 2}}}},
+		canonical.NewTextDelta(7, strings.Repeat("x", 300)),
+		withUnknown,
+		{ThreadId: "t", RunId: "r", Seq: 3, Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusCompleted}}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			want, err := proto.Marshal(tt.ev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := appendEvent([]byte("prefix"), tt.ev, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got[len("prefix"):], want) || string(got[:len("prefix")]) != "prefix" {
-				t.Fatalf("appendEvent\n got %x\nwant %x", got, want)
-			}
-			back := &canonical.Event{}
-			if err := proto.Unmarshal(got[len("prefix"):], back); err != nil || !proto.Equal(back, tt.ev) {
-				t.Fatalf("round trip: %v, %v", err, back)
-			}
-		})
-	}
-}
-
-// appendVarint, appendTag and appendString write protowire's bytes: every
-// length of varint, both ends of each, and random values and field numbers.
-func TestAppendVarintMatchesProtowire(t *testing.T) {
-	vals := []uint64{0, math.MaxUint64}
-	for n := 7; n < 64; n += 7 {
-		vals = append(vals, 1<<n-1, 1<<n)
-	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 10_000 {
-		vals = append(vals, rng.Uint64()>>rng.IntN(64))
-	}
-	for _, v := range vals {
-		if got, want := appendVarint([]byte("p"), v), protowire.AppendVarint([]byte("p"), v); !bytes.Equal(got, want) {
-			t.Fatalf("appendVarint(%d) = %x, want %x", v, got, want)
+	b := []byte("prefix")
+	for _, ev := range evs {
+		elem, grown, err := appendBatchElem(b, ev)
+		if err != nil {
+			t.Fatal(err)
 		}
-		num := protowire.Number(v%uint64(protowire.MaxValidNumber)) + 1
-		typ := protowire.Type(v % 6)
-		if got, want := appendTag(nil, num, typ), protowire.AppendTag(nil, num, typ); !bytes.Equal(got, want) {
-			t.Fatalf("appendTag(%d, %d) = %x, want %x", num, typ, got, want)
+		if string(grown[:len(b)]) != string(b) || &grown[len(grown)-1] != &elem[len(elem)-1] {
+			t.Fatal("appendBatchElem did not append the element to b")
 		}
+		b = grown
 	}
-	for _, n := range []int{0, 1, 127, 128, 300, 16384} {
-		s := strings.Repeat("x", n)
-		if got, want := appendString(nil, s), protowire.AppendString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("appendString of %d bytes = %x..., want %x...", n, got[:min(len(got), 4)], want[:min(len(want), 4)])
+	back, err := DecodeEvents(b[len("prefix"):])
+	if err != nil || len(back) != len(evs) {
+		t.Fatalf("decoded %d events, %v; want %d", len(back), err, len(evs))
+	}
+	for i := range evs {
+		if !proto.Equal(back[i], evs[i]) {
+			t.Fatalf("event %d: got %v, want %v", i, back[i], evs[i])
 		}
 	}
 }
 
-// A string that is not UTF-8 fails as proto.Marshal fails.
-func TestAppendEventRefusesBadUTF8(t *testing.T) {
+// A string that is not UTF-8 fails as proto.Marshal fails, and b is left
+// as it was.
+func TestAppendBatchElemRefusesBadUTF8(t *testing.T) {
 	for _, ev := range []*canonical.Event{
 		canonical.NewTextDelta(0, "\xff"),
 		{ThreadId: "\xc3", Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}},
 		{Namespace: []string{"ok", "\xe2\x82"}, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}},
 	} {
-		if _, err := proto.Marshal(ev); err == nil {
-			t.Fatalf("proto.Marshal accepted %q", ev.String())
+		if _, grown, err := appendBatchElem([]byte("p"), ev); err == nil || string(grown) != "p" {
+			t.Errorf("appendBatchElem = %q, %v for %v", grown, err, ev)
 		}
-		if _, err := appendEvent(nil, ev, nil); err == nil {
-			t.Errorf("appendEvent accepted %v", ev)
-		}
-		// Ids known to be UTF-8 vouch for themselves only.
-		if _, err := appendEvent(nil, ev, &validIDs{thread: "t", run: ev.GetRunId()}); err == nil {
-			t.Errorf("appendEvent with other known ids accepted %v", ev)
-		}
-	}
-	// A publisher knows its own ids, and takes an event that carries them
-	// without checking them again; nor does it vouch for ids that are not
-	// UTF-8.
-	ev := canonical.NewTextDelta(0, "x")
-	ev.ThreadId, ev.RunId = "thread-1", "run-1"
-	want, _ := proto.Marshal(ev)
-	p := (&Fabric{}).publisher(ev.ThreadId, ev.RunId, false)
-	if got, err := appendEvent(nil, ev, p.ids); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("appendEvent with its publisher's ids = %x, %v; want %x", got, err, want)
-	}
-	if p := (&Fabric{}).publisher("\xc3", "r", false); p.ids != nil {
-		t.Fatal("a publisher whose thread id is not UTF-8 vouches for it")
 	}
 }
 
-func BenchmarkAppendEventDelta(b *testing.B) {
+func BenchmarkAppendBatchElemDelta(b *testing.B) {
 	ev := canonical.NewTextDelta(0, "tok ")
 	ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", 1234, 1_700_000_000_123_456_789
-	ids := &validIDs{thread: ev.ThreadId, run: ev.RunId} // a publisher's
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		buf, _ = appendEvent(buf[:0], ev, ids)
+		_, buf, _ = appendBatchElem(buf[:0], ev)
 	}
 }
 

@@ -105,9 +105,10 @@ func (l *ackedLog) empty() bool {
 }
 
 // add queues one message of thread's events (an EventBatch, copied) on
-// subject; seq is its first event's seq. It joins the thread's last
-// waiting message when that has the same subject and room (maxBytes).
-func (l *ackedLog) add(thread, subject string, seq uint64, data []byte, events, maxBytes int) {
+// subject; first and last are its first and last events' seqs. It joins
+// the thread's last waiting message when that has the same subject and
+// room (maxBytes).
+func (l *ackedLog) add(thread, subject string, first, last uint64, data []byte, events, maxBytes int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events += events
@@ -117,19 +118,21 @@ func (l *ackedLog) add(thread, subject string, seq uint64, data []byte, events, 
 		l.threads[thread] = t
 	}
 	if n := len(t.waiting); n > 0 {
-		last := t.waiting[n-1]
-		if last.msg.Subject == subject && len(last.msg.Data)+len(data) <= maxBytes {
-			last.msg.Data = append(last.msg.Data, data...)
-			last.events += events
+		w := t.waiting[n-1]
+		if w.msg.Subject == subject && len(w.msg.Data)+len(data) <= maxBytes {
+			w.msg.Data = append(w.msg.Data, data...)
+			w.msg.Header.Set(lastSeqHeader, strconv.FormatUint(last, 10))
+			w.events += events
 			return
 		}
 	}
 	m := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: append(make([]byte, 0, len(data)), data...)}
 	id := nuid.Next()
-	if seq != 0 {
-		id = subject + "#" + strconv.FormatUint(seq, 10)
+	if first != 0 {
+		id = subject + "#" + strconv.FormatUint(first, 10)
 	}
 	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Header.Set(lastSeqHeader, strconv.FormatUint(last, 10))
 	t.waiting = append(t.waiting, &logMsg{msg: m, events: events})
 }
 

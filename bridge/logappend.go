@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -61,8 +63,9 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 		if err != nil {
 			return nil, err
 		}
-		_, err = f.js.Publish(ctx, f.EventSubject(thread, run), data,
-			jetstream.WithExpectLastSequenceForSubject(streamSeq, filter))
+		msg := &nats.Msg{Subject: f.EventSubject(thread, run), Data: data, Header: nats.Header{}}
+		msg.Header.Set(lastSeqHeader, strconv.FormatUint(evs[len(evs)-1].GetSeq(), 10))
+		_, err = f.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(streamSeq, filter))
 		if err == nil {
 			return evs, nil
 		}
