@@ -122,7 +122,8 @@ func (a *authenticator) lookup(key string) *canonical.Principal {
 // presentedKey reads the key from Authorization: Bearer, x-api-key, or
 // (for WebSocket upgrades, whose browser clients cannot set headers) ?key=.
 func presentedKey(r *http.Request) string {
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+	// The scheme is case-insensitive (RFC 7235 §2.1).
+	if scheme, v, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(v)
 	}
 	if v := r.Header.Get("X-Api-Key"); v != "" {

@@ -34,6 +34,7 @@ func TestAuth(t *testing.T) {
 		{"no key", "/v1/runs", run, nil, 401, `"code":"unauthenticated"`},
 		{"wrong key", "/v1/runs", run, map[string]string{"Authorization": "Bearer nope"}, 401, "unauthenticated"},
 		{"bearer", "/v1/runs", run, map[string]string{"Authorization": "Bearer key-a"}, 200, "RUN_STATUS_COMPLETED"},
+		{"bearer scheme in any case (RFC 7235)", "/v1/runs", run, map[string]string{"Authorization": "bEaReR key-a"}, 200, "RUN_STATUS_COMPLETED"},
 		{"x-api-key", "/v1/runs", run, map[string]string{"X-Api-Key": "key-a"}, 200, "RUN_STATUS_COMPLETED"},
 		{"query key only for upgrades", "/v1/runs?key=key-a", run, nil, 401, "unauthenticated"},
 		{"target not allowed for key", "/v1/runs", run, map[string]string{"Authorization": "Bearer key-b"}, 403, `may not use target \"echo\"`},

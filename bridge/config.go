@@ -135,6 +135,12 @@ type NATSConfig struct {
 	TLSCertFile string `yaml:"tls_cert_file"`
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	CredsFile   string `yaml:"creds_file"`
+	// Token authenticates NATS clients: every instance connects with it,
+	// and the embedded server, when it listens (EmbeddedListen), accepts
+	// only clients that present it. Required for an embedded listener that
+	// is not loopback: anyone reaching the port would read every run's
+	// prompt and output and could place runs, past the API keys.
+	Token string `yaml:"token"`
 }
 
 // BackendConfig is one upstream. Type names the adapter; Options are the
@@ -362,6 +368,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NATS.PublishQueue < 0 || c.NATS.RemoteBuffer < 0 || c.NATS.ReconnectBufferBytes < 0 {
 		errs = append(errs, fmt.Errorf("nats: queue and buffer sizes must be positive"))
+	}
+	if l := c.NATS.EmbeddedListen; l != "" && c.NATS.URL == "" && !isLoopback(l) && c.NATS.Token == "" {
+		errs = append(errs, fmt.Errorf("nats.embedded_listen %s is not loopback: set nats.token, which the cluster's instances connect with", l))
 	}
 	if c.NATS.ThreadTTL < 0 || c.NATS.ThreadMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("nats.thread_ttl, nats.thread_max_bytes: must not be negative"))

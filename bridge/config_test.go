@@ -132,3 +132,30 @@ func TestValidateReplicas(t *testing.T) {
 		t.Fatalf("default replicas %d, want 1", c.NATS.Replicas)
 	}
 }
+
+// An embedded NATS listener that is not loopback needs nats.token: anyone
+// reaching the port would otherwise read every run and place runs.
+func TestValidateEmbeddedListener(t *testing.T) {
+	for _, tc := range []struct {
+		url, listen, token string
+		bad                bool
+	}{
+		{"", "", "", false},
+		{"", "127.0.0.1:4222", "", false},
+		{"", "localhost:0", "", false},
+		{"", "[::1]:4222", "", false},
+		{"", "0.0.0.0:4222", "", true},
+		{"", "10.0.0.5:4222", "", true},
+		{"", ":4222", "", true},
+		{"", "0.0.0.0:4222", "s3cret", false},
+		{"nats://a:4222", "0.0.0.0:4222", "", false}, // an external server: no embedded listener
+	} {
+		c := DefaultConfig()
+		c.NATS.URL, c.NATS.EmbeddedListen, c.NATS.Token = tc.url, tc.listen, tc.token
+		c.Defaults()
+		err := c.Validate()
+		if bad := err != nil; bad != tc.bad || bad && !strings.Contains(err.Error(), "nats.token") {
+			t.Errorf("url %q listen %q token %q: %v", tc.url, tc.listen, tc.token, err)
+		}
+	}
+}

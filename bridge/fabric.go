@@ -133,6 +133,9 @@ func startEmbedded(cfg NATSConfig, dataDir string) (*server.Server, error) {
 		// set max_payload to match in its server config.
 		MaxPayload: embeddedMaxPayload,
 		DontListen: cfg.EmbeddedListen == "",
+		// With a token every client presents it, the in-process
+		// connection included (natsSecurity).
+		Authorization: cfg.Token,
 	}
 	if cfg.EmbeddedListen != "" {
 		host, port, err := net.SplitHostPort(cfg.EmbeddedListen)

@@ -219,3 +219,31 @@ func subscribed(t *testing.T, nc *nats.Conn, subject string, n int) chan *nats.M
 	}
 	return msgs
 }
+
+// With nats.token the embedded server's listener refuses a client without
+// it, and the fabric itself (in process) and a client with it get in.
+func TestEmbeddedListenerToken(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.NATS.EmbeddedListen, cfg.NATS.Token = "127.0.0.1:0", "s3cret"
+	cfg.Defaults()
+	f, err := bridge.StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !f.Ready() {
+		t.Fatal("the fabric's own connection is not up")
+	}
+	url := f.EmbeddedURL()
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("a client without the token connected")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("without the token: %v, want an authorization violation", err)
+	}
+	nc, err := nats.Connect(url, nats.Token("s3cret"))
+	if err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	nc.Close()
+}

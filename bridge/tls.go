@@ -68,6 +68,9 @@ func natsSecurity(c NATSConfig) ([]nats.Option, error) {
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
 	if c.TLSCAFile != "" || c.TLSCertFile != "" {
 		opts = append(opts, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12}))
 	}

@@ -140,6 +140,10 @@ func serve(args []string, stderr io.Writer) int {
 		}
 	}
 	for i, k := range apiKeys {
+		if strings.TrimSpace(k) == "" {
+			fmt.Fprintln(stderr, "interlingua: --api-key: an empty key would let any client in")
+			return 2
+		}
 		cfg.Auth.Keys = append(cfg.Auth.Keys, bridge.APIKey{Name: fmt.Sprintf("cli-%d", i+1), Hash: bridge.KeyDigest(k)})
 	}
 	cfg.Defaults()

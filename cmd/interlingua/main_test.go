@@ -223,6 +223,10 @@ func TestCommandLine(t *testing.T) {
 	if code := run([]string{"serve", "--set", "nope=1"}, &out, &out); code != 2 || !strings.Contains(out.String(), "unknown key") {
 		t.Fatalf("--set unknown key: %q", out.String())
 	}
+	out.Reset()
+	if code := run([]string{"serve", "--api-key", " ", "--data-dir", t.TempDir()}, &out, &out); code != 2 || !strings.Contains(out.String(), "empty key") {
+		t.Fatalf("--api-key \" \": exit %d %q", code, out.String())
+	}
 }
 
 func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
