@@ -30,8 +30,13 @@ type Config struct {
 	// ShutdownTimeout is how long running runs may finish after SIGTERM
 	// before they are cancelled. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	Log             LogConfig     `yaml:"log"`
-	NATS            NATSConfig    `yaml:"nats"`
+	// BodyTimeout bounds the time to receive a request's body, on every
+	// path whose input is not a stream (WebSockets and gRPC/Connect
+	// streams have idle timeouts instead): a body that stops arriving
+	// would hold its goroutine and connection for ever. Default 30s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	Log         LogConfig     `yaml:"log"`
+	NATS        NATSConfig    `yaml:"nats"`
 	// Backends are the upstreams, by name.
 	Backends map[string]BackendConfig `yaml:"backends"`
 	// Frontends holds each frontend's own options, by frontend name
@@ -198,6 +203,9 @@ func (c *Config) Defaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -358,8 +366,8 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
 	}
-	if c.ShutdownTimeout < 0 {
-		errs = append(errs, fmt.Errorf("shutdown_timeout: must not be negative"))
+	if c.ShutdownTimeout < 0 || c.BodyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown_timeout, body_timeout: must not be negative"))
 	}
 	for _, h := range c.HostBackends {
 		if _, ok := c.Backends[h]; !ok && h != "none" {

@@ -1,0 +1,64 @@
+package bridge_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+)
+
+// A chunked body that stops arriving is answered within body_timeout, in
+// the path's protocol's error form, on every JSON-body path; a request
+// whose body came in time streams its response for longer than the
+// timeout, unharmed.
+func TestBodyTimeout(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.BodyTimeout = 300 * time.Millisecond
+	inst := bridgetest.Start(t, &cfg)
+	addr := strings.TrimPrefix(inst.URL, "http://")
+	for _, tc := range []struct{ path, first, bodyHas string }{
+		{"/v1/runs", `{"target":"echo",`, "body_timeout"},
+		{"/v2/models/echo/generate", `{"text_input":`, "body_timeout"},
+		{"/v1/xml/stream", `{"target":"echo",`, "body_timeout"},
+		{"/threads/slow/commands", `{"id":1,`, "body_timeout"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			start := time.Now()
+			_, err = io.WriteString(conn, "POST "+tc.path+" HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
+				"Transfer-Encoding: chunked\r\n\r\n"+strconv.FormatInt(int64(len(tc.first)), 16)+"\r\n"+tc.first+"\r\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no response to a stalled body: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			took := time.Since(start)
+			if resp.StatusCode < 400 || resp.StatusCode >= 500 || !strings.Contains(string(body), tc.bodyHas) {
+				t.Fatalf("got %d %s, want a 4xx naming %s", resp.StatusCode, body, tc.bodyHas)
+			}
+			if took < cfg.BodyTimeout || took > 3*time.Second {
+				t.Fatalf("answered after %v, want about %v", took, cfg.BodyTimeout)
+			}
+		})
+	}
+	// A body sent at once: the stream outlives the timeout.
+	evs, code := postRun(t, inst.URL, `{"target":"stream","parameters":{"deltas":8,"delay_ms":100},"inputs":[]}`)
+	if code != 200 || len(evs) == 0 || evs[len(evs)-1].GetLifecycle().GetStatus().String() != "RUN_STATUS_COMPLETED" {
+		t.Fatalf("a slow response after a prompt body: status %d, %d events", code, len(evs))
+	}
+}
