@@ -3,7 +3,6 @@ package glide
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
@@ -223,7 +223,7 @@ func handshakeError(ctx context.Context, u string, resp *http.Response, err erro
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	var e struct{ Name, Message string }
-	if json.Unmarshal(body, &e) == nil && e.Name != "" {
+	if json.Unmarshal(body, &e, responseOptions) == nil && e.Name != "" {
 		code, msg := codeOf(e.Name, e.Message)
 		return canonical.WireError(code, fmt.Sprintf("upstream Glide %s: %s (HTTP %d)", u, msg, resp.StatusCode))
 	}
@@ -441,7 +441,7 @@ func (s *stream) Close() error {
 		return nil
 	}
 	if s.b.cfg.SendCancel {
-		b, _ := json.Marshal(wireCancel{ID: s.c.id, Cancel: true})
+		b, _ := json.Marshal(wireCancel{ID: s.c.id, Cancel: true}, writeOptions...)
 		_ = s.u.ws.SendText(b)
 	}
 	return nil

@@ -2,14 +2,16 @@ package glide
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // This file turns Glide request frames into canonical requests (the
@@ -23,29 +25,34 @@ type requestFrame struct {
 	Message   wireMessage
 	History   []wireMessage
 	Overrides map[string]wireMessage // override_params: model id or name -> message
-	Metadata  []byte                 // compact JSON object, or nil
+	Metadata  json.Value             // compact JSON object, or nil
 }
 
-// rawRequest is the first decoding pass: every field kept raw so that its
-// type can be checked and named. encoding/json matches keys without regard
-// to case, as Glide's decoder does. The camelCase keys are the 0.0.3 schema,
-// accepted as aliases.
-type rawRequest struct {
-	ID              json.RawMessage `json:"id"`
-	Message         json.RawMessage `json:"message"`
-	MessageHistory  json.RawMessage `json:"message_history"`
-	MessageHistory3 json.RawMessage `json:"messageHistory"`
-	OverrideParams  json.RawMessage `json:"override_params"`
-	OverrideMessage json.RawMessage `json:"overrideMessage"`
-	Metadata        json.RawMessage `json:"metadata"`
-	Cancel          json.RawMessage `json:"cancel"`
-}
+// requestOptions read request frames as Glide's decoder (encoding/json)
+// does: of duplicate members the last wins, and invalid UTF-8 in a string
+// becomes U+FFFD.
+var requestOptions = []json.Options{json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true)}
+
+// The members of a request frame. The camelCase names are the 0.0.3
+// schema, accepted as aliases.
+const (
+	memberID = iota
+	memberMessage
+	memberMessageHistory
+	memberMessageHistory3
+	memberOverrideParams
+	memberOverrideMessage
+	memberMetadata
+	memberCancel
+)
+
+var requestMembers = []string{"id", "message", "message_history", "messageHistory", "override_params", "overrideMessage", "metadata", "cancel"}
 
 // frameError is a refused request frame: the id when one could be read,
 // the metadata to echo, and why (always naming the field or rule).
 type frameError struct {
 	ID       string
-	Metadata []byte
+	Metadata json.Value
 	Err      *canonical.Error
 }
 
@@ -55,9 +62,65 @@ func invalid(format string, args ...any) *canonical.Error {
 	return canonical.Errorf(canonical.CodeInvalidArgument, format, args...)
 }
 
-// isNull reports whether a raw field is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+// isNull reports whether a member's value is absent or JSON null.
+func isNull(v json.Value) bool { return len(v) == 0 || v.Kind() == 'n' }
+
+// eachMember calls member with the name and value of each member of obj,
+// a valid JSON object, in order. The value is valid until member returns.
+func eachMember(obj json.Value, member func(name string, v json.Value)) {
+	d := json.NewDecoder(bytes.NewReader(obj), requestOptions...)
+	if _, err := d.ReadToken(); err != nil {
+		return
+	}
+	for d.PeekKind() == '"' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return
+		}
+		name := tok.String() // (before the next read voids tok)
+		v, err := d.ReadValue()
+		if err != nil {
+			return
+		}
+		member(name, v)
+	}
+}
+
+// readMembers returns the values of the members of obj named names[i],
+// matched as Glide's decoder (encoding/json) matches them to its fields:
+// without regard to case (strings.EqualFold), the last of duplicates
+// winning. An absent member's value is nil.
+func readMembers(obj json.Value, names ...string) []json.Value {
+	vals := make([]json.Value, len(names))
+	eachMember(obj, func(name string, v json.Value) {
+		for i, n := range names {
+			if strings.EqualFold(name, n) {
+				vals[i] = v.Clone()
+				return
+			}
+		}
+	})
+	return vals
+}
+
+// readFrame checks that data is one JSON value, as encoding/json does
+// before it decodes anything, and returns it.
+func readFrame(data []byte) (json.Value, *canonical.Error) {
+	d := json.NewDecoder(bytes.NewReader(data), requestOptions...)
+	v, err := d.ReadValue()
+	var se *json.SyntacticError
+	switch {
+	case err == nil:
+		if rest := bytes.TrimLeft(data[d.InputOffset():], " \t\r\n"); len(rest) > 0 {
+			return nil, invalid("request frame is not valid JSON: invalid character %q after top-level value", rest[0])
+		}
+		return v, nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, invalid("request frame is not valid JSON: unexpected end of JSON input")
+	case errors.As(err, &se):
+		return nil, invalid("request frame is not valid JSON: %v at offset %d", se.Err, se.ByteOffset)
+	}
+	return nil, invalid("request frame is not valid JSON: %v", err)
 }
 
 // decodeRequest decodes and validates one request frame. The whole frame
@@ -65,42 +128,40 @@ func isNull(raw json.RawMessage) bool {
 // state; the frontend replies to a *frameError with payload_parse_error
 // and keeps reading.
 func decodeRequest(data []byte) (*requestFrame, *frameError) {
-	var raw rawRequest
-	if err := json.Unmarshal(data, &raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field == "" {
-			return nil, &frameError{Err: invalid("request frame must be a JSON object, got %s", te.Value)}
-		}
-		return nil, &frameError{Err: invalid("request frame is not valid JSON: %v", err)}
+	frame, err := readFrame(data)
+	if err != nil {
+		return nil, &frameError{Err: err}
+	}
+	var raw []json.Value
+	switch k := frame.Kind(); k {
+	case '{':
+		raw = readMembers(frame, requestMembers...)
+	case 'n': // encoding/json decodes null into a struct as nothing
+		raw = make([]json.Value, len(requestMembers))
+	default:
+		return nil, &frameError{Err: invalid("request frame must be a JSON object, got %s", kindName(k))}
 	}
 	f := &requestFrame{}
 	fe := &frameError{}
-	if !isNull(raw.ID) {
-		if err := json.Unmarshal(raw.ID, &f.ID); err != nil {
-			fe.Err = invalid("id: must be a string")
-			return nil, fe
-		}
+	if !isNull(raw[memberID]) && json.Unmarshal(raw[memberID], &f.ID, requestOptions...) != nil {
+		fe.Err = invalid("id: must be a string")
+		return nil, fe
 	}
 	fe.ID = f.ID
-	if !isNull(raw.Metadata) {
-		if raw.Metadata[0] != '{' {
+	if md := raw[memberMetadata]; !isNull(md) {
+		if md.Kind() != '{' {
 			fe.Err = invalid("metadata: must be an object")
 			return nil, fe
 		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, raw.Metadata); err != nil {
-			fe.Err = invalid("metadata: %v", err)
-			return nil, fe
-		}
-		f.Metadata = buf.Bytes()
-		fe.Metadata = f.Metadata
+		_ = md.Compact(requestOptions...) // (valid JSON: it cannot fail)
+		f.Metadata, fe.Metadata = md, md
 	}
 	if f.ID == "" {
 		fe.Err = invalid("id: required, a non-empty string")
 		return nil, fe
 	}
-	if !isNull(raw.Cancel) {
-		if err := json.Unmarshal(raw.Cancel, &f.Cancel); err != nil {
+	if !isNull(raw[memberCancel]) {
+		if json.Unmarshal(raw[memberCancel], &f.Cancel) != nil {
 			fe.Err = invalid("cancel: must be a boolean")
 			return nil, fe
 		}
@@ -108,80 +169,101 @@ func decodeRequest(data []byte) (*requestFrame, *frameError) {
 			return f, nil // the rest of a cancel frame is ignored
 		}
 	}
-	if isNull(raw.Message) {
-		fe.Err = invalid("message: required")
+	if fe.Err = f.decodeMessages(raw); fe.Err != nil {
 		return nil, fe
 	}
-	var err *canonical.Error
-	if f.Message, err = decodeMessage("message", raw.Message); err != nil {
-		fe.Err = err
-		return nil, fe
-	}
-	hist, histName := raw.MessageHistory, "message_history"
-	if isNull(hist) {
-		hist, histName = raw.MessageHistory3, "messageHistory"
-	}
-	if !isNull(hist) {
-		var items []json.RawMessage
-		if json.Unmarshal(hist, &items) != nil {
-			fe.Err = invalid("%s: must be an array of messages", histName)
-			return nil, fe
-		}
-		f.History = make([]wireMessage, len(items))
-		for i, it := range items {
-			if f.History[i], err = decodeMessage(histName+"["+strconv.Itoa(i)+"]", it); err != nil {
-				fe.Err = err
-				return nil, fe
-			}
-		}
-	}
-	if err := f.decodeOverrides(raw); err != nil {
-		fe.Err = err
+	if fe.Err = f.decodeOverrides(raw); fe.Err != nil {
 		return nil, fe
 	}
 	return f, nil
 }
 
+// kindName names a JSON kind as encoding/json's type errors do.
+func kindName(k json.Kind) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case '[':
+		return "array"
+	}
+	return "bool"
+}
+
+// decodeMessages reads the message and message_history (or the 0.0.3
+// messageHistory).
+func (f *requestFrame) decodeMessages(raw []json.Value) *canonical.Error {
+	if isNull(raw[memberMessage]) {
+		return invalid("message: required")
+	}
+	var err *canonical.Error
+	if f.Message, err = decodeMessage("message", raw[memberMessage]); err != nil {
+		return err
+	}
+	hist, histName := raw[memberMessageHistory], "message_history"
+	if isNull(hist) {
+		hist, histName = raw[memberMessageHistory3], "messageHistory"
+	}
+	if isNull(hist) {
+		return nil
+	}
+	var items []json.Value
+	if json.Unmarshal(hist, &items, requestOptions...) != nil {
+		return invalid("%s: must be an array of messages", histName)
+	}
+	f.History = make([]wireMessage, len(items))
+	for i, it := range items {
+		if f.History[i], err = decodeMessage(histName+"["+strconv.Itoa(i)+"]", it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // decodeOverrides reads override_params {"<model>": {"message": {...}}},
 // or the 0.0.3 overrideMessage {"model_id": ..., "message": {...}}.
-func (f *requestFrame) decodeOverrides(raw rawRequest) *canonical.Error {
-	if !isNull(raw.OverrideParams) {
-		var m map[string]json.RawMessage
-		if raw.OverrideParams[0] != '{' || json.Unmarshal(raw.OverrideParams, &m) != nil {
+func (f *requestFrame) decodeOverrides(raw []json.Value) *canonical.Error {
+	if params := raw[memberOverrideParams]; !isNull(params) {
+		if params.Kind() != '{' {
 			return invalid("override_params: must be an object keyed by model id or name")
 		}
-		f.Overrides = make(map[string]wireMessage, len(m))
-		for k, v := range m {
-			var p struct {
-				Message json.RawMessage `json:"message"`
+		var names []string // in order; of duplicates the last value counts
+		values := map[string]json.Value{}
+		eachMember(params, func(name string, v json.Value) {
+			if _, ok := values[name]; !ok {
+				names = append(names, name)
 			}
-			if isNull(v) || v[0] != '{' || json.Unmarshal(v, &p) != nil {
+			values[name] = v.Clone()
+		})
+		f.Overrides = make(map[string]wireMessage, len(values))
+		for _, k := range names {
+			v := values[k]
+			if v.Kind() != '{' {
 				return invalid("override_params[%q]: must be an object", k)
 			}
-			if isNull(p.Message) {
+			msg := readMembers(v, "message")[0]
+			if isNull(msg) {
 				continue // no message to override
 			}
-			msg, err := decodeMessage(fmt.Sprintf("override_params[%q].message", k), p.Message)
+			m, err := decodeMessage(fmt.Sprintf("override_params[%q].message", k), msg)
 			if err != nil {
 				return err
 			}
-			f.Overrides[k] = msg
+			f.Overrides[k] = m
 		}
 		return nil
 	}
-	if !isNull(raw.OverrideMessage) {
-		var p struct {
-			ModelID json.RawMessage `json:"model_id"`
-			Message json.RawMessage `json:"message"`
-		}
-		if raw.OverrideMessage[0] != '{' || json.Unmarshal(raw.OverrideMessage, &p) != nil {
+	if om := raw[memberOverrideMessage]; !isNull(om) {
+		if om.Kind() != '{' {
 			return invalid("overrideMessage: must be an object")
 		}
+		p := readMembers(om, "model_id", "message")
 		var id string
-		if json.Unmarshal(p.ModelID, &id) != nil || id == "" {
+		if len(p[0]) == 0 || json.Unmarshal(p[0], &id, requestOptions...) != nil || id == "" {
 			return invalid("overrideMessage.model_id: required, a string")
 		}
-		msg, err := decodeMessage("overrideMessage.message", p.Message)
+		msg, err := decodeMessage("overrideMessage.message", p[1])
 		if err != nil {
 			return err
 		}
@@ -192,22 +274,19 @@ func (f *requestFrame) decodeOverrides(raw rawRequest) *canonical.Error {
 
 // decodeMessage decodes a {role, content} object; content is required and
 // a string, role a string ("user" when absent).
-func decodeMessage(field string, raw json.RawMessage) (wireMessage, *canonical.Error) {
-	var m struct {
-		Role    json.RawMessage `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if isNull(raw) || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+func decodeMessage(field string, raw json.Value) (wireMessage, *canonical.Error) {
+	if isNull(raw) || raw.Kind() != '{' {
 		return wireMessage{}, invalid("%s: must be an object with role and content", field)
 	}
+	m := readMembers(raw, "role", "content")
 	var w wireMessage
-	if isNull(m.Content) {
+	if isNull(m[1]) {
 		return w, invalid("%s.content: required", field)
 	}
-	if json.Unmarshal(m.Content, &w.Content) != nil {
+	if json.Unmarshal(m[1], &w.Content, requestOptions...) != nil {
 		return w, invalid("%s.content: must be a string", field)
 	}
-	if !isNull(m.Role) && json.Unmarshal(m.Role, &w.Role) != nil {
+	if !isNull(m[0]) && json.Unmarshal(m[0], &w.Role, requestOptions...) != nil {
 		return w, invalid("%s.role: must be a string", field)
 	}
 	if w.Role == "" {
@@ -247,12 +326,11 @@ func (f *requestFrame) canonical(router, modelID string) *canonical.Request {
 		Extensions: map[string]*structpb.Value{extID: structpb.NewStringValue(f.ID)},
 	}
 	if len(f.Metadata) > 0 {
-		var md map[string]any
-		if json.Unmarshal(f.Metadata, &md) == nil {
+		if md, err := readAny(json.NewDecoder(bytes.NewReader(f.Metadata), requestOptions...)); err == nil {
 			if v := canonical.Value(md); v != nil {
 				req.Extensions[extMetadata] = v
 			}
-			for k, v := range md {
+			for k, v := range md.(map[string]any) {
 				switch x := v.(type) {
 				case string:
 					if req.Metadata == nil {
@@ -281,25 +359,59 @@ func (f *requestFrame) canonical(router, modelID string) *canonical.Request {
 	return req
 }
 
-// responseFrame is Glide's ChatStreamMessage, less what the backend does
-// not read (created_at, router_id, and the echoed metadata).
+// readAny reads the next value of d as encoding/json decodes it into an
+// any: objects as map[string]any, of duplicate names the last one whole
+// (json/v2 would merge two objects), arrays as []any, numbers as float64.
+func readAny(d *json.Decoder) (any, error) {
+	switch d.PeekKind() {
+	case '{':
+		if _, err := d.ReadToken(); err != nil {
+			return nil, err
+		}
+		m := map[string]any{}
+		for d.PeekKind() == '"' {
+			tok, err := d.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			name := tok.String()
+			if m[name], err = readAny(d); err != nil {
+				return nil, err
+			}
+		}
+		_, err := d.ReadToken()
+		return m, err
+	case '[':
+		if _, err := d.ReadToken(); err != nil {
+			return nil, err
+		}
+		a := []any{}
+		for d.PeekKind() != ']' {
+			v, err := readAny(d)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := d.ReadToken()
+		return a, err
+	}
+	var v any
+	err := json.UnmarshalDecode(d, &v, requestOptions...)
+	return v, err
+}
+
+// responseFrame is Glide's ChatStreamMessage as the backend reads it: less
+// created_at, router_id and the echoed metadata, which it has no use for
+// (replyFrame is the whole of it).
 type responseFrame struct {
 	ID    string     `json:"id"`
 	Chunk *wireChunk `json:"chunk"`
 	Error *wireError `json:"error"`
-
-	// Used by the fast path only (decode_fast.go), so that a frame is one
-	// recycled object: Chunk points at chunk, Chunk.FinishReason at finish,
-	// pooled sends the frame back to framePool once Frame has read it, and
-	// last is the frame it was decoded from.
-	chunk   wireChunk
-	finish  string
-	pooled  bool
-	last    lastFrame
-	scratch []byte // an escaped content, unescaped
 }
 
-// wireChunk is Glide's ChatStreamChunk.
+// wireChunk is Glide's ChatStreamChunk. The frontend leaves
+// model_response.metadata out.
 type wireChunk struct {
 	ModelID       string `json:"model_id"`
 	ProviderID    string `json:"provider_id"`
@@ -308,37 +420,31 @@ type wireChunk struct {
 	ModelResponse struct {
 		Metadata struct {
 			ResponseID string `json:"response_id"` // OpenAI, Azure; Cohere's final chunk
-		} `json:"metadata"`
+		} `json:"metadata,omitzero"`
 		Message wireMessage `json:"message"`
 	} `json:"model_response"`
-	FinishReason *string `json:"finish_reason"`
+	FinishReason *string `json:"finish_reason,omitzero"`
 }
 
 // wireError is Glide's ChatStreamError.
 type wireError struct {
 	Name         string  `json:"name"`
 	Message      string  `json:"message"`
-	FinishReason *string `json:"finish_reason"`
+	FinishReason *string `json:"finish_reason,omitzero"`
 }
+
+// responseOptions read response frames as our reading of them always
+// had it (encoding/json's): member names match without regard to case (an
+// upstream Glide writes them exactly as tagged), of duplicates the last
+// wins, invalid UTF-8 becomes U+FFFD.
+var responseOptions = json.JoinOptions(json.MatchCaseInsensitiveNames(true),
+	json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 // decodeResponse decodes one response frame. A frame must carry an id and
 // exactly one of chunk and error.
-//
-// The common frame, a chunk carrying plain text, takes the fast path
-// (decodeResponseFast); every other frame, and every error, comes from
-// decodeResponseJSON, which defines the semantics: the fast path accepts
-// only frames on which the two agree.
 func decodeResponse(data []byte) (*responseFrame, error) {
-	if f, ok := decodeResponseFast(data); ok {
-		return f, nil
-	}
-	return decodeResponseJSON(data)
-}
-
-// decodeResponseJSON is decodeResponse with encoding/json.
-func decodeResponseJSON(data []byte) (*responseFrame, error) {
 	var f responseFrame
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := json.Unmarshal(data, &f, responseOptions); err != nil {
 		return nil, canonical.Errorf(canonical.CodeInternal, "upstream frame is not a Glide ChatStreamMessage: %v", err)
 	}
 	switch {
@@ -380,15 +486,8 @@ func newResponseDecoder(out []*canonical.Event) (*responseDecoder, []*canonical.
 // Ended reports whether the run's terminal event has been produced.
 func (d *responseDecoder) Ended() bool { return d.b.Ended() }
 
-// Frame appends the events f produces. It consumes f: a frame from the
-// fast path is recycled, so the caller must not use f afterwards.
+// Frame appends the events f produces.
 func (d *responseDecoder) Frame(out []*canonical.Event, f *responseFrame) []*canonical.Event {
-	out = d.frame(out, f)
-	releaseFrame(f)
-	return out
-}
-
-func (d *responseDecoder) frame(out []*canonical.Event, f *responseFrame) []*canonical.Event {
 	if d.b.Ended() {
 		return out
 	}

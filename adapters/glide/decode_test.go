@@ -3,7 +3,7 @@ package glide
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 func TestDecodeRequest(t *testing.T) {
@@ -44,6 +45,14 @@ func TestDecodeRequest(t *testing.T) {
 				Overrides: map[string]wireMessage{"m1": user("q2")}}},
 		{name: "keys match without case, as encoding/json does", frame: `{"ID":"r1","Message":{"Role":"user","CONTENT":"x"}}`,
 			want: &requestFrame{ID: "r1", Message: user("x")}},
+		{name: "names fold as strings.EqualFold does, long s included", frame: `{"id":"r1","meſſage":{"content":"x"},"MessageHistory":[{"content":"h"}]}`,
+			want: &requestFrame{ID: "r1", Message: user("x"), History: []wireMessage{user("h")}}},
+		{name: "underscores and dashes count", frame: `{"id":"r1","message":{"content":"x"},"message-history":[{"content":"h"}],"overrideparams":{"m":{}}}`,
+			want: &requestFrame{ID: "r1", Message: user("x")}},
+		{name: "the last of duplicates wins", frame: `{"id":"r0","ID":"r1","message":{"content":"x"},"message":{"content":"y"},"override_params":{"m":1,"m":{"message":{"content":"o"}}}}`,
+			want: &requestFrame{ID: "r1", Message: user("y"), Overrides: map[string]wireMessage{"m": user("o")}}},
+		{name: "invalid UTF-8 becomes U+FFFD", frame: "{\"id\":\"r1\",\"message\":{\"content\":\"a\xffb\\ud800\"}}",
+			want: &requestFrame{ID: "r1", Message: user("a\uFFFDb\uFFFD")}},
 		{name: "role defaults to user", frame: `{"id":"r1","message":{"content":"x"}}`,
 			want: &requestFrame{ID: "r1", Message: user("x")}},
 		{name: "null metadata is none", frame: `{"id":"r1","message":{"content":"x"},"metadata":null}`,
@@ -57,6 +66,10 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "not an object", frame: `[1,2]`, err: "request frame must be a JSON object, got array"},
 		{name: "string frame", frame: `"hi"`, err: "request frame must be a JSON object, got string"},
 		{name: "empty frame", frame: ``, err: "request frame is not valid JSON: unexpected end of JSON input"},
+		{name: "trailing data", frame: `{"id":"r1","message":{"content":"x"}} x`, err: "request frame is not valid JSON: invalid character 'x' after top-level value"},
+		{name: "bool frame", frame: `true`, err: "request frame must be a JSON object, got bool"},
+		{name: "number frame", frame: `-1.5`, err: "request frame must be a JSON object, got number"},
+		{name: "null frame is an empty one", frame: `null`, err: "id: required, a non-empty string"},
 		{name: "missing id", frame: `{"message":{"content":"x"}}`, err: "id: required, a non-empty string"},
 		{name: "empty id", frame: `{"id":"","message":{"content":"x"}}`, err: "id: required, a non-empty string"},
 		{name: "numeric id", frame: `{"id":7,"message":{"content":"x"}}`, err: "id: must be a string"},
@@ -129,6 +142,41 @@ func TestRequestCanonical(t *testing.T) {
 	}
 	if m := rf.message("other", "other"); m.Content != "tell me a dad joke" {
 		t.Fatalf("no override: %q", m.Content)
+	}
+}
+
+// TestRequestMetadata: metadata is echoed as sent, compacted; in the
+// canonical request, of duplicate names the last value counts whole (as
+// encoding/json, which Glide decodes with, has it), and a number out of
+// float64's range leaves the metadata out (as it failed encoding/json).
+func TestRequestMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		metadata, echo string
+		ext            map[string]any
+		scalars        map[string]string
+	}{
+		{`{ "a": {"x": 1}, "a": {"y": 2}, "b": true, "c": [1, "s", null], "d": "\u00e9" }`, `{"a":{"x":1},"a":{"y":2},"b":true,"c":[1,"s",null],"d":"\u00e9"}`,
+			map[string]any{"a": map[string]any{"y": 2.0}, "b": true, "c": []any{1.0, "s", nil}, "d": "é"}, map[string]string{"b": "true", "d": "é"}},
+		{`{"n":1e400,"s":"x"}`, `{"n":1e400,"s":"x"}`, nil, nil},
+	} {
+		rf, fe := decodeRequest([]byte(`{"id":"r1","message":{"content":"x"},"metadata":` + tc.metadata + `}`))
+		if fe != nil {
+			t.Fatal(fe)
+		}
+		if string(rf.Metadata) != tc.echo {
+			t.Errorf("echo %s, want %s", rf.Metadata, tc.echo)
+		}
+		req := rf.canonical("r", "m")
+		var want *structpb.Value
+		if tc.ext != nil {
+			want = canonical.Value(tc.ext)
+		}
+		if d := cmp.Diff(want, req.Extensions[extMetadata], protocmp.Transform()); d != "" {
+			t.Errorf("%s: extension: %s", tc.metadata, d)
+		}
+		if d := cmp.Diff(tc.scalars, req.Metadata); d != "" {
+			t.Errorf("%s: Metadata: %s", tc.metadata, d)
+		}
 	}
 }
 
@@ -242,9 +290,9 @@ func TestResponseDecoderGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var c bytes.Buffer
-				_ = json.Compact(&c, b) // protojson's spacing is unstable by design
-				buf.Write(c.Bytes())
+				c := json.Value(b)
+				_ = c.Compact() // protojson's spacing is unstable by design
+				buf.Write(c)
 				buf.WriteByte('\n')
 			}
 			golden(t, strings.TrimSuffix(file, ".frames")+".events.json", buf.Bytes())
@@ -358,9 +406,21 @@ func rechunk(frames [][]byte, seed uint64) [][]byte {
 		c1.ModelResponse.Message.Content = content[:cut]
 		c2.ModelResponse.Message.Content = content[cut:]
 		first.Chunk, second.Chunk = &c1, &c2
-		b1, _ := json.Marshal(first)
-		b2, _ := json.Marshal(second)
+		b1, _ := json.Marshal(first, writeOptions...)
+		b2, _ := json.Marshal(second, writeOptions...)
 		out = append(out, b1, b2)
+	}
+	return out
+}
+
+// deltaFrames returns n text-delta frames of one stream, as Glide sends
+// them, each with its own content.
+func deltaFrames(n int) [][]byte {
+	words := []string{" world", " did", " the", " scarecrow", " win", "?", " Because", " he", " was", " outstanding", " in", " his", " field", " 🌾", " héhé", "."}
+	var out [][]byte
+	for i := range n {
+		ts := 1719245000 + i
+		out = append(out, fmt.Appendf(nil, `{"id":"il-1","created_at":%d,"router_id":"my-router","chunk":{"model_id":"openai-gpt","provider_id":"openai","model_name":"gpt-3.5-turbo-0125","cached":false,"model_response":{"metadata":{"response_id":"chatcmpl-9d","system_fingerprint":"fp_1","generated_at":%d},"message":{"role":"assistant","content":%q}}}}`, ts, ts, words[i%len(words)]))
 	}
 	return out
 }
@@ -368,5 +428,21 @@ func rechunk(frames [][]byte, seed uint64) [][]byte {
 // BenchmarkDecodeDelta decodes the frames of a stream's text deltas, each
 // with its own content, through decodeResponse and Frame.
 func BenchmarkDecodeDelta(b *testing.B) {
-	benchmarkDecodeDelta(b, decodeResponse, false)
+	frames := deltaFrames(16)
+	first, err := decodeResponse(frames[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, out := newResponseDecoder(nil)
+	out = d.Frame(out, first)
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		k++
+		f, err := decodeResponse(frames[k%len(frames)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = d.Frame(out[:0], f)
+	}
 }

@@ -93,7 +93,8 @@
 //     "failed_precondition: ..."; chatStream cannot ask for input.
 //   - chunk.model_response.metadata is omitted by the frontend; cached is
 //     always false.
-//   - Metadata is echoed compacted (whitespace removed), not byte for byte.
+//   - Metadata is echoed as the same JSON, not byte for byte: compacted,
+//     its strings written as encoding/json writes them.
 //   - The backend sends no parameters, tools or non-text content (Glide's
 //     request has no place for them) and reads only 0.1.0-rc.1 response
 //     shapes. Glide's 0.0.3 camelCase responses are not understood.

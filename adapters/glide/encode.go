@@ -1,14 +1,11 @@
 package glide
 
 import (
-	"encoding/json"
-	"strconv"
+	"bytes"
 	"time"
-	"unicode/utf8"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-
-	"github.com/interlingua-dev/interlingua/internal/jsonw"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // This file turns canonical events into Glide response frames (the
@@ -34,18 +31,36 @@ const (
 	extOverrideParams = "glide.override_params" // the request's override_params object
 )
 
+// writeOptions write JSON as Go's encoding/json writes it, which is what
+// Glide's WriteJSON sends and its clients send: <, > and & escaped, U+2028
+// and U+2029 escaped, invalid UTF-8 as U+FFFD, map keys sorted. The echoed
+// metadata may repeat a name, as the client sent it.
+var writeOptions = []json.Options{json.EscapeForHTML(true), json.EscapeForJS(true),
+	json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true), json.Deterministic(true)}
+
+// replyFrame is Glide's ChatStreamMessage as the frontend writes it.
+type replyFrame struct {
+	ID        string     `json:"id"`
+	CreatedAt int64      `json:"created_at"`
+	RouterID  string     `json:"router_id"`
+	Metadata  json.Value `json:"metadata,omitzero"`
+	Chunk     *wireChunk `json:"chunk,omitzero"`
+	Error     *wireError `json:"error,omitzero"`
+}
+
 // replyEncoder turns one request's canonical events into response frames.
 // Each frame is a new slice the caller may hand off (wsconn.Conn.Send takes
 // ownership). It is not safe for concurrent use.
 type replyEncoder struct {
 	now func() time.Time
 
-	head []byte // {"id":<id>,"created_at":
-	tail []byte // ,"router_id":<router>[,"metadata":<metadata>]
+	frame replyFrame    // id, router_id and metadata; the rest is per frame
+	chunk wireChunk     // the open message's model and role
+	buf   bytes.Buffer  // what enc writes, copied out frame by frame
+	enc   *json.Encoder // ends each frame with a newline, as WriteJSON does
 
-	def       model  // the model named when the run says nothing
-	chunkHead []byte // ,"chunk":{...,"message":{"role":<role>,"content":
-	text      bool   // the open root block is a text block
+	def  model // the model named when the run says nothing
+	text bool  // the open root block is a text block
 
 	finish    canonical.FinishReason // of the last root message
 	finished  bool                   // a root message has finished
@@ -55,59 +70,53 @@ type replyEncoder struct {
 
 // newReplyEncoder returns the encoder for request id on router; metadata
 // is the request's metadata object, compact, or nil.
-func newReplyEncoder(now func() time.Time, id, router string, metadata []byte, def model) *replyEncoder {
-	e := &replyEncoder{now: now, def: def}
-	e.head = appendString(append(e.head, `{"id":`...), id)
-	e.head = append(e.head, `,"created_at":`...)
-	e.tail = appendString(append(e.tail, `,"router_id":`...), router)
-	if len(metadata) > 0 {
-		e.tail = append(append(e.tail, `,"metadata":`...), metadata...)
-	}
+func newReplyEncoder(now func() time.Time, id, router string, metadata json.Value, def model) *replyEncoder {
+	e := &replyEncoder{now: now, def: def, frame: replyFrame{ID: id, RouterID: router, Metadata: metadata}}
+	e.enc = json.NewEncoder(&e.buf, writeOptions...)
 	e.setModel(def, "assistant")
 	return e
 }
 
-// setModel precomputes the chunk prefix for a model and role.
+// setModel names the model and role of the chunks that follow.
 func (e *replyEncoder) setModel(m model, role string) {
-	b := append(e.chunkHead[:0], `,"chunk":{"model_id":`...)
-	b = appendString(b, m.ID)
-	b = appendString(append(b, `,"provider_id":`...), m.Provider)
-	b = appendString(append(b, `,"model_name":`...), m.Name)
-	b = append(b, `,"cached":false,"model_response":{"message":{"role":`...)
-	b = appendString(b, role)
-	e.chunkHead = append(b, `,"content":`...)
+	e.chunk = wireChunk{ModelID: m.ID, ProviderID: m.Provider, ModelName: m.Name}
+	e.chunk.ModelResponse.Message.Role = role
 }
 
-// start begins a frame: the common fields, stamped now.
-func (e *replyEncoder) start(extra int) []byte {
-	b := make([]byte, 0, len(e.head)+len(e.tail)+len(e.chunkHead)+24+extra)
-	b = append(b, e.head...)
-	b = strconv.AppendInt(b, e.now().Unix(), 10)
-	return append(b, e.tail...)
-}
-
-// chunk is a chunk frame carrying text, with finish_reason when reason is
-// not empty.
-func (e *replyEncoder) chunk(text, reason string) []byte {
-	b := e.start(len(text) + len(text)/8 + len(reason) + 20)
-	b = append(b, e.chunkHead...)
-	b = appendString(b, text)
-	b = append(b, `}}`...)
-	if reason != "" {
-		b = appendString(append(b, `,"finish_reason":`...), reason)
+// encode is the frame carrying chunk or error, stamped now.
+func (e *replyEncoder) encode(chunk *wireChunk, wireErr *wireError) []byte {
+	e.frame.CreatedAt = e.now().Unix()
+	e.frame.Chunk, e.frame.Error = chunk, wireErr
+	e.buf.Reset()
+	if err := json.MarshalEncode(e.enc, &e.frame); err != nil {
+		// Not reached: every string may hold invalid UTF-8, and the
+		// metadata was read as valid JSON under the same options. The
+		// Encoder is reset so that the frames that follow are whole.
+		e.enc.Reset(&e.buf, writeOptions...)
+		return nil
 	}
-	return append(b, "}}\n"...)
+	return bytes.Clone(e.buf.Bytes())
+}
+
+// chunkFrame is a chunk frame carrying text, with finish_reason when
+// reason is not empty.
+func (e *replyEncoder) chunkFrame(text, reason string) []byte {
+	c := &e.chunk
+	c.ModelResponse.Message.Content, c.FinishReason = text, nil
+	if reason != "" {
+		c.FinishReason = &reason
+	}
+	return e.encode(c, nil)
 }
 
 // errorFrame is an error frame; terminal ones carry finish_reason "error".
 func (e *replyEncoder) errorFrame(name, msg string, terminal bool) []byte {
-	b := e.start(len(name) + len(msg) + 64)
-	b = appendString(append(b, `,"error":{"name":`...), name)
-	b = appendString(append(b, `,"message":`...), msg)
+	we := &wireError{Name: name, Message: msg}
 	if terminal {
-		b = append(b, `,"finish_reason":"error"`...)
+		reason := "error"
+		we.FinishReason = &reason
 	}
-	return append(b, "}}\n"...)
+	return e.encode(nil, we)
 }
 
 // fail is the terminal error frame for err, and marks the request done.
@@ -127,7 +136,7 @@ func (e *replyEncoder) event(ev *canonical.Event) []byte {
 	switch k := ev.GetKind().(type) {
 	case *canonical.KindBlockDelta:
 		if e.text && k.BlockDelta.GetText() != "" {
-			return e.chunk(k.BlockDelta.GetText(), "")
+			return e.chunkFrame(k.BlockDelta.GetText(), "")
 		}
 	case *canonical.KindMessageStart:
 		e.startMessage(k.MessageStart)
@@ -175,7 +184,7 @@ func (e *replyEncoder) terminal(lc *canonical.Lifecycle) []byte {
 		if e.finished {
 			reason = finishName(e.finish)
 		}
-		return e.chunk("", reason)
+		return e.chunkFrame("", reason)
 	case canonical.StatusInterrupted:
 		return e.fail(canonical.Errorf(canonical.CodeFailedPrecondition,
 			"run interrupted waiting for input, which Glide chatStream cannot carry"))
@@ -204,11 +213,11 @@ type wireMessage struct {
 
 // wireRequest is Glide's ChatStreamRequest as the backend sends it.
 type wireRequest struct {
-	ID             string          `json:"id"`
-	Message        wireMessage     `json:"message"`
-	MessageHistory []wireMessage   `json:"message_history,omitempty"`
-	OverrideParams json.RawMessage `json:"override_params,omitempty"`
-	Metadata       json.RawMessage `json:"metadata,omitempty"`
+	ID             string        `json:"id"`
+	Message        wireMessage   `json:"message"`
+	MessageHistory []wireMessage `json:"message_history,omitempty"`
+	OverrideParams json.Value    `json:"override_params,omitzero"`
+	Metadata       json.Value    `json:"metadata,omitzero"`
 }
 
 // wireCancel is the Interlingua cancel extension frame.
@@ -241,7 +250,7 @@ func encodeRequest(id string, req *canonical.Request) ([]byte, error) {
 		if role == "" {
 			role = "user"
 		}
-		msgs = append(msgs, wireMessage{Role: role, Content: toValidUTF8(l.GetData())})
+		msgs = append(msgs, wireMessage{Role: role, Content: string(l.GetData())})
 	}
 	if len(msgs) == 0 {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request has no text input to send as the Glide message")
@@ -258,27 +267,13 @@ func encodeRequest(id string, req *canonical.Request) ([]byte, error) {
 			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "extension %s: %v", extMetadata, err)
 		}
 	} else if len(req.GetMetadata()) > 0 {
-		if w.Metadata, err = json.Marshal(req.GetMetadata()); err != nil {
+		if w.Metadata, err = json.Marshal(req.GetMetadata(), writeOptions...); err != nil {
 			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "metadata: %v", err)
 		}
 	}
-	b, err := json.Marshal(w)
+	b, err := json.Marshal(w, writeOptions...)
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInternal, "encoding the request frame: %v", err)
 	}
 	return b, nil
-}
-
-func toValidUTF8(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return string([]rune(string(b))) // invalid bytes become U+FFFD
-}
-
-// appendString appends s as a JSON string exactly as encoding/json writes
-// it (HTML-safe: <, > and & escaped; U+2028 and U+2029 escaped; invalid
-// UTF-8 as \ufffd), which is what Glide's WriteJSON sends.
-func appendString(dst []byte, s string) []byte {
-	return jsonw.AppendString(dst, s, jsonw.EncodingJSON)
 }

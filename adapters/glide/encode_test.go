@@ -1,7 +1,6 @@
 package glide
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -9,28 +8,25 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 var fixedNow = func() time.Time { return time.Unix(1719245000, 0) }
 
-func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"uote\back`, "<b>&amp;</b>", "\x00\x01\b\f\n\r\t\x1f\x7f",
-		"é😀", "\u2028\u2029", "bad \xff\xfe utf8", "cut \xf0\x9f"} {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); string(got) != string(want) {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
-		}
+// TestReplyEncoderEscapes: strings are written as Glide's WriteJSON
+// (encoding/json) writes them: <, > and & and U+2028, U+2029 escaped;
+// invalid UTF-8 becomes U+FFFD (which encoding/json spells \ufffd: the
+// same string).
+func TestReplyEncoderEscapes(t *testing.T) {
+	e := newReplyEncoder(fixedNow, "<id>", "r&d", json.Value(`{"k":"<v>\u00e9"}`), model{ID: "m", Provider: "p", Name: "n"})
+	e.event(&canonical.Event{Kind: &canonical.KindBlockStart{BlockStart: &canonical.BlockStart{Type: canonical.BlockText}}})
+	got := string(e.event(&canonical.Event{Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "<b>&\u2028\u2029\"\\\n\x00\x7f\xff é😀"}}}))
+	want := `{"id":"\u003cid\u003e","created_at":1719245000,"router_id":"r\u0026d","metadata":{"k":"\u003cv\u003eé"},` +
+		`"chunk":{"model_id":"m","provider_id":"p","model_name":"n","cached":false,"model_response":{"message":{"role":"assistant",` +
+		`"content":"\u003cb\u003e\u0026\u2028\u2029\"\\\n\u0000` + "\x7f\uFFFD é😀" + `"}}}}` + "\n"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-}
-
-func FuzzAppendString(f *testing.F) {
-	f.Add("hello <world> & \"you\"\n\u2028\xff")
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); string(got) != string(want) {
-			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
-		}
-	})
 }
 
 func TestReplyEncoderFrames(t *testing.T) {

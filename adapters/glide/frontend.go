@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
@@ -206,11 +207,10 @@ func (f *Frontend) forget(c *conn) {
 // writeHTTPError writes Glide's HTTP error body {"name","message"}.
 func writeHTTPError(w http.ResponseWriter, status int, err *canonical.Error) {
 	name := errorName(err.Code)
-	b := appendString(append([]byte(nil), `{"name":`...), name)
-	b = appendString(append(b, `,"message":`...), errorMessage(name, err.Code, err.Message))
+	b, _ := json.Marshal(wireError{Name: name, Message: errorMessage(name, err.Code, err.Message)}, writeOptions...)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '}'))
+	_, _ = w.Write(b)
 }
 
 // Causes of cancellation, reported in the cancelled request's error reply.
@@ -311,7 +311,7 @@ func (c *conn) handle(data []byte) {
 }
 
 // reject replies to a refused frame with a terminal error.
-func (c *conn) reject(id string, metadata []byte, err *canonical.Error) {
+func (c *conn) reject(id string, metadata json.Value, err *canonical.Error) {
 	c.send(newReplyEncoder(c.f.cfg.Now, id, c.router, metadata, c.model).fail(err))
 }
 

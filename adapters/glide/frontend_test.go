@@ -2,7 +2,6 @@ package glide
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // The frontend's golden transcripts (testdata/frontend/*.golden) record
@@ -131,10 +131,8 @@ type glideMessage struct {
 // reasons, and the trailing newline of Glide's WriteJSON.
 func checkGlideSchema(t *testing.T, p []byte) {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(p))
-	dec.DisallowUnknownFields()
 	var m glideMessage
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(p, &m, json.RejectUnknownMembers(true)); err != nil {
 		t.Fatalf("frame is not a Glide ChatStreamMessage: %v\n%s", err, p)
 	}
 	if (m.Chunk == nil) == (m.Error == nil) {
