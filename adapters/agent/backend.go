@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
@@ -198,91 +198,106 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 // the request resumes interrupts, else run.start.
 func command1(req *canonical.Request, assistant string) ([]byte, error) {
 	if len(req.GetResume()) > 0 {
-		var entries []map[string]any
-		for id, v := range req.GetResume() {
-			entries = append(entries, map[string]any{"namespace": []string{}, "interrupt_id": id, "response": json.RawMessage(appendValue(nil, v))})
-		}
-		var params map[string]any
-		if len(entries) == 1 {
-			params = entries[0]
-		} else {
-			params = map[string]any{"responses": entries}
-		}
-		if g, ok := req.GetExtensions()["agent.goto"]; ok {
-			params["goto"] = json.RawMessage(appendValue(nil, g))
-		}
-		return json.Marshal(map[string]any{"id": 2, "method": "input.respond", "params": params})
+		return json.Marshal(&commandFrame{ID: 2, Method: "input.respond", Params: inputRespond(req)}, wireJSON)
 	}
 	if assistant == "" {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "agent backend: no assistant_id (set options.assistant_id or a request target)")
 	}
-	return runStart(req, assistant), nil
+	// input.messages is null, not [], when the request holds no text: what
+	// the backend has always sent an upstream for such a request.
+	return json.Marshal(&commandFrame{ID: 2, Method: "run.start", Params: runStart(req, assistant)}, wireJSON, json.FormatNilSliceAsNull(true))
 }
 
-// runStart is the run.start command, written by hand in the bytes
-// encoding/json gives the same maps (members sorted, strings HTML-safe):
-// Marshal sorted the maps' keys by reflection and validated and compacted
-// every raw value again, the run's whole input included
-// (TestRunStartBytes holds the two to the same bytes).
-func runStart(req *canonical.Request, assistant string) []byte {
+// commandFrame is a Command (section 3.1) the backend sends.
+type commandFrame struct {
+	ID     uint64 `json:"id"`
+	Method string `json:"method"`
+	Params any    `json:"params"`
+}
+
+// inputRespondParams is input.respond's params: one response's members,
+// or several in responses, and the goto the client asked for.
+type inputRespondParams struct {
+	inputResponse
+	Responses []inputResponse `json:"responses,omitzero"`
+	Goto      json.Value      `json:"goto,omitzero"`
+}
+
+// inputResponse answers one interrupt; response is its value as JSON.
+type inputResponse struct {
+	Namespace   []string   `json:"namespace,omitzero"`
+	InterruptID string     `json:"interrupt_id,omitzero"`
+	Response    json.Value `json:"response,omitzero"`
+}
+
+// inputRespond is the input.respond params that resume req's interrupts.
+func inputRespond(req *canonical.Request) *inputRespondParams {
+	var entries []inputResponse
+	for id, v := range req.GetResume() {
+		entries = append(entries, inputResponse{Namespace: []string{}, InterruptID: id, Response: appendValue(nil, v)})
+	}
+	p := &inputRespondParams{}
+	if len(entries) == 1 {
+		p.inputResponse = entries[0]
+	} else {
+		p.Responses = entries
+	}
+	if g, ok := req.GetExtensions()["agent.goto"]; ok {
+		p.Goto = appendValue(nil, g)
+	}
+	return p
+}
+
+// runStartParams is run.start's params (RunStartParams).
+type runStartParams struct {
+	AssistantID string `json:"assistant_id"`
+	Config      any    `json:"config,omitzero"`
+	Input       any    `json:"input"`
+	Metadata    any    `json:"metadata,omitzero"`
+}
+
+// runInput is the input of a run whose client spoke another protocol.
+type runInput struct {
+	Messages []runMessage `json:"messages"`
+}
+
+type runMessage struct {
+	Content string `json:"content"`
+	Role    string `json:"role"`
+}
+
+// runStart is run.start's params for req. Config, input and metadata are
+// the client's own when the frontend was the agent protocol's (extensions
+// agent.config, agent.input, agent.metadata), else made from the request:
+// its parameters as config.configurable, {"messages": [...]} with one
+// {content, role} per text leaf of its inputs, its metadata.
+func runStart(req *canonical.Request, assistant string) *runStartParams {
 	ext := req.GetExtensions()
-	b := append(make([]byte, 0, 256), `{"id":2,"method":"run.start","params":{"assistant_id":`...)
-	b = appendMarshalString(b, assistant)
+	p := &runStartParams{AssistantID: assistant}
 	if c, ok := ext["agent.config"]; ok {
-		b = appendValue(append(b, `,"config":`...), c)
+		p.Config = json.Value(appendValue(nil, c)) // null too, when the client sent null
 	} else if len(req.GetParameters()) > 0 {
-		b = appendFields(append(b, `,"config":{"configurable":`...), req.GetParameters(), false)
-		b = append(b, '}')
+		p.Config = map[string]any{"configurable": plainFields(req.GetParameters(), false)}
 	}
-	b = appendRunInput(append(b, `,"input":`...), req)
-	if m, ok := ext["agent.metadata"]; ok {
-		b = appendValue(append(b, `,"metadata":`...), m)
-	} else if md := req.GetMetadata(); len(md) > 0 {
-		b = appendMarshalObject(append(b, `,"metadata":`...), md, appendMarshalString[string])
-	}
-	return htmlSafe(append(b, "}}"...))
-}
-
-// appendRunInput appends the run's input: the client's own input when the
-// frontend was the agent protocol's (extension agent.input), else
-// {"messages": [...]} with one {role, content} per text leaf of the
-// request's inputs.
-func appendRunInput(b []byte, req *canonical.Request) []byte {
-	if in, ok := req.GetExtensions()["agent.input"]; ok {
-		return appendValue(b, in)
-	}
-	b = append(b, `{"messages":`...)
-	n := 0
-	for _, in := range req.GetInputs() {
-		for _, leaf := range canonical.Leaves(nil, in.GetNode()) {
-			if !canonical.IsText(leaf) {
-				continue
+	if in, ok := ext["agent.input"]; ok {
+		p.Input = json.Value(appendValue(nil, in))
+	} else {
+		var in runInput
+		for _, node := range req.GetInputs() {
+			for _, leaf := range canonical.Leaves(nil, node.GetNode()) {
+				if canonical.IsText(leaf) {
+					in.Messages = append(in.Messages, runMessage{Content: string(leaf.GetData()), Role: cmp.Or(leaf.GetRole(), "user")})
+				}
 			}
-			if n == 0 {
-				b = append(b, '[')
-			} else {
-				b = append(b, ',')
-			}
-			n++
-			b = appendMarshalString(append(b, `{"content":`...), leaf.GetData())
-			b = appendMarshalString(append(b, `,"role":`...), cmp.Or(leaf.GetRole(), "user"))
-			b = append(b, '}')
 		}
+		p.Input = &in
 	}
-	if n == 0 {
-		return append(b, "null}"...) // encoding/json's nil slice
+	if m, ok := ext["agent.metadata"]; ok {
+		p.Metadata = json.Value(appendValue(nil, m))
+	} else if md := req.GetMetadata(); len(md) > 0 {
+		p.Metadata = md
 	}
-	return append(b, "]}"...)
-}
-
-// htmlSafe is JSON b as json.Marshal writes it when it holds b as a raw
-// value (appendCompact): appendValue's strings leave <, >, &, U+2028 and
-// U+2029 as they are, where Marshal escapes them.
-func htmlSafe(b []byte) []byte {
-	if !bytes.ContainsAny(b, "<>&\u2028\u2029") {
-		return b
-	}
-	return appendCompact(make([]byte, 0, len(b)+16), b)
+	return p
 }
 
 // eventStream is one open POST /threads/{id}/stream/events. Its decoder
@@ -493,7 +508,7 @@ func (es *eventStream) discardFrame(frame []byte) bool {
 		Type string  `json:"type"`
 		Seq  *uint64 `json:"seq"`
 	}
-	if json.Unmarshal(frame, &f) != nil || f.Type != "event" {
+	if json.Unmarshal(frame, &f, peerJSON) != nil || f.Type != "event" {
 		return false
 	}
 	if f.Seq != nil {
@@ -552,10 +567,10 @@ func (s *upStream) header(h http.Header) {
 // response is a CommandResponse or ErrorResponse; of an event read while
 // waiting for one, the seq.
 type response struct {
-	Type   string          `json:"type"`
-	ID     *uint64         `json:"id"`
-	Seq    *uint64         `json:"seq"`
-	Result json.RawMessage `json:"result"`
+	Type   string     `json:"type"`
+	ID     *uint64    `json:"id"`
+	Seq    *uint64    `json:"seq"`
+	Result json.Value `json:"result"`
 	Meta   struct {
 		AppliedThroughSeq uint64 `json:"applied_through_seq"`
 	} `json:"meta"`
@@ -574,7 +589,7 @@ func (s *upStream) accept(r *response) (uint64, error) {
 	var res struct {
 		RunID string `json:"run_id"`
 	}
-	_ = json.Unmarshal(r.Result, &res)
+	_ = json.Unmarshal(r.Result, &res, peerJSON)
 	s.run = res.RunID
 	return r.Meta.AppliedThroughSeq, nil
 }
@@ -638,7 +653,7 @@ func (s *upStream) command(cmd []byte) (uint64, error) {
 		return 0, httpFailure(resp.StatusCode, body)
 	}
 	var r response
-	if json.Unmarshal(body, &r) != nil {
+	if json.Unmarshal(body, &r, peerJSON) != nil {
 		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command answer is not JSON")
 	}
 	return s.accept(&r)
@@ -651,12 +666,15 @@ func (s *upStream) command(cmd []byte) (uint64, error) {
 func (s *upStream) openStream(since *uint64) (*eventStream, error) {
 	b := s.b
 	ctx, cancel := context.WithCancel(context.Background())
-	req := map[string]any{"channels": allChannels}
+	req := struct {
+		Channels []string `json:"channels"`
+		Since    *uint64  `json:"since,omitzero"`
+	}{Channels: allChannels, Since: since}
 	var after uint64
 	if since != nil {
-		req["since"], after = *since, *since
+		after = *since
 	}
-	filter, _ := json.Marshal(req)
+	filter, _ := json.Marshal(&req)
 	sreq, _ := http.NewRequestWithContext(ctx, "POST", b.base+"/threads/"+url.PathEscape(s.thread)+"/stream/events", bytes.NewReader(filter))
 	sreq.Header.Set("Content-Type", "application/json")
 	sreq.Header.Set("Accept", "text/event-stream")
@@ -696,8 +714,11 @@ func (s *upStream) use(es *eventStream, reused bool) {
 
 // httpFailure maps a non-200 answer: the body's {"error","message"} if any.
 func httpFailure(status int, body []byte) error {
-	var e struct{ Error, Message string }
-	_ = json.Unmarshal(body, &e)
+	var e struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(body, &e, peerJSON)
 	msg := cmp.Or(e.Message, e.Error, strings.TrimSpace(string(body)), http.StatusText(status))
 	return canonical.WireError(codeFromHTTP(status), fmt.Sprintf("agent upstream: HTTP %d: %.200s", status, msg))
 }
@@ -720,7 +741,7 @@ func (s *upStream) startWS(cmd []byte) error {
 		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
 	}
 	s.conn = wsconn.New(ws, wsconn.Config{MaxMessageBytes: int64(b.cfg.MaxEventBytes), Logger: b.cfg.Logger})
-	sub, _ := json.Marshal(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": allChannels}})
+	sub, _ := json.Marshal(&commandFrame{ID: 1, Method: "subscription.subscribe", Params: map[string][]string{"channels": allChannels}})
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
 	}
@@ -760,7 +781,7 @@ func (s *upStream) awaitAnswer(ctx context.Context, id, through uint64) (*respon
 			return nil, s.failWS(err)
 		}
 		var r response
-		if json.Unmarshal(data, &r) == nil {
+		if json.Unmarshal(data, &r, peerJSON) == nil {
 			if r.Type != "event" && r.ID != nil && *r.ID == id {
 				return &r, nil
 			}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // command is a decoded Command envelope (section 3.1).
@@ -37,17 +37,17 @@ const (
 // answers. Params that are not an object are answered with the id.
 func parseCommand(data []byte) (*command, int64, *protoError) {
 	var env struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-		Params json.RawMessage `json:"params"`
+		ID     json.Value `json:"id"`
+		Method json.Value `json:"method"`
+		Params json.Value `json:"params"`
 	}
 	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &env) != nil {
+	if len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &env, peerJSON) != nil {
 		return nil, -1, perr(errInvalidArgument, msgInvalidJSON)
 	}
 	id, ok := uintParam(env.ID)
 	var method string
-	if !ok || json.Unmarshal(env.Method, &method) != nil || method == "" {
+	if !ok || json.Unmarshal(env.Method, &method, peerJSON) != nil || method == "" {
 		return nil, -1, perr(errInvalidArgument, msgMissingFields)
 	}
 	p, ok := parseParams(env.Params)
@@ -57,35 +57,48 @@ func parseCommand(data []byte) (*command, int64, *protoError) {
 	return &command{id: id, method: method, params: p, raw: data}, int64(id), nil
 }
 
-// successFrame is a CommandResponse with meta.applied_through_seq.
+// successResponse is a CommandResponse (section 3.2).
+type successResponse struct {
+	Type   string       `json:"type"`
+	ID     uint64       `json:"id"`
+	Result json.Value   `json:"result"`
+	Meta   responseMeta `json:"meta"`
+}
+
+type responseMeta struct {
+	AppliedThroughSeq uint64 `json:"applied_through_seq"`
+}
+
+// successFrame is a CommandResponse with result, a JSON object, and
+// meta.applied_through_seq.
 func successFrame(id uint64, result []byte, applied uint64) []byte {
-	b := append([]byte(`{"type":"success","id":`), strconv.FormatUint(id, 10)...)
-	b = append(b, `,"result":`...)
-	b = append(b, result...)
-	b = append(b, `,"meta":{"applied_through_seq":`...)
-	b = strconv.AppendUint(b, applied, 10)
-	return append(b, "}}"...)
+	return appendJSON(nil, &successResponse{Type: "success", ID: id, Result: result, Meta: responseMeta{applied}})
+}
+
+// errorResponse is an ErrorResponse (section 3.3); id is null for a
+// command whose id could not be read, extra holds the members a gap
+// report adds.
+type errorResponse struct {
+	Type    string           `json:"type"`
+	ID      *int64           `json:"id"`
+	Error   string           `json:"error"`
+	Message string           `json:"message"`
+	Extra   map[string]int64 `json:",embed"`
 }
 
 // errorFrame is an ErrorResponse; id < 0 is null.
 func errorFrame(id int64, e *protoError) []byte {
-	b := []byte(`{"type":"error","id":`)
-	if id < 0 {
-		b = append(b, "null"...)
-	} else {
-		b = strconv.AppendInt(b, id, 10)
+	r := &errorResponse{Type: "error", Error: e.Code, Message: e.Message}
+	if id >= 0 {
+		r.ID = &id
 	}
-	b = append(b, `,"error":`...)
-	b = appendString(b, e.Code)
-	b = append(b, `,"message":`...)
-	b = appendString(b, e.Message)
-	for _, x := range e.Extra {
-		b = append(b, ',')
-		b = appendString(b, x.Key)
-		b = append(b, ':')
-		b = strconv.AppendInt(b, x.Value, 10)
+	if len(e.Extra) > 0 {
+		r.Extra = make(map[string]int64, len(e.Extra))
+		for _, x := range e.Extra {
+			r.Extra[x.Key] = x.Value
+		}
 	}
-	return append(b, '}')
+	return appendJSON(nil, r)
 }
 
 // gapError is the in-band report of events no longer buffered (section 6.2).
@@ -184,14 +197,14 @@ func runOptions(cmd string, p params, req *canonical.Request) (fork string, pe *
 	if cfg != nil {
 		req.Extensions["agent.config"] = rawValue(p["config"])
 		if raw, ok := cfg["configurable"]; ok && string(raw) != "null" {
-			var c map[string]json.RawMessage
-			if json.Unmarshal(raw, &c) != nil {
+			var c map[string]json.Value
+			if json.Unmarshal(raw, &c, peerJSON) != nil {
 				return "", perr(errInvalidArgument, cmd+": config.configurable must be an object.")
 			}
 			for k, v := range c {
 				switch {
 				case k == "checkpoint_id":
-					if json.Unmarshal(v, &fork) != nil {
+					if json.Unmarshal(v, &fork, peerJSON) != nil {
 						return "", perr(errInvalidArgument, cmd+": config.configurable.checkpoint_id must be a string.")
 					}
 				case k == "thread_id" || k == "checkpoint_ns" || k == "checkpoint_map" || strings.HasPrefix(k, "__"):
@@ -211,7 +224,7 @@ func runOptions(cmd string, p params, req *canonical.Request) (fork string, pe *
 		req.Extensions["agent.metadata"] = rawValue(p["metadata"])
 		for k, v := range md {
 			var s string
-			if json.Unmarshal(v, &s) == nil {
+			if json.Unmarshal(v, &s, peerJSON) == nil {
 				req.Metadata[k] = s
 			}
 		}
@@ -277,7 +290,7 @@ func (f *Frontend) runStart(th *Thread, p params, who *canonical.Principal) ([]b
 			pr.answered = append(pr.answered, in.ID)
 		}
 	} else {
-		msgs, update, pe := inputMessages(input, pr.id+"-input-")
+		msgs, update, pe := inputMessages([]byte(input), pr.id+"-input-")
 		if pe != nil {
 			th.mu.Unlock()
 			pe.Message = "run.start: " + pe.Message
@@ -292,7 +305,7 @@ func (f *Frontend) runStart(th *Thread, p params, who *canonical.Principal) ([]b
 		return nil, 0, pe
 	}
 	th.saveSoon()
-	return []byte(`{"run_id":` + strconv.Quote(pr.id) + `}`), applied, nil
+	return appendJSON(nil, &runResult{RunID: pr.id}), applied, nil
 }
 
 // submitLocked starts pr, or queues it behind the active run according to
@@ -325,13 +338,13 @@ func (t *Thread) submitLocked(pr *pendingRun, strategy string) *protoError {
 // respondEntry is one answered interrupt.
 type respondEntry struct {
 	id       string
-	response json.RawMessage
+	response json.Value
 }
 
 func (f *Frontend) inputRespond(th *Thread, p params, who *canonical.Principal) ([]byte, uint64, *protoError) {
 	var entries []respondEntry
 	if p.has("responses") {
-		var list []json.RawMessage
+		var list []json.Value
 		if !decodeInto(p["responses"], &list) || len(list) == 0 {
 			return nil, 0, perr(errInvalidArgument, "input.respond: responses must be a non-empty array.")
 		}
@@ -400,7 +413,7 @@ func (f *Frontend) inputRespond(th *Thread, p params, who *canonical.Principal) 
 		pr.answered = append(pr.answered, e.id)
 	}
 	if update != nil {
-		msgs, upd, pe := inputMessages(p["update"], pr.id+"-update-")
+		msgs, upd, pe := inputMessages([]byte(p["update"]), pr.id+"-update-")
 		if pe != nil {
 			th.mu.Unlock()
 			pe.Message = "input.respond: update: " + pe.Message
@@ -430,15 +443,15 @@ func (f *Frontend) inputInject(th *Thread, p params) ([]byte, uint64, *protoErro
 		return nil, 0, perr(errInvalidArgument, "input.inject requires a message object.")
 	}
 	var role, content string
-	if json.Unmarshal(m["role"], &role) != nil || (role != "user" && role != "system") {
+	if json.Unmarshal(m["role"], &role, peerJSON) != nil || (role != "user" && role != "system") {
 		return nil, 0, perr(errInvalidArgument, `input.inject: message.role must be "user" or "system".`)
 	}
-	if json.Unmarshal(m["content"], &content) != nil {
+	if json.Unmarshal(m["content"], &content, peerJSON) != nil {
 		return nil, 0, perr(errInvalidArgument, "input.inject: message.content must be a string.")
 	}
 	th.mu.Lock()
 	applied := th.seq
-	msg, pe := normalizeMessage(p["message"], "inject-"+newRunID())
+	msg, pe := normalizeMessage([]byte(p["message"]), "inject-"+newRunID())
 	if pe != nil {
 		th.mu.Unlock()
 		pe.Message = "input.inject: message: " + pe.Message
@@ -453,7 +466,9 @@ func (f *Frontend) inputInject(th *Thread, p params) ([]byte, uint64, *protoErro
 		th.mu.Unlock()
 		return []byte(`{}`), applied, nil
 	}
-	th.addMessagesLocked([]json.RawMessage{msg}, nil, "__input__", "update", th.rt.rec.LastRun)
+	// append to an empty copy: a list of runtime's message type, which
+	// this file does not name.
+	th.addMessagesLocked(append(th.rt.injected[:0:0], msg), nil, "__input__", "update", th.rt.rec.LastRun)
 	th.mu.Unlock()
 	th.persist()
 	return []byte(`{}`), applied, nil
@@ -484,13 +499,11 @@ func (f *Frontend) stateGet(th *Thread, p params) ([]byte, uint64, *protoError) 
 	}
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	b := append([]byte(`{"values":`), valuesJSON(th.rt.rec.Values, keys)...)
+	res := &stateResult{Values: valuesJSON(th.rt.rec.Values, keys)}
 	if h := th.rt.rec.Head; h != "" {
-		b = append(b, `,"checkpoint":{"id":`...)
-		b = appendString(b, h)
-		b = append(b, '}')
+		res.Checkpoint = &checkpointLink{ID: h}
 	}
-	return append(b, '}'), th.seq, nil
+	return appendJSON(nil, res), th.seq, nil
 }
 
 func (f *Frontend) listCheckpoints(th *Thread, p params) ([]byte, uint64, *protoError) {
@@ -520,35 +533,16 @@ func (f *Frontend) listCheckpoints(th *Thread, p params) ([]byte, uint64, *proto
 		}
 		end = i
 	}
-	b := []byte(`{"checkpoints":[`)
-	n := uint64(0)
-	for i := end - 1; i >= 0 && n < limit; i-- {
+	res := &checkpointsResult{Checkpoints: []checkpointSummary{}}
+	for i := end - 1; i >= 0 && uint64(len(res.Checkpoints)) < limit; i-- {
 		c := &cps[i]
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"id":`...)
-		b = appendString(b, c.ID)
-		b = append(b, `,"timestamp":`...)
-		b = appendString(b, c.Time.Format(time.RFC3339Nano))
-		b = append(b, `,"step":`...)
-		b = strconv.AppendInt(b, max(c.Step, 0), 10) // CheckpointSummary.step is a uint
-		if c.Node != "" {
-			b = append(b, `,"node_name":`...)
-			b = appendString(b, c.Node)
-		}
-		b = append(b, `,"metadata":{"source":`...)
-		b = appendString(b, c.Source)
-		b = append(b, `,"step":`...)
-		b = strconv.AppendInt(b, c.Step, 10)
-		if c.Parent != "" {
-			b = append(b, `,"parent_id":`...)
-			b = appendString(b, c.Parent)
-		}
-		b = append(b, "}}"...)
+		res.Checkpoints = append(res.Checkpoints, checkpointSummary{
+			ID: c.ID, Timestamp: c.Time.Format(time.RFC3339Nano),
+			Step: max(c.Step, 0), // CheckpointSummary.step is a uint
+			Node: c.Node, Metadata: checkpointMeta{Source: c.Source, Step: c.Step, ParentID: c.Parent},
+		})
 	}
-	return append(b, "]}"...), th.seq, nil
+	return appendJSON(nil, res), th.seq, nil
 }
 
 func (f *Frontend) stateFork(th *Thread, p params, who *canonical.Principal) ([]byte, uint64, *protoError) {
@@ -575,7 +569,7 @@ func (f *Frontend) stateFork(th *Thread, p params, who *canonical.Principal) ([]
 	}
 	if input, ok := p["input"]; ok {
 		pr.req.Extensions["agent.input"] = rawValue(input)
-		msgs, update, pe := inputMessages(input, pr.id+"-input-")
+		msgs, update, pe := inputMessages([]byte(input), pr.id+"-input-")
 		if pe != nil {
 			th.mu.Unlock()
 			pe.Message = "state.fork: " + pe.Message
@@ -589,11 +583,7 @@ func (f *Frontend) stateFork(th *Thread, p params, who *canonical.Principal) ([]
 		return nil, 0, pe
 	}
 	th.persist()
-	b := []byte(`{"run_id":`)
-	b = appendString(b, pr.id)
-	b = append(b, `,"thread_id":`...)
-	b = appendString(b, th.id)
-	return append(b, '}'), applied, nil
+	return appendJSON(nil, &runResult{RunID: pr.id, ThreadID: th.id}), applied, nil
 }
 
 func (f *Frontend) getTree(th *Thread, p params) ([]byte, uint64, *protoError) {
@@ -610,49 +600,61 @@ func (f *Frontend) getTree(th *Thread, p params) ([]byte, uint64, *protoError) {
 		}
 		return nil, 0, perr(errNoSuchRun, fmt.Sprintf("agent.getTree: thread %q has no run.", th.id))
 	}
-	return appendTree(nil, ri, []string{}, th.rt.rec.Assistant), th.seq, nil
+	return appendJSON(nil, &treeResult{Tree: treeOf(ri, []string{}, th.rt.rec.Assistant)}), th.seq, nil
 }
 
-// appendTree appends {"tree": AgentTreeNode} for a run's namespaces.
-func appendTree(b []byte, ri *runInfo, root []string, graph string) []byte {
-	b = append(b, `{"tree":`...)
-	b = appendTreeNode(b, ri, root, graph)
-	return append(b, '}')
-}
+// The results of the commands above.
+type (
+	runResult struct {
+		RunID    string `json:"run_id"`
+		ThreadID string `json:"thread_id,omitempty"`
+	}
+	stateResult struct {
+		Values     json.Value      `json:"values"`
+		Checkpoint *checkpointLink `json:"checkpoint,omitzero"`
+	}
+	checkpointsResult struct {
+		Checkpoints []checkpointSummary `json:"checkpoints"`
+	}
+	checkpointSummary struct {
+		ID        string         `json:"id"`
+		Timestamp string         `json:"timestamp"`
+		Step      int64          `json:"step"`
+		Node      string         `json:"node_name,omitempty"`
+		Metadata  checkpointMeta `json:"metadata"`
+	}
+	checkpointMeta struct {
+		Source   string `json:"source"`
+		Step     int64  `json:"step"`
+		ParentID string `json:"parent_id,omitempty"`
+	}
+	treeResult struct {
+		Tree *treeNode `json:"tree"`
+	}
+	// treeNode is an AgentTreeNode.
+	treeNode struct {
+		Namespace []string    `json:"namespace"`
+		Status    string      `json:"status"`
+		GraphName string      `json:"graph_name"`
+		Children  []*treeNode `json:"children,omitempty"`
+	}
+)
 
-func appendTreeNode(b []byte, ri *runInfo, ns []string, graph string) []byte {
-	status := "running"
+// treeOf is the AgentTreeNode of a run's namespace ns and those under it;
+// a namespace's graph is its last segment up to a ':', the root's graph.
+func treeOf(ri *runInfo, ns []string, graph string) *treeNode {
+	n := &treeNode{Namespace: ns, Status: "running", GraphName: graph}
 	if s := ri.status[nsKey(ns)]; s != nil {
-		status = s.status
+		n.Status = s.status
 	}
 	if len(ns) > 0 {
-		graph = ns[len(ns)-1]
-		if i := strings.IndexByte(graph, ':'); i >= 0 {
-			graph = graph[:i]
-		}
+		n.GraphName, _, _ = strings.Cut(ns[len(ns)-1], ":")
 	}
-	b = append(b, `{"namespace":`...)
-	b = appendNamespace(b, ns)
-	b = append(b, `,"status":"`...)
-	b = append(b, status...)
-	b = append(b, `","graph_name":`...)
-	b = appendString(b, graph)
-	first := true
 	for _, k := range ri.order {
 		c := ri.status[k]
-		if len(c.ns) != len(ns)+1 || !slices.Equal(c.ns[:len(ns)], ns) {
-			continue
+		if len(c.ns) == len(ns)+1 && slices.Equal(c.ns[:len(ns)], ns) {
+			n.Children = append(n.Children, treeOf(ri, c.ns, ""))
 		}
-		if first {
-			b = append(b, `,"children":[`...)
-			first = false
-		} else {
-			b = append(b, ',')
-		}
-		b = appendTreeNode(b, ri, c.ns, "")
 	}
-	if !first {
-		b = append(b, ']')
-	}
-	return append(b, '}')
+	return n
 }

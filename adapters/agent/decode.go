@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
-	"github.com/interlingua-dev/interlingua/internal/textarena"
 )
 
 // Decoder turns one upstream run's agent-protocol events (whole envelope
@@ -35,10 +34,8 @@ import (
 // carries the upstream's code. A frame of another type, or that is not JSON,
 // is an InvalidArgument error naming it. Not safe for concurrent use.
 //
-// Text, reasoning and tool-argument deltas on the open block, most of a
-// run's frames, are read by a hand-written scanner (decode_fast.go) that
-// gives exactly the events encoding/json gives and declines any frame it
-// cannot prove that for; the others take encoding/json.
+// Frames are read as the reference server's JavaScript peers read them
+// (peerJSON): member names case-sensitive, the last of repeated names.
 type Decoder struct {
 	// AfterSeq skips events with a seq at or below it: the replay of earlier
 	// runs of the thread (set it to the run.start response's
@@ -66,14 +63,8 @@ type Decoder struct {
 	// the failed lifecycle with it, else a non-terminal error event,
 	// emitted before that next event.
 	held *canonical.Event
-
-	// The fast path's state (decode_fast.go), reused across frames.
-	slow    bool            // decode every frame with encoding/json (tests compare the paths)
-	fast    fastFrame       // the frame being scanned
-	last    *nsDec          // the namespace of the last fast frame
-	node    string          // the last graph node, reused while it repeats
-	scratch []byte          // unescaped text
-	arena   textarena.Arena // the strings of text deltas
+	env  wireEnvelope // the frame being decoded, its data buffer reused
+	dd   deltaData    // the delta being decoded
 }
 
 // nsDec is the open message and block of one upstream namespace.
@@ -94,10 +85,10 @@ type nsDec struct {
 
 // wireEnvelope is an Event envelope as received.
 type wireEnvelope struct {
-	Type   string     `json:"type"`
-	Seq    *uint64    `json:"seq"`
-	Method string     `json:"method"`
-	Params wireParams `json:"params"`
+	Type   string           `json:"type"`
+	Seq    optional[uint64] `json:"seq"`
+	Method string           `json:"method"`
+	Params wireParams       `json:"params"`
 }
 
 // wireError is an error frame (ErrorResponse; the gap report's
@@ -110,22 +101,54 @@ type wireError struct {
 
 // deltaData is a content-block-delta, read without maps (the hot path).
 type deltaData struct {
-	Event string `json:"event"`
-	Index *int64 `json:"index"`
-	Delta *struct {
-		Type      string  `json:"type"`
-		Text      *string `json:"text"`
-		Reasoning *string `json:"reasoning"`
-		Args      *string `json:"args"`
-		Data      *string `json:"data"`
-	} `json:"delta"`
+	Event string                `json:"event"`
+	Index optional[int64]       `json:"index"`
+	Delta optional[wireDeltaIn] `json:"delta"`
+}
+
+// wireDeltaIn is a delta as received.
+type wireDeltaIn struct {
+	Type      string           `json:"type"`
+	Text      optional[string] `json:"text"`
+	Reasoning optional[string] `json:"reasoning"`
+	Args      optional[string] `json:"args"`
+	Data      optional[string] `json:"data"`
+}
+
+// optional is a member that may be absent or null (ok false): a pointer
+// without an allocation per frame.
+type optional[T any] struct {
+	v  T
+	ok bool
+}
+
+// UnmarshalJSONFrom reads null as absent, anything else as a T.
+func (o *optional[T]) UnmarshalJSONFrom(dec *json.Decoder) error {
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		*o = optional[T]{}
+		return err
+	}
+	o.ok = true
+	return json.UnmarshalDecode(dec, &o.v)
 }
 
 type wireParams struct {
-	Namespace []string        `json:"namespace"`
-	Timestamp *float64        `json:"timestamp"`
-	Node      string          `json:"node"`
-	Data      json.RawMessage `json:"data"`
+	Namespace []string          `json:"namespace"`
+	Timestamp optional[float64] `json:"timestamp"`
+	Node      string            `json:"node"`
+	Data      rawData           `json:"data"`
+}
+
+// rawData is params.data as it came, read into the Decoder's buffer,
+// reused from frame to frame (no part of it is kept).
+type rawData []byte
+
+// UnmarshalJSONFrom keeps the value's bytes.
+func (r *rawData) UnmarshalJSONFrom(dec *json.Decoder) error {
+	v, err := dec.ReadValue()
+	*r = append((*r)[:0], v...)
+	return err
 }
 
 // Ended reports whether the run's terminal event has been decoded.
@@ -202,31 +225,10 @@ func (d *Decoder) feed(frame []byte, out []*canonical.Event) ([]*canonical.Event
 	if len(frame) == 0 || frame[0] != '{' {
 		return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
 	}
-	if !d.slow {
-		if o, ok := d.feedFast(frame, out); ok {
-			d.decoded(d.fast.seq, d.fast.hasSeq)
-			return o, nil
-		}
-		if d.fast.skip {
-			// The replay of what came before the run: a fresh stream
-			// replays the upstream's whole buffer.
-			return out, nil
-		}
-		if o, ok := d.fastEnvelope(frame, out); ok {
-			d.decoded(d.fast.seq, d.fast.hasSeq)
-			return o, nil
-		}
-	}
 	return d.feedJSON(frame, out)
 }
 
 // wanted reports whether an event with seq is the run's next to decode:
-// after AfterSeq and, on a contiguous stream, the one after the last. The
-// fast path decodes only those; checkSeq decides the others.
-func (d *Decoder) wanted(seq uint64) bool {
-	return seq > d.AfterSeq && (!d.Contiguous || d.lastSeq == 0 || seq == d.lastSeq+1)
-}
-
 // checkSeq decides an event by its seq: skip it (the replay of what came
 // before the run, or a repeat), or fail the run when events between the
 // last one decoded and it never came.
@@ -263,9 +265,9 @@ func (d *Decoder) notEvent(frame []byte, typ string) error {
 	}
 	var e wireError
 	gap := false
-	if json.Unmarshal(frame, &e) != nil { // a member of another type: read the strings, and a gap's extent is unknown
-		var probe map[string]json.RawMessage
-		_ = json.Unmarshal(frame, &probe)
+	if json.Unmarshal(frame, &e, peerJSON) != nil { // a member of another type: read the strings, and a gap's extent is unknown
+		var probe map[string]json.Value
+		_ = json.Unmarshal(frame, &probe, peerJSON)
 		e = wireError{Error: jstr(probe["error"]), Message: jstr(probe["message"])}
 		_, gap = probe["min_available_seq"]
 	}
@@ -284,13 +286,13 @@ func (d *Decoder) notEvent(frame []byte, typ string) error {
 	return canonical.WireError(canonicalCode(e.Error), fmt.Sprintf("agent upstream: %s: %.200s", cmp.Or(e.Error, "error"), msg))
 }
 
-// feedJSON decodes a frame with encoding/json: every frame the fast path
-// declines.
+// feedJSON decodes a frame.
 func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
-	var env wireEnvelope
-	if err := json.Unmarshal(frame, &env); err != nil {
-		var probe map[string]json.RawMessage
-		if json.Unmarshal(frame, &probe) != nil {
+	env := &d.env
+	*env = wireEnvelope{Params: wireParams{Data: env.Params.Data[:0]}}
+	if err := json.Unmarshal(frame, env, peerJSON); err != nil {
+		var probe map[string]json.Value
+		if json.Unmarshal(frame, &probe, peerJSON) != nil {
 			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
 		}
 		if d.ended {
@@ -307,42 +309,39 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 		}
 		return out, d.notEvent(frame, env.Type)
 	}
-	return d.feedEvent(&env, nil, out)
+	return d.feedEvent(env, nil, out)
 }
 
-// feedEvent decodes an event frame from its envelope: feedJSON's, or the
-// fast path's for a frame whose data it does not read, which passes data,
-// an object's members, decoded (nil: feedEvent decodes them). It keeps no
-// part of env.Params.Data.
-func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.RawMessage, out []*canonical.Event) ([]*canonical.Event, error) {
+// feedEvent decodes an event frame from its envelope; data, an object's
+// members, is decoded here when nil. It keeps no part of env.Params.Data.
+func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.Value, out []*canonical.Event) ([]*canonical.Event, error) {
 	if d.ended {
 		return out, nil
 	}
-	if env.Seq != nil {
-		if skip, err := d.checkSeq(*env.Seq); skip {
+	if env.Seq.ok {
+		if skip, err := d.checkSeq(env.Seq.v); skip {
 			return out, err
 		}
-		// Only the general path passes the seq (fastEnvelope's is
-		// recorded by feed), so no path decodes this frame again.
-		d.decoded(*env.Seq, true)
+		d.decoded(env.Seq.v, true)
 	}
 	p := env.Params
+	raw := json.Value(p.Data)
 	if p.Namespace == nil {
 		p.Namespace = []string{}
 	}
 	base := canonical.Event{Namespace: p.Namespace, GraphNode: p.Node}
-	if p.Timestamp != nil && *p.Timestamp > 0 && *p.Timestamp < 1e14 {
-		base.TimeUnixNano = int64(*p.Timestamp) * 1e6
+	if ts := p.Timestamp.v; p.Timestamp.ok && ts > 0 && ts < 1e14 {
+		base.TimeUnixNano = int64(ts) * 1e6
 	}
 	if env.Method == methodMessages {
-		if done, o := d.fastDelta(&base, p.Data, out); done {
+		if done, o := d.fastDelta(&base, raw, out); done {
 			return o, nil
 		}
 	}
 	switch env.Method {
 	case methodValues, methodTasks: // any JSON
 	default:
-		if data == nil && json.Unmarshal(p.Data, &data) != nil {
+		if data == nil && json.Unmarshal(raw, &data, peerJSON) != nil {
 			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: %s event: data is not an object", env.Method)
 		}
 	}
@@ -355,39 +354,34 @@ func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.RawMessage, 
 		return d.lifecycle(&base, data, out), nil
 	case methodInputRequested:
 		return d.emit(out, &base, &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{
-			InterruptId: jstr(data["interrupt_id"]), Payload: d.value(data["payload"])}}), nil
+			InterruptId: jstr(data["interrupt_id"]), Payload: rawValue(data["payload"])}}), nil
 	case methodInputAnswered:
 		var ids []string
-		_ = json.Unmarshal(data["interrupt_ids"], &ids)
+		_ = json.Unmarshal(data["interrupt_ids"], &ids, peerJSON)
 		return d.emit(out, &base, &canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: ids}}), nil
 	case methodValues:
-		return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: d.value(p.Data)}}), nil
+		return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: rawValue(raw)}}), nil
 	case methodUpdates:
-		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: jstr(data["node"]), Values: d.value(data["values"])}}), nil
+		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: jstr(data["node"]), Values: rawValue(data["values"])}}), nil
 	case methodCheckpoints:
 		step, _ := strconv.ParseInt(string(bytes.TrimSpace(data["step"])), 10, 64)
 		return d.emit(out, &base, &canonical.KindCheckpoint{Checkpoint: &canonical.Checkpoint{
 			Id: jstr(data["id"]), ParentId: jstr(data["parent_id"]), Step: step, Source: jstr(data["source"])}}), nil
 	case methodTasks:
-		return d.emit(out, &base, &canonical.KindTask{Task: &canonical.Task{Payload: d.value(p.Data)}}), nil
+		return d.emit(out, &base, &canonical.KindTask{Task: &canonical.Task{Payload: rawValue(raw)}}), nil
 	case methodCustom:
 		name := jstr(data["name"])
 		if name == errorCustomName {
-			var pl struct{ Code, Message string }
-			_ = json.Unmarshal(data["payload"], &pl)
+			var pl struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal(data["payload"], &pl, peerJSON)
 			return d.emit(out, &base, &canonical.KindError{Error: errorProto(pl.Code, pl.Message, "upstream error")}), nil
 		}
-		return d.emit(out, &base, &canonical.KindCustom{Custom: &canonical.Custom{Name: name, Payload: d.value(data["payload"])}}), nil
+		return d.emit(out, &base, &canonical.KindCustom{Custom: &canonical.Custom{Name: name, Payload: rawValue(data["payload"])}}), nil
 	}
 	return out, nil // an event this version does not know: ignored
-}
-
-// value is rawValue, or jsonValue on the path forced onto encoding/json.
-func (d *Decoder) value(raw json.RawMessage) *structpb.Value {
-	if d.slow {
-		return jsonValue(raw)
-	}
-	return rawValue(raw)
 }
 
 // End appends what the run still owes when the upstream stream ends: the
@@ -413,17 +407,10 @@ func (d *Decoder) emit(out []*canonical.Event, base *canonical.Event, kind any) 
 	return append(out, e)
 }
 
-// jstr is the string raw holds, as json.Unmarshal into a string gives it
-// ("" for null or anything but a string). A string of printable ASCII
-// with no escape, what names, ids and statuses are, is read as it is:
-// Unmarshal validated and scanned raw twice, a reflected decode for each
-// of a frame's fields.
-func jstr(raw json.RawMessage) string {
-	if n := len(raw); n >= 2 && raw[0] == '"' && fastPlainRun(raw, 1) == n-1 {
-		return string(raw[1 : n-1])
-	}
+// jstr is the string raw holds ("" for null or anything but a string).
+func jstr(raw json.Value) string {
 	var s string
-	_ = json.Unmarshal(raw, &s)
+	_ = json.Unmarshal(raw, &s, peerJSON)
 	return s
 }
 
@@ -537,7 +524,7 @@ func (d *Decoder) flushB64(out []*canonical.Event, base *canonical.Event, s *nsD
 }
 
 // blockStart maps a content block's initial state to a canonical block.
-func blockStart(content map[string]json.RawMessage) (bs *canonical.BlockStart, jsonBlock bool) {
+func blockStart(content map[string]json.Value) (bs *canonical.BlockStart, jsonBlock bool) {
 	typ := jstr(content["type"])
 	id := jstr(content["id"])
 	switch typ {
@@ -566,7 +553,7 @@ func blockStart(content map[string]json.RawMessage) (bs *canonical.BlockStart, j
 }
 
 // initialText is the text a block's content carries beyond its type.
-func initialText(content map[string]json.RawMessage, typ canonical.BlockType) string {
+func initialText(content map[string]json.Value, typ canonical.BlockType) string {
 	switch typ {
 	case canonical.BlockText:
 		return jstr(content["text"])
@@ -575,9 +562,8 @@ func initialText(content map[string]json.RawMessage, typ canonical.BlockType) st
 	case canonical.BlockToolCall:
 		raw := bytes.TrimSpace(content["args"])
 		if len(raw) > 0 && raw[0] == '{' {
-			var buf bytes.Buffer
-			if json.Compact(&buf, raw) == nil {
-				return buf.String()
+			if c := compact(raw); c != nil {
+				return string(c)
 			}
 		}
 		return jstr(raw)
@@ -585,7 +571,7 @@ func initialText(content map[string]json.RawMessage, typ canonical.BlockType) st
 	return ""
 }
 
-func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+func (d *Decoder) messages(base *canonical.Event, data map[string]json.Value, out []*canonical.Event) []*canonical.Event {
 	s := d.state(base.Namespace)
 	idx := int64(-1)
 	if raw, ok := data["index"]; ok {
@@ -601,11 +587,11 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessag
 			d.msgs++
 			ms.MessageId = "upstream-msg-" + strconv.Itoa(d.msgs)
 		}
-		var md map[string]json.RawMessage
-		if json.Unmarshal(data["metadata"], &md) == nil && len(md) > 0 {
+		var md map[string]json.Value
+		if json.Unmarshal(data["metadata"], &md, peerJSON) == nil && len(md) > 0 {
 			ms.Metadata = map[string]*structpb.Value{}
 			for k, v := range md {
-				if pv := d.value(v); pv != nil && isScalar(pv) {
+				if pv := rawValue(v); pv != nil && isScalar(pv) {
 					ms.Metadata[k] = pv
 				}
 			}
@@ -613,8 +599,8 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessag
 		s.msgOpen, s.next = true, 0
 		return d.emit(out, base, &canonical.KindMessageStart{MessageStart: ms})
 	case "content-block-start":
-		var content map[string]json.RawMessage
-		_ = json.Unmarshal(data["content"], &content)
+		var content map[string]json.Value
+		_ = json.Unmarshal(data["content"], &content, peerJSON)
 		bs, jb := blockStart(content)
 		out = d.openBlock(out, base, s, idx, bs)
 		s.jsonBlock = jb
@@ -625,8 +611,8 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessag
 	case "content-block-delta":
 		return d.delta(base, s, idx, data, out)
 	case "content-block-finish":
-		var content map[string]json.RawMessage
-		_ = json.Unmarshal(data["content"], &content)
+		var content map[string]json.Value
+		_ = json.Unmarshal(data["content"], &content, peerJSON)
 		if !s.blockOpen || s.wire != idx {
 			bs, jb := blockStart(content)
 			out = d.openBlock(out, base, s, idx, bs)
@@ -655,38 +641,39 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.RawMessag
 // fastDelta decodes a text, reasoning, tool-call or data delta on the open
 // block of its index with a typed struct; done is false for anything else,
 // which the general path then decodes.
-func (d *Decoder) fastDelta(base *canonical.Event, raw json.RawMessage, out []*canonical.Event) (bool, []*canonical.Event) {
+func (d *Decoder) fastDelta(base *canonical.Event, raw json.Value, out []*canonical.Event) (bool, []*canonical.Event) {
 	if !bytes.Contains(raw, []byte(`"content-block-delta"`)) {
 		return false, out
 	}
-	var dd deltaData
-	if json.Unmarshal(raw, &dd) != nil || dd.Event != "content-block-delta" || dd.Delta == nil || dd.Index == nil {
+	dd := &d.dd
+	*dd = deltaData{}
+	if json.Unmarshal(raw, dd, peerJSON) != nil || dd.Event != "content-block-delta" || !dd.Delta.ok || !dd.Index.ok {
 		return false, out
 	}
 	s := d.state(base.Namespace)
-	if !s.blockOpen || s.wire != *dd.Index || s.jsonBlock {
+	if !s.blockOpen || s.wire != dd.Index.v || s.jsonBlock {
 		return false, out
 	}
-	switch {
-	case dd.Delta.Type == "text-delta" && s.typ == canonical.BlockText && dd.Delta.Text != nil:
-		return true, d.appendText(out, base, s, *dd.Delta.Text)
-	case dd.Delta.Type == "reasoning-delta" && s.typ == canonical.BlockReasoning && dd.Delta.Reasoning != nil:
-		return true, d.appendText(out, base, s, *dd.Delta.Reasoning)
-	case dd.Delta.Type == "tool-call-delta" && s.typ == canonical.BlockToolCall && dd.Delta.Args != nil:
-		return true, d.appendText(out, base, s, *dd.Delta.Args)
-	case dd.Delta.Type == "data-delta" && s.typ == canonical.BlockData && dd.Delta.Data != nil:
-		return true, d.appendB64(out, base, s, *dd.Delta.Data)
+	switch dl := &dd.Delta.v; {
+	case dl.Type == "text-delta" && s.typ == canonical.BlockText && dl.Text.ok:
+		return true, d.appendText(out, base, s, dl.Text.v)
+	case dl.Type == "reasoning-delta" && s.typ == canonical.BlockReasoning && dl.Reasoning.ok:
+		return true, d.appendText(out, base, s, dl.Reasoning.v)
+	case dl.Type == "tool-call-delta" && s.typ == canonical.BlockToolCall && dl.Args.ok:
+		return true, d.appendText(out, base, s, dl.Args.v)
+	case dl.Type == "data-delta" && s.typ == canonical.BlockData && dl.Data.ok:
+		return true, d.appendB64(out, base, s, dl.Data.v)
 	}
 	return false, out
 }
 
 // delta applies a content-block-delta.
-func (d *Decoder) delta(base *canonical.Event, s *nsDec, idx int64, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
-	var delta map[string]json.RawMessage
+func (d *Decoder) delta(base *canonical.Event, s *nsDec, idx int64, data map[string]json.Value, out []*canonical.Event) []*canonical.Event {
+	var delta map[string]json.Value
 	legacy := false
-	if json.Unmarshal(data["delta"], &delta) != nil || delta == nil {
+	if json.Unmarshal(data["delta"], &delta, peerJSON) != nil || delta == nil {
 		// The SDK's legacy form: a partial block in content, appended.
-		if json.Unmarshal(data["content"], &delta) != nil || delta == nil {
+		if json.Unmarshal(data["content"], &delta, peerJSON) != nil || delta == nil {
 			return out
 		}
 		legacy = true
@@ -703,8 +690,8 @@ func (d *Decoder) delta(base *canonical.Event, s *nsDec, idx int64, data map[str
 	case "data-delta":
 		want = canonical.BlockData
 	case "block-delta":
-		var fields map[string]json.RawMessage
-		_ = json.Unmarshal(delta["fields"], &fields)
+		var fields map[string]json.Value
+		_ = json.Unmarshal(delta["fields"], &fields, peerJSON)
 		return d.blockDelta(base, s, idx, fields, out)
 	default:
 		if !legacy {
@@ -740,7 +727,7 @@ func (d *Decoder) delta(base *canonical.Event, s *nsDec, idx int64, data map[str
 // blockDelta applies block-delta fields: they replace what they name, so
 // only a value that extends what was sent can be streamed on; others wait
 // for content-block-finish.
-func (d *Decoder) blockDelta(base *canonical.Event, s *nsDec, idx int64, fields map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+func (d *Decoder) blockDelta(base *canonical.Event, s *nsDec, idx int64, fields map[string]json.Value, out []*canonical.Event) []*canonical.Event {
 	if fields == nil {
 		return out
 	}
@@ -767,12 +754,11 @@ func (d *Decoder) blockDelta(base *canonical.Event, s *nsDec, idx int64, fields 
 }
 
 // reconcile sends what the finished block holds beyond what was streamed.
-func (d *Decoder) reconcile(base *canonical.Event, s *nsDec, content map[string]json.RawMessage, raw json.RawMessage, out []*canonical.Event) []*canonical.Event {
+func (d *Decoder) reconcile(base *canonical.Event, s *nsDec, content map[string]json.Value, raw json.Value, out []*canonical.Event) []*canonical.Event {
 	if s.jsonBlock {
-		var buf bytes.Buffer
-		if json.Compact(&buf, raw) == nil && buf.Len() > 0 && buf.Len() <= d.maxBlock() {
+		if c := compact(raw); len(c) > 0 && len(c) <= d.maxBlock() {
 			s.data = true
-			out = d.emit(out, base, &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: s.index, Data: buf.Bytes()}})
+			out = d.emit(out, base, &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: s.index, Data: c}})
 		}
 		return out
 	}
@@ -795,6 +781,16 @@ func (d *Decoder) reconcile(base *canonical.Event, s *nsDec, content map[string]
 		return d.appendText(out, base, s, final[len(s.acc):])
 	}
 	return out
+}
+
+// compact is a copy of the JSON value raw without its whitespace; nil when
+// raw is not JSON.
+func compact(raw json.Value) []byte {
+	c := raw.Clone()
+	if c.Compact(peerJSON) != nil {
+		return nil
+	}
+	return c
 }
 
 func canonicalMsgRole(r string) string {
@@ -826,7 +822,7 @@ func canonicalReason(r string) canonical.FinishReason {
 }
 
 // canonicalUsage reads UsageInfo; nil when absent.
-func canonicalUsage(raw json.RawMessage) *canonical.Usage {
+func canonicalUsage(raw json.Value) *canonical.Usage {
 	var u struct {
 		In    int64 `json:"input_tokens"`
 		Out   int64 `json:"output_tokens"`
@@ -839,29 +835,29 @@ func canonicalUsage(raw json.RawMessage) *canonical.Usage {
 			Reasoning int64 `json:"reasoning"`
 		} `json:"output_token_details"`
 	}
-	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &u) != nil {
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &u, peerJSON) != nil {
 		return nil
 	}
 	return &canonical.Usage{InputTokens: u.In, OutputTokens: u.Out, TotalTokens: u.Total, ReasoningTokens: u.OutDet.Reasoning,
 		CacheReadTokens: u.InDet.CacheRead, CacheCreationTokens: u.InDet.CacheCreation}
 }
 
-func (d *Decoder) tools(base *canonical.Event, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+func (d *Decoder) tools(base *canonical.Event, data map[string]json.Value, out []*canonical.Event) []*canonical.Event {
 	id := jstr(data["tool_call_id"])
 	switch jstr(data["event"]) {
 	case "tool-started":
-		return d.emit(out, base, &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{ToolCallId: id, Name: jstr(data["tool_name"]), Input: d.value(data["input"])}})
+		return d.emit(out, base, &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{ToolCallId: id, Name: jstr(data["tool_name"]), Input: rawValue(data["input"])}})
 	case "tool-output-delta":
 		return d.emit(out, base, &canonical.KindToolOutput{ToolOutput: &canonical.ToolOutput{ToolCallId: id, Delta: jstr(data["delta"])}})
 	case "tool-finished":
-		return d.emit(out, base, &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: id, Output: d.value(data["output"])}})
+		return d.emit(out, base, &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: id, Output: rawValue(data["output"])}})
 	case "tool-error":
 		return d.emit(out, base, &canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: id, Error: errorProto(jstr(data["code"]), jstr(data["message"]), "tool failed")}})
 	}
 	return out
 }
 
-func (d *Decoder) lifecycle(base *canonical.Event, data map[string]json.RawMessage, out []*canonical.Event) []*canonical.Event {
+func (d *Decoder) lifecycle(base *canonical.Event, data map[string]json.Value, out []*canonical.Event) []*canonical.Event {
 	status := jstr(data["event"])
 	errText := jstr(data["error"])
 	lc := &canonical.Lifecycle{GraphName: jstr(data["graph_name"])}
@@ -870,11 +866,13 @@ func (d *Decoder) lifecycle(base *canonical.Event, data map[string]json.RawMessa
 		ToolCallID string `json:"tool_call_id"`
 		FromNode   string `json:"from_node"`
 	}
-	if json.Unmarshal(data["cause"], &cause) == nil && cause.Type != "" {
+	if json.Unmarshal(data["cause"], &cause, peerJSON) == nil && cause.Type != "" {
 		lc.Cause = &canonical.Cause{Type: cause.Type, ToolCallId: cause.ToolCallID, FromNode: cause.FromNode}
 	}
-	var cp struct{ ID string }
-	if json.Unmarshal(data["checkpoint"], &cp) == nil {
+	var cp struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(data["checkpoint"], &cp, peerJSON) == nil {
 		lc.CheckpointId = cp.ID
 	}
 	root := len(base.Namespace) == 0
@@ -962,7 +960,7 @@ func NewSSEDecoder(afterSeq uint64, maxEventBytes int) *SSEDecoder {
 // starts afresh, the parser goes on from where the last run's read left
 // it (an event it holds in part is the stream's next one).
 func (d *SSEDecoder) nextRun(after uint64) {
-	d.Decoder = Decoder{AfterSeq: after, Contiguous: d.Contiguous, MaxBlockBytes: d.MaxBlockBytes, slow: d.slow}
+	d.Decoder = Decoder{AfterSeq: after, Contiguous: d.Contiguous, MaxBlockBytes: d.MaxBlockBytes}
 }
 
 // Feed takes a chunk of the stream and appends the canonical events it

@@ -252,30 +252,28 @@ func TestDecoderMessageErrorThenContinue(t *testing.T) {
 		{"stream ends", nil, []string{"messageStart", "blockStart", "blockDelta", "blockFinish", "messageFinish", "error", "lifecycle"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, slow := range []bool{false, true} {
-				d := &Decoder{slow: slow}
-				var out []*canonical.Event
-				for _, f := range append(append([][]byte{}, start...), tc.rest...) {
-					var err error
-					if out, err = d.Feed(f, out); err != nil {
-						t.Fatal(err)
-					}
-				}
-				out = d.End(out)
-				var kinds []string
-				for _, e := range out {
-					m := e.ProtoReflect()
-					kinds = append(kinds, m.WhichOneof(m.Descriptor().Oneofs().ByName("kind")).JSONName())
-					if er := e.GetError(); er != nil && (canonical.Code(er.GetCode()) != canonical.CodeUnavailable || er.GetMessage() != "model-1 is unavailable") {
-						t.Fatalf("error event %v", er)
-					}
-				}
-				if strings.Join(kinds, ",") != strings.Join(tc.want, ",") {
-					t.Fatalf("slow=%v: %s\nwant %s", slow, strings.Join(kinds, ","), strings.Join(tc.want, ","))
-				}
-				if err := canonical.Validate(out); err != nil && tc.name != "stream ends" {
+			d := &Decoder{}
+			var out []*canonical.Event
+			for _, f := range append(append([][]byte{}, start...), tc.rest...) {
+				var err error
+				if out, err = d.Feed(f, out); err != nil {
 					t.Fatal(err)
 				}
+			}
+			out = d.End(out)
+			var kinds []string
+			for _, e := range out {
+				m := e.ProtoReflect()
+				kinds = append(kinds, m.WhichOneof(m.Descriptor().Oneofs().ByName("kind")).JSONName())
+				if er := e.GetError(); er != nil && (canonical.Code(er.GetCode()) != canonical.CodeUnavailable || er.GetMessage() != "model-1 is unavailable") {
+					t.Fatalf("error event %v", er)
+				}
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("%s\nwant %s", strings.Join(kinds, ","), strings.Join(tc.want, ","))
+			}
+			if err := canonical.Validate(out); err != nil && tc.name != "stream ends" {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -2,16 +2,14 @@ package agent
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Event methods (section 5.1).
@@ -51,49 +49,37 @@ type wireEvent struct {
 	end    int
 }
 
-// rootTerminal reports whether the event ends a run for the SDK: a root
-// lifecycle event with completed, failed or interrupted.
-func (w *wireEvent) rootTerminal() bool {
-	return w.method == methodLifecycle && len(w.namespace) == 0 &&
-		(w.status == "completed" || w.status == "failed" || w.status == "interrupted")
+// eventFrame is the event envelope (section 3.4); event_id is the seq in
+// decimal.
+type eventFrame struct {
+	Type    string      `json:"type"`
+	EventID uint64      `json:"event_id,string"`
+	Seq     uint64      `json:"seq"`
+	Method  string      `json:"method"`
+	Params  eventParams `json:"params"`
 }
 
-// appendFrame appends the full event envelope (section 3.4) with seq and
-// event_id = decimal seq.
-func appendFrame(b []byte, seq uint64, w *wireEvent) []byte {
-	b = append(b, `{"type":"event","event_id":"`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `","seq":`...)
-	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"method":`...)
-	b = appendString(b, w.method)
-	b = append(b, `,"params":{"namespace":`...)
-	b = appendNamespace(b, w.namespace)
-	b = append(b, `,"timestamp":`...)
-	b = strconv.AppendInt(b, w.timeMs, 10)
-	if w.node != "" && (w.method == methodMessages || w.method == methodTools) {
-		b = append(b, `,"node":`...)
-		b = appendString(b, w.node)
-	}
-	b = append(b, `,"data":`...)
-	b = append(b, w.data...)
-	return append(b, "}}"...)
+type eventParams struct {
+	Namespace []string   `json:"namespace"`
+	Timestamp int64      `json:"timestamp"`
+	Node      string     `json:"node,omitempty"`
+	Data      json.Value `json:"data"`
 }
 
-// frameSize is an upper bound of appendFrame's output for w when its strings
-// need no escaping (a good first capacity).
-func frameSize(w *wireEvent) int {
-	n := 170 + len(w.method) + len(w.node) + len(w.data)
-	for _, s := range w.namespace {
-		n += len(s) + 3
-	}
-	return n
-}
-
-// newFrame returns the envelope of w with seq, in one allocation in the
-// common case.
+// newFrame returns the envelope of w with seq. The graph node is sent on
+// messages and tools events, where the SDK reads it.
 func newFrame(seq uint64, w *wireEvent) []byte {
-	return appendFrame(make([]byte, 0, frameSize(w)), seq, w)
+	f := eventFrame{Type: "event", EventID: seq, Seq: seq, Method: w.method,
+		Params: eventParams{Namespace: w.namespace, Timestamp: w.timeMs, Data: w.data}}
+	if w.method == methodMessages || w.method == methodTools {
+		f.Params.Node = w.node
+	}
+	b, err := json.Marshal(&f, wireJSON)
+	if err != nil { // data that is not JSON (a bug of its writer) is sent as null, never spliced in
+		f.Params.Data = json.Value("null")
+		b, _ = json.Marshal(&f, wireJSON)
+	}
+	return b
 }
 
 // EncoderConfig configures an Encoder.
@@ -117,7 +103,9 @@ type EncoderConfig struct {
 // It is not safe for concurrent use.
 type Encoder struct {
 	cfg     EncoderConfig
-	scratch []byte
+	scratch bytes.Buffer // the data of the events of one Encode
+	delta   blockEvent   // reused for every delta (most of a run's events) ...
+	body    wireDelta    // ... with this body: no allocation per delta
 	root    nsEnc
 	ns      map[string]*nsEnc
 	// pendingErr is a message that ended with FinishError: its error event
@@ -166,18 +154,19 @@ func (e *Encoder) state(ns []string) *nsEnc {
 	return s
 }
 
-// begin starts a wire event whose data the caller appends to e.scratch.
-func (e *Encoder) begin(out []wireEvent, method string, ev *canonical.Event) []wireEvent {
+// add appends a wire event of ev with data, written to the scratch buffer.
+func (e *Encoder) add(out []wireEvent, method string, ev *canonical.Event, data any) []wireEvent {
 	ms := ev.GetTimeUnixNano() / 1e6
 	if ms == 0 {
 		ms = e.cfg.Now().UnixMilli()
 	}
-	return append(out, wireEvent{method: method, namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: ms, start: len(e.scratch)})
-}
-
-// done closes the last wire event's data.
-func (e *Encoder) done(out []wireEvent) {
-	out[len(out)-1].end = len(e.scratch)
+	w := wireEvent{method: method, namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: ms, start: e.scratch.Len()}
+	if json.MarshalWrite(&e.scratch, data, wireJSON) != nil { // never, for the types below
+		e.scratch.Truncate(w.start)
+		e.scratch.WriteString("null")
+	}
+	w.end = e.scratch.Len()
+	return append(out, w)
 }
 
 // Encode appends the wire events for ev to out (zero or more; usually one).
@@ -185,36 +174,47 @@ func (e *Encoder) done(out []wireEvent) {
 // call. An error (a block larger than MaxBlockBytes: ResourceExhausted)
 // leaves the run unencodable; the caller ends it.
 func (e *Encoder) Encode(ev *canonical.Event, out []wireEvent) ([]wireEvent, error) {
-	e.scratch = e.scratch[:0]
+	e.scratch.Reset()
 	first := len(out)
+	var err error
 	if k, ok := ev.GetKind().(*canonical.KindError); ok && e.pendingErr != nil && slices.Equal(ev.GetNamespace(), e.pendingErr.namespace) {
 		// The error of the message that just failed: its messages error
 		// event carries it (decoders read it back as this error event).
 		out = e.flushPendingError(out, &canonical.Event{Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Error: k.Error}}})
-		for i := first; i < len(out); i++ {
-			out[i].data = e.scratch[out[i].start:out[i].end:out[i].end]
-		}
-		return out, nil
+	} else {
+		out = e.flushPendingError(out, ev)
+		out, err = e.encode(ev, out)
 	}
-	out = e.flushPendingError(out, ev)
-	var err error
-	out, err = e.encode(ev, out)
-	for i := first; i < len(out); i++ {
-		out[i].data = e.scratch[out[i].start:out[i].end:out[i].end]
-	}
+	e.setData(out[first:])
 	return out, err
+}
+
+// setData points the events' data into the scratch buffer, once written
+// (a write may move it).
+func (e *Encoder) setData(out []wireEvent) {
+	b := e.scratch.Bytes()
+	for i := range out {
+		out[i].data = b[out[i].start:out[i].end:out[i].end]
+	}
 }
 
 // Flush appends what the encoder still owes at the end of a stream that
 // stopped early (a message error whose run never ended).
 func (e *Encoder) Flush(out []wireEvent) []wireEvent {
-	e.scratch = e.scratch[:0]
+	e.scratch.Reset()
 	first := len(out)
 	out = e.flushPendingError(out, nil)
-	for i := first; i < len(out); i++ {
-		out[i].data = e.scratch[out[i].start:out[i].end:out[i].end]
-	}
+	e.setData(out[first:])
 	return out
+}
+
+// eventError is the data of a messages error event, and of a tools
+// tool-error event (with tool_call_id).
+type eventError struct {
+	Event      string `json:"event"`
+	ToolCallID string `json:"tool_call_id,omitzero"`
+	Message    string `json:"message"`
+	Code       string `json:"code"`
 }
 
 func (e *Encoder) flushPendingError(out []wireEvent, next *canonical.Event) []wireEvent {
@@ -228,220 +228,197 @@ func (e *Encoder) flushPendingError(out []wireEvent, next *canonical.Event) []wi
 		msg, code = lc.GetError().GetMessage(), canonical.Code(lc.GetError().GetCode())
 	}
 	w := *p
-	w.start = len(e.scratch)
-	b := append(e.scratch, `{"event":"error","message":`...)
-	b = appendString(b, msg)
-	b = append(b, `,"code":`...)
-	b = appendString(b, code.String())
-	e.scratch = append(b, '}')
-	w.end = len(e.scratch)
+	w.start = e.scratch.Len()
+	_ = json.MarshalWrite(&e.scratch, &eventError{Event: "error", Message: msg, Code: code.String()}, wireJSON)
+	w.end = e.scratch.Len()
 	return append(out, w)
 }
+
+// The data of the other events (section 5.2), one type each.
+type (
+	messageStart struct {
+		Event    string         `json:"event"`
+		Role     string         `json:"role"`
+		ID       string         `json:"id"`
+		Metadata map[string]any `json:"metadata,omitempty"`
+	}
+	messageFinish struct {
+		Event  string     `json:"event"`
+		Usage  *wireUsage `json:"usage,omitzero"`
+		Reason string     `json:"reason,omitempty"`
+	}
+	toolStarted struct {
+		Event      string     `json:"event"`
+		ToolCallID string     `json:"tool_call_id"`
+		ToolName   string     `json:"tool_name"`
+		Input      json.Value `json:"input,omitzero"` // absent when the event has none; null when it is null
+	}
+	toolOutput struct {
+		Event      string `json:"event"`
+		ToolCallID string `json:"tool_call_id"`
+		Delta      string `json:"delta"`
+	}
+	toolFinished struct {
+		Event      string `json:"event"`
+		ToolCallID string `json:"tool_call_id"`
+		Output     any    `json:"output"`
+	}
+	inputRequested struct {
+		InterruptID string `json:"interrupt_id"`
+		Payload     any    `json:"payload"`
+	}
+	inputAnswered struct {
+		InterruptIDs []string `json:"interrupt_ids"`
+	}
+	stateUpdate struct {
+		Node   string `json:"node,omitempty"`
+		Values any    `json:"values"`
+	}
+	checkpointData struct {
+		ID       string `json:"id"`
+		ParentID string `json:"parent_id,omitempty"`
+		Step     int64  `json:"step"`
+		Source   string `json:"source"`
+	}
+	customData struct {
+		Name    string `json:"name,omitempty"`
+		Payload any    `json:"payload"`
+	}
+	errorPayload struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+)
 
 func (e *Encoder) encode(ev *canonical.Event, out []wireEvent) ([]wireEvent, error) {
 	switch k := ev.GetKind().(type) {
 	case *canonical.KindBlockDelta:
-		return e.delta(ev, k.BlockDelta, out)
+		return e.blockDelta(ev, k.BlockDelta, out)
 	case *canonical.KindBlockStart:
 		return e.blockStart(ev, k.BlockStart, out), nil
 	case *canonical.KindBlockFinish:
 		return e.blockFinish(ev, k.BlockFinish, out), nil
 	case *canonical.KindMessageStart:
-		out = e.begin(out, methodMessages, ev)
-		b := append(e.scratch, `{"event":"message-start","role":`...)
-		b = appendString(b, wireRole(k.MessageStart.GetRole()))
-		b = append(b, `,"id":`...)
-		b = appendString(b, k.MessageStart.GetMessageId())
+		ms := &messageStart{Event: "message-start", Role: wireRole(k.MessageStart.GetRole()), ID: k.MessageStart.GetMessageId()}
 		if md := k.MessageStart.GetMetadata(); len(md) > 0 {
-			b = append(b, `,"metadata":`...)
-			b = appendFields(b, md, true)
+			ms.Metadata = plainFields(md, true)
 		}
-		e.scratch = append(b, '}')
-		e.done(out)
+		return e.add(out, methodMessages, ev, ms), nil
 	case *canonical.KindMessageFinish:
-		mf := k.MessageFinish
-		if mf.GetFinishReason() == canonical.FinishError {
-			out = e.begin(out, methodMessages, ev)
-			w := out[len(out)-1]
-			e.pendingErr = &w
-			return out[:len(out)-1], nil
-		}
-		out = e.begin(out, methodMessages, ev)
-		b := append(e.scratch, `{"event":"message-finish"`...)
-		if u := mf.GetUsage(); u != nil && (u.GetInputTokens() != 0 || u.GetOutputTokens() != 0 || u.GetTotalTokens() != 0) {
-			b = append(b, `,"usage":`...)
-			b = appendUsage(b, u)
-		}
-		if r := wireReason(mf.GetFinishReason()); r != "" {
-			b = append(b, `,"reason":"`...)
-			b = append(b, r...)
-			b = append(b, '"')
-		}
-		e.scratch = append(b, '}')
-		e.done(out)
+		return e.messageFinish(ev, k.MessageFinish, out), nil
 	case *canonical.KindLifecycle:
-		out = e.lifecycle(ev, k.Lifecycle, out)
+		return e.lifecycle(ev, k.Lifecycle, out), nil
 	case *canonical.KindToolStarted:
 		t := k.ToolStarted
-		out = e.begin(out, methodTools, ev)
-		b := append(e.scratch, `{"event":"tool-started","tool_call_id":`...)
-		b = appendString(b, t.GetToolCallId())
-		b = append(b, `,"tool_name":`...)
-		b = appendString(b, t.GetName())
+		ts := &toolStarted{Event: "tool-started", ToolCallID: t.GetToolCallId(), ToolName: t.GetName()}
 		if t.GetInput() != nil {
-			b = append(b, `,"input":`...)
-			b = appendValue(b, t.GetInput())
+			ts.Input = appendValue(nil, t.GetInput())
 		}
-		e.scratch = append(b, '}')
-		e.done(out)
+		return e.add(out, methodTools, ev, ts), nil
 	case *canonical.KindToolOutput:
-		out = e.begin(out, methodTools, ev)
-		b := append(e.scratch, `{"event":"tool-output-delta","tool_call_id":`...)
-		b = appendString(b, k.ToolOutput.GetToolCallId())
-		b = append(b, `,"delta":`...)
-		b = appendString(b, k.ToolOutput.GetDelta())
-		e.scratch = append(b, '}')
-		e.done(out)
+		return e.add(out, methodTools, ev, &toolOutput{Event: "tool-output-delta", ToolCallID: k.ToolOutput.GetToolCallId(), Delta: k.ToolOutput.GetDelta()}), nil
 	case *canonical.KindToolFinished:
-		out = e.begin(out, methodTools, ev)
-		b := append(e.scratch, `{"event":"tool-finished","tool_call_id":`...)
-		b = appendString(b, k.ToolFinished.GetToolCallId())
-		b = append(b, `,"output":`...)
-		b = appendValue(b, k.ToolFinished.GetOutput())
-		e.scratch = append(b, '}')
-		e.done(out)
+		return e.add(out, methodTools, ev, &toolFinished{Event: "tool-finished", ToolCallID: k.ToolFinished.GetToolCallId(), Output: plainValue(k.ToolFinished.GetOutput())}), nil
 	case *canonical.KindToolFailed:
 		t := k.ToolFailed
-		out = e.begin(out, methodTools, ev)
-		b := append(e.scratch, `{"event":"tool-error","tool_call_id":`...)
-		b = appendString(b, t.GetToolCallId())
-		b = append(b, `,"message":`...)
-		b = appendString(b, t.GetError().GetMessage())
-		b = append(b, `,"code":`...)
-		b = appendString(b, canonical.Code(t.GetError().GetCode()).String())
-		e.scratch = append(b, '}')
-		e.done(out)
-	case *canonical.KindInputRequested:
-		out = e.begin(out, methodInputRequested, ev)
-		b := append(e.scratch, `{"interrupt_id":`...)
-		b = appendString(b, k.InputRequested.GetInterruptId())
-		b = append(b, `,"payload":`...)
-		b = appendValue(b, k.InputRequested.GetPayload())
-		e.scratch = append(b, '}')
-		e.done(out)
-	case *canonical.KindInputAnswered:
-		out = e.begin(out, methodInputAnswered, ev)
-		b := append(e.scratch, `{"interrupt_ids":`...)
-		b = appendNamespace(b, k.InputAnswered.GetInterruptIds())
-		e.scratch = append(b, '}')
-		e.done(out)
-	case *canonical.KindStateSnapshot:
-		out = e.begin(out, methodValues, ev)
-		e.scratch = appendObject(e.scratch, k.StateSnapshot.GetValues())
-		e.done(out)
-	case *canonical.KindStateUpdate:
-		out = e.begin(out, methodUpdates, ev)
-		b := append(e.scratch, '{')
-		if n := k.StateUpdate.GetNode(); n != "" {
-			b = append(b, `"node":`...)
-			b = appendString(b, n)
-			b = append(b, ',')
-		}
-		b = append(b, `"values":`...)
-		b = appendObject(b, k.StateUpdate.GetValues())
-		e.scratch = append(b, '}')
-		e.done(out)
-	case *canonical.KindCheckpoint:
-		c := k.Checkpoint
-		out = e.begin(out, methodCheckpoints, ev)
-		b := append(e.scratch, `{"id":`...)
-		b = appendString(b, c.GetId())
-		if c.GetParentId() != "" {
-			b = append(b, `,"parent_id":`...)
-			b = appendString(b, c.GetParentId())
-		}
-		b = append(b, `,"step":`...)
-		b = strconv.AppendInt(b, c.GetStep(), 10)
-		b = append(b, `,"source":"`...)
-		b = append(b, checkpointSource(c.GetSource())...)
-		e.scratch = append(b, `"}`...)
-		e.done(out)
-	case *canonical.KindTask:
-		out = e.begin(out, methodTasks, ev)
-		e.scratch = appendValue(e.scratch, k.Task.GetPayload())
-		e.done(out)
-	case *canonical.KindCustom:
-		out = e.begin(out, methodCustom, ev)
-		b := append(e.scratch, '{')
-		if n := k.Custom.GetName(); n != "" {
-			b = append(b, `"name":`...)
-			b = appendString(b, n)
-			b = append(b, ',')
-			out[len(out)-1].custom = n
-		}
-		b = append(b, `"payload":`...)
-		b = appendValue(b, k.Custom.GetPayload())
-		e.scratch = append(b, '}')
-		e.done(out)
-	case *canonical.KindError:
-		out = e.begin(out, methodCustom, ev)
-		out[len(out)-1].custom = errorCustomName
-		b := append(e.scratch, `{"name":"`+errorCustomName+`","payload":{"code":`...)
-		b = appendString(b, canonical.Code(k.Error.GetCode()).String())
-		b = append(b, `,"message":`...)
-		b = appendString(b, k.Error.GetMessage())
-		e.scratch = append(b, "}}"...)
-		e.done(out)
+		return e.add(out, methodTools, ev, &eventError{Event: "tool-error", ToolCallID: t.GetToolCallId(), Message: t.GetError().GetMessage(), Code: canonical.Code(t.GetError().GetCode()).String()}), nil
 	}
-	return out, nil
+	return e.encodeState(ev, out), nil
 }
 
-// appendObject appends v, which should be a JSON object; nil is {}.
-func appendObject(b []byte, v *structpb.Value) []byte {
-	if v == nil {
-		return append(b, "{}"...)
+// encodeState encodes the events of the other channels.
+func (e *Encoder) encodeState(ev *canonical.Event, out []wireEvent) []wireEvent {
+	switch k := ev.GetKind().(type) {
+	case *canonical.KindInputRequested:
+		return e.add(out, methodInputRequested, ev, &inputRequested{InterruptID: k.InputRequested.GetInterruptId(), Payload: plainValue(k.InputRequested.GetPayload())})
+	case *canonical.KindInputAnswered:
+		return e.add(out, methodInputAnswered, ev, &inputAnswered{InterruptIDs: k.InputAnswered.GetInterruptIds()})
+	case *canonical.KindStateSnapshot:
+		return e.add(out, methodValues, ev, plainObject(k.StateSnapshot.GetValues()))
+	case *canonical.KindStateUpdate:
+		return e.add(out, methodUpdates, ev, &stateUpdate{Node: k.StateUpdate.GetNode(), Values: plainObject(k.StateUpdate.GetValues())})
+	case *canonical.KindCheckpoint:
+		c := k.Checkpoint
+		return e.add(out, methodCheckpoints, ev, &checkpointData{ID: c.GetId(), ParentID: c.GetParentId(), Step: c.GetStep(), Source: checkpointSource(c.GetSource())})
+	case *canonical.KindTask:
+		return e.add(out, methodTasks, ev, plainValue(k.Task.GetPayload()))
+	case *canonical.KindCustom:
+		out = e.add(out, methodCustom, ev, &customData{Name: k.Custom.GetName(), Payload: plainValue(k.Custom.GetPayload())})
+		out[len(out)-1].custom = k.Custom.GetName()
+		return out
+	case *canonical.KindError:
+		out = e.add(out, methodCustom, ev, &customData{Name: errorCustomName, Payload: &errorPayload{Code: canonical.Code(k.Error.GetCode()).String(), Message: k.Error.GetMessage()}})
+		out[len(out)-1].custom = errorCustomName
+		return out
 	}
-	return appendValue(b, v)
+	return out
+}
+
+// plainObject is v, which should be a JSON object, as plainValue makes
+// it; nil is {}.
+func plainObject(v *structpb.Value) any {
+	if v == nil {
+		return map[string]any{}
+	}
+	return plainValue(v)
+}
+
+func (e *Encoder) messageFinish(ev *canonical.Event, mf *canonical.MessageFinish, out []wireEvent) []wireEvent {
+	if mf.GetFinishReason() == canonical.FinishError {
+		ms := ev.GetTimeUnixNano() / 1e6
+		if ms == 0 {
+			ms = e.cfg.Now().UnixMilli()
+		}
+		e.pendingErr = &wireEvent{method: methodMessages, namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: ms}
+		return out
+	}
+	data := &messageFinish{Event: "message-finish", Reason: wireReason(mf.GetFinishReason())}
+	if u := mf.GetUsage(); u != nil && (u.GetInputTokens() != 0 || u.GetOutputTokens() != 0 || u.GetTotalTokens() != 0) {
+		data.Usage = newWireUsage(u)
+	}
+	return e.add(out, methodMessages, ev, data)
+}
+
+// lifecycleData is a lifecycle event's data.
+type lifecycleData struct {
+	Event      string          `json:"event"`
+	GraphName  string          `json:"graph_name,omitempty"`
+	Cause      *causeData      `json:"cause,omitzero"`
+	Error      string          `json:"error,omitempty"`
+	Checkpoint *checkpointLink `json:"checkpoint,omitzero"`
+}
+
+// causeData says why a subgraph started: tool_call_id for a toolCall,
+// from_node for the others (sent, even empty, for send and edge).
+type causeData struct {
+	Type       string  `json:"type"`
+	ToolCallID *string `json:"tool_call_id,omitzero"`
+	FromNode   *string `json:"from_node,omitzero"`
+}
+
+type checkpointLink struct {
+	ID string `json:"id"`
 }
 
 func (e *Encoder) lifecycle(ev *canonical.Event, lc *canonical.Lifecycle, out []wireEvent) []wireEvent {
 	status, errText := wireStatus(lc)
-	out = e.begin(out, methodLifecycle, ev)
-	out[len(out)-1].status = status
-	b := append(e.scratch, `{"event":"`...)
-	b = append(b, status...)
-	b = append(b, '"')
-	graph := lc.GetGraphName()
-	if graph == "" && len(ev.GetNamespace()) == 0 {
-		graph = e.cfg.GraphName
-	}
-	if graph != "" {
-		b = append(b, `,"graph_name":`...)
-		b = appendString(b, graph)
+	data := &lifecycleData{Event: status, GraphName: lc.GetGraphName(), Error: errText}
+	if data.GraphName == "" && len(ev.GetNamespace()) == 0 {
+		data.GraphName = e.cfg.GraphName
 	}
 	if c := lc.GetCause(); c != nil && c.GetType() != "" {
-		b = append(b, `,"cause":{"type":`...)
-		b = appendString(b, c.GetType())
+		data.Cause = &causeData{Type: c.GetType()}
 		if c.GetType() == "toolCall" {
-			b = append(b, `,"tool_call_id":`...)
-			b = appendString(b, c.GetToolCallId())
+			data.Cause.ToolCallID = &c.ToolCallId
 		} else if c.GetFromNode() != "" || c.GetType() == "send" || c.GetType() == "edge" {
-			b = append(b, `,"from_node":`...)
-			b = appendString(b, c.GetFromNode())
+			data.Cause.FromNode = &c.FromNode
 		}
-		b = append(b, '}')
-	}
-	if errText != "" {
-		b = append(b, `,"error":`...)
-		b = appendString(b, errText)
 	}
 	if id := lc.GetCheckpointId(); id != "" {
-		b = append(b, `,"checkpoint":{"id":`...)
-		b = appendString(b, id)
-		b = append(b, '}')
+		data.Checkpoint = &checkpointLink{ID: id}
 	}
-	e.scratch = append(b, '}')
-	e.done(out)
+	out = e.add(out, methodLifecycle, ev, data)
+	out[len(out)-1].status = status
 	return out
 }
 
@@ -515,39 +492,37 @@ func checkpointSource(s string) string {
 	return "loop"
 }
 
-// appendUsage appends UsageInfo; zero counts are omitted, total is derived
-// when the producer left it zero.
-func appendUsage(b []byte, u *canonical.Usage) []byte {
-	total := u.GetTotalTokens()
-	if total == 0 {
-		total = u.GetInputTokens() + u.GetOutputTokens()
+// wireUsage is UsageInfo; zero counts are omitted, total is derived when
+// the producer left it zero.
+type wireUsage struct {
+	InputTokens        int64        `json:"input_tokens"`
+	OutputTokens       int64        `json:"output_tokens"`
+	TotalTokens        int64        `json:"total_tokens"`
+	InputTokenDetails  *inputUsage  `json:"input_token_details,omitzero"`
+	OutputTokenDetails *outputUsage `json:"output_token_details,omitzero"`
+}
+
+type inputUsage struct {
+	CacheCreation int64 `json:"cache_creation,omitzero"`
+	CacheRead     int64 `json:"cache_read,omitzero"`
+}
+
+type outputUsage struct {
+	Reasoning int64 `json:"reasoning"`
+}
+
+func newWireUsage(u *canonical.Usage) *wireUsage {
+	w := &wireUsage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), TotalTokens: u.GetTotalTokens()}
+	if w.TotalTokens == 0 {
+		w.TotalTokens = w.InputTokens + w.OutputTokens
 	}
-	b = append(b, `{"input_tokens":`...)
-	b = strconv.AppendInt(b, u.GetInputTokens(), 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, u.GetOutputTokens(), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, total, 10)
 	if u.GetCacheReadTokens() != 0 || u.GetCacheCreationTokens() != 0 {
-		b = append(b, `,"input_token_details":{`...)
-		first := true
-		if u.GetCacheCreationTokens() != 0 {
-			b = appendKey(b, "cache_creation", first)
-			b = strconv.AppendInt(b, u.GetCacheCreationTokens(), 10)
-			first = false
-		}
-		if u.GetCacheReadTokens() != 0 {
-			b = appendKey(b, "cache_read", first)
-			b = strconv.AppendInt(b, u.GetCacheReadTokens(), 10)
-		}
-		b = append(b, '}')
+		w.InputTokenDetails = &inputUsage{CacheCreation: u.GetCacheCreationTokens(), CacheRead: u.GetCacheReadTokens()}
 	}
 	if u.GetReasoningTokens() != 0 {
-		b = append(b, `,"output_token_details":{"reasoning":`...)
-		b = strconv.AppendInt(b, u.GetReasoningTokens(), 10)
-		b = append(b, '}')
+		w.OutputTokenDetails = &outputUsage{Reasoning: u.GetReasoningTokens()}
 	}
-	return append(b, '}')
+	return w
 }
 
 // dataType is the content block type for a data or ref block's MIME type.
@@ -563,73 +538,115 @@ func dataType(mime string) string {
 	return "file"
 }
 
+// blockEvent is the data of content-block-start, -delta and -finish:
+// content (a block, one of the types below) for a start and a finish,
+// delta for a delta.
+type blockEvent struct {
+	Event   string     `json:"event"`
+	Index   uint32     `json:"index"`
+	Content any        `json:"content,omitzero"`
+	Delta   *wireDelta `json:"delta,omitzero"`
+}
+
+// wireDelta is a delta: text, reasoning, args or data (base64) by type.
+type wireDelta struct {
+	Type      string `json:"type"`
+	Text      string `json:"text,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
+	Args      string `json:"args,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+	Encoding  string `json:"encoding,omitempty"`
+}
+
+// The content blocks: text and reasoning (text always sent, even empty),
+// a tool call being streamed, a finished one (args parsed), one whose
+// arguments are not a JSON object, and a data or ref block.
+type (
+	textBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		ID   string `json:"id,omitempty"`
+	}
+	reasoningBlock struct {
+		Type      string `json:"type"`
+		Reasoning string `json:"reasoning"`
+		ID        string `json:"id,omitempty"`
+	}
+	toolCallChunkBlock struct {
+		Type string  `json:"type"`
+		ID   *string `json:"id"`
+		Name *string `json:"name"`
+		Args string  `json:"args"`
+	}
+	toolCallBlock struct {
+		Type string     `json:"type"`
+		ID   *string    `json:"id"`
+		Name string     `json:"name"`
+		Args json.Value `json:"args"`
+	}
+	invalidToolCallBlock struct {
+		Type  string  `json:"type"`
+		ID    *string `json:"id"`
+		Name  *string `json:"name"`
+		Args  string  `json:"args"`
+		Error string  `json:"error"`
+	}
+	dataBlock struct {
+		Type     string `json:"type"`
+		ID       string `json:"id,omitempty"`
+		URL      string `json:"url,omitempty"`
+		MimeType string `json:"mime_type,omitempty"`
+		Base64   []byte `json:"base64,omitzero"`
+	}
+)
+
+// nullable is s, or nil (null) when empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 func (e *Encoder) blockStart(ev *canonical.Event, bs *canonical.BlockStart, out []wireEvent) []wireEvent {
 	s := e.state(ev.GetNamespace())
 	*s = nsEnc{open: true, typ: bs.GetType(), index: bs.GetIndex(), id: bs.GetId(), name: bs.GetName(), mime: bs.GetMime(), ref: bs.GetRef(), acc: s.acc[:0]}
-	out = e.begin(out, methodMessages, ev)
-	b := append(e.scratch, `{"event":"content-block-start","index":`...)
-	b = strconv.AppendUint(b, uint64(bs.GetIndex()), 10)
-	b = append(b, `,"content":`...)
+	data := &blockEvent{Event: "content-block-start", Index: bs.GetIndex()}
 	switch bs.GetType() {
 	case canonical.BlockText:
-		b = append(b, `{"type":"text","text":""`...)
-		b = appendBlockID(b, s.id)
+		data.Content = &textBlock{Type: "text", ID: s.id}
 	case canonical.BlockReasoning:
-		b = append(b, `{"type":"reasoning","reasoning":""`...)
-		b = appendBlockID(b, s.id)
+		data.Content = &reasoningBlock{Type: "reasoning", ID: s.id}
 	case canonical.BlockToolCall:
-		b = append(b, `{"type":"tool_call_chunk","id":`...)
-		b = appendNullable(b, s.id)
-		b = append(b, `,"name":`...)
-		b = appendNullable(b, s.name)
-		b = append(b, `,"args":""`...)
+		data.Content = &toolCallChunkBlock{Type: "tool_call_chunk", ID: nullable(s.id), Name: nullable(s.name)}
 	default: // data and ref
-		b = e.appendDataBlock(b, s, false)
+		data.Content = s.dataBlock(false)
 	}
-	e.scratch = append(b, "}}"...)
-	e.done(out)
-	return out
+	return e.add(out, methodMessages, ev, data)
 }
 
-func appendBlockID(b []byte, id string) []byte {
-	if id == "" {
-		return b
-	}
-	b = append(b, `,"id":`...)
-	return appendString(b, id)
-}
-
-func appendNullable(b []byte, s string) []byte {
-	if s == "" {
-		return append(b, "null"...)
-	}
-	return appendString(b, s)
-}
-
-// appendDataBlock appends a data or ref block (without its closing brace);
-// final adds the whole base64.
-func (e *Encoder) appendDataBlock(b []byte, s *nsEnc, final bool) []byte {
-	b = append(b, `{"type":"`...)
-	b = append(b, dataType(s.mime)...)
-	b = append(b, '"')
-	b = appendBlockID(b, s.id)
-	if s.ref != "" {
-		b = append(b, `,"url":`...)
-		b = appendString(b, s.ref)
-	}
-	if s.mime != "" {
-		b = append(b, `,"mime_type":`...)
-		b = appendString(b, s.mime)
-	}
+// dataBlock is a data or ref block; final adds the whole data.
+func (s *nsEnc) dataBlock(final bool) *dataBlock {
+	b := &dataBlock{Type: dataType(s.mime), ID: s.id, URL: s.ref, MimeType: s.mime}
 	if final && s.typ == canonical.BlockData {
-		b = append(b, `,"base64":"`...)
-		b = base64.StdEncoding.AppendEncode(b, s.acc)
-		b = append(b, '"')
+		b.Base64 = s.acc
+		if b.Base64 == nil {
+			b.Base64 = []byte{} // "base64":"" for a block without data
+		}
 	}
 	return b
 }
 
-func (e *Encoder) delta(ev *canonical.Event, d *canonical.BlockDelta, out []wireEvent) ([]wireEvent, error) {
+// addDelta appends a content-block-delta through the reused e.delta.
+func (e *Encoder) addDelta(out []wireEvent, ev *canonical.Event, index uint32, d wireDelta) []wireEvent {
+	e.body = d
+	e.delta = blockEvent{Event: "content-block-delta", Index: index, Delta: &e.body}
+	out = e.add(out, methodMessages, ev, &e.delta)
+	e.body = wireDelta{} // keep no text
+	return out
+}
+
+func (e *Encoder) blockDelta(ev *canonical.Event, d *canonical.BlockDelta, out []wireEvent) ([]wireEvent, error) {
 	s := e.state(ev.GetNamespace())
 	if !s.open {
 		return out, nil // the bridge's guard refuses such a stream before it gets here
@@ -645,41 +662,26 @@ func (e *Encoder) delta(ev *canonical.Event, d *canonical.BlockDelta, out []wire
 	if s.typ == canonical.BlockData {
 		s.acc = append(s.acc, chunk...)
 		s.held += len(chunk)
-		n := s.held - s.held%3
+		n := s.held - s.held%3 // whole 3-byte groups: the slices' base64 concatenates
 		if n == 0 {
 			return out, nil
 		}
-		out = e.begin(out, methodMessages, ev)
-		b := append(e.scratch, `{"event":"content-block-delta","index":`...)
-		b = strconv.AppendUint(b, uint64(s.index), 10)
-		b = append(b, `,"delta":{"type":"data-delta","data":"`...)
 		start := len(s.acc) - s.held
-		b = base64.StdEncoding.AppendEncode(b, s.acc[start:start+n])
 		s.held -= n
-		e.scratch = append(b, `","encoding":"base64"}}`...)
-		e.done(out)
-		return out, nil
+		return e.addDelta(out, ev, s.index, wireDelta{Type: "data-delta", Data: s.acc[start : start+n], Encoding: "base64"}), nil
 	}
 	text := d.GetText()
 	if text == "" {
 		return out, nil
 	}
 	s.acc = append(s.acc, text...)
-	out = e.begin(out, methodMessages, ev)
-	b := append(e.scratch, `{"event":"content-block-delta","index":`...)
-	b = strconv.AppendUint(b, uint64(s.index), 10)
 	switch s.typ {
 	case canonical.BlockReasoning:
-		b = append(b, `,"delta":{"type":"reasoning-delta","reasoning":`...)
+		return e.addDelta(out, ev, s.index, wireDelta{Type: "reasoning-delta", Reasoning: text}), nil
 	case canonical.BlockToolCall:
-		b = append(b, `,"delta":{"type":"tool-call-delta","args":`...)
-	default:
-		b = append(b, `,"delta":{"type":"text-delta","text":`...)
+		return e.addDelta(out, ev, s.index, wireDelta{Type: "tool-call-delta", Args: text}), nil
 	}
-	b = appendString(b, text)
-	e.scratch = append(b, "}}"...)
-	e.done(out)
-	return out, nil
+	return e.addDelta(out, ev, s.index, wireDelta{Type: "text-delta", Text: text}), nil
 }
 
 func (e *Encoder) blockFinish(ev *canonical.Event, bf *canonical.BlockFinish, out []wireEvent) []wireEvent {
@@ -688,35 +690,21 @@ func (e *Encoder) blockFinish(ev *canonical.Event, bf *canonical.BlockFinish, ou
 		return out
 	}
 	if s.typ == canonical.BlockData && s.held > 0 { // the last 1 or 2 bytes
-		out = e.begin(out, methodMessages, ev)
-		b := append(e.scratch, `{"event":"content-block-delta","index":`...)
-		b = strconv.AppendUint(b, uint64(s.index), 10)
-		b = append(b, `,"delta":{"type":"data-delta","data":"`...)
-		b = base64.StdEncoding.AppendEncode(b, s.acc[len(s.acc)-s.held:])
-		e.scratch = append(b, `","encoding":"base64"}}`...)
+		out = e.addDelta(out, ev, s.index, wireDelta{Type: "data-delta", Data: s.acc[len(s.acc)-s.held:], Encoding: "base64"})
 		s.held = 0
-		e.done(out)
 	}
-	out = e.begin(out, methodMessages, ev)
-	b := append(e.scratch, `{"event":"content-block-finish","index":`...)
-	b = strconv.AppendUint(b, uint64(bf.GetIndex()), 10)
-	b = append(b, `,"content":`...)
+	data := &blockEvent{Event: "content-block-finish", Index: bf.GetIndex()}
 	switch s.typ {
 	case canonical.BlockText:
-		b = append(b, `{"type":"text","text":`...)
-		b = appendString(b, string(s.acc))
-		b = appendBlockID(b, s.id)
+		data.Content = &textBlock{Type: "text", Text: string(s.acc), ID: s.id}
 	case canonical.BlockReasoning:
-		b = append(b, `{"type":"reasoning","reasoning":`...)
-		b = appendString(b, string(s.acc))
-		b = appendBlockID(b, s.id)
+		data.Content = &reasoningBlock{Type: "reasoning", Reasoning: string(s.acc), ID: s.id}
 	case canonical.BlockToolCall:
-		b = appendToolCall(b, s)
+		data.Content = s.toolCall()
 	default:
-		b = e.appendDataBlock(b, s, true)
+		data.Content = s.dataBlock(true)
 	}
-	e.scratch = append(b, "}}"...)
-	e.done(out)
+	out = e.add(out, methodMessages, ev, data)
 	s.open = false
 	if cap(s.acc) > 64<<10 {
 		s.acc = nil
@@ -724,31 +712,16 @@ func (e *Encoder) blockFinish(ev *canonical.Event, bf *canonical.BlockFinish, ou
 	return out
 }
 
-// appendToolCall appends the finalized tool call (without its closing
-// brace): tool_call with the parsed arguments when they are a JSON object
-// (empty arguments are {}), else invalid_tool_call with the raw string.
-func appendToolCall(b []byte, s *nsEnc) []byte {
-	args := bytes.TrimSpace(s.acc)
+// toolCall is the finalized tool call: tool_call with the parsed arguments
+// when they are a JSON object (empty arguments are {}), else
+// invalid_tool_call with the raw string.
+func (s *nsEnc) toolCall() any {
+	args := json.Value(bytes.TrimSpace(s.acc))
 	if len(args) == 0 {
-		args = []byte("{}")
+		args = json.Value("{}")
 	}
-	if args[0] == '{' && json.Valid(args) {
-		b = append(b, `{"type":"tool_call","id":`...)
-		b = appendNullable(b, s.id)
-		b = append(b, `,"name":`...)
-		b = appendString(b, s.name)
-		b = append(b, `,"args":`...)
-		var buf bytes.Buffer
-		if json.Compact(&buf, args) == nil {
-			return append(b, buf.Bytes()...)
-		}
-		return append(b, args...)
+	if args.Kind() == '{' && args.IsValid(peerJSON) {
+		return &toolCallBlock{Type: "tool_call", ID: nullable(s.id), Name: s.name, Args: args}
 	}
-	b = append(b, `{"type":"invalid_tool_call","id":`...)
-	b = appendNullable(b, s.id)
-	b = append(b, `,"name":`...)
-	b = appendNullable(b, s.name)
-	b = append(b, `,"args":`...)
-	b = appendString(b, string(s.acc))
-	return append(b, `,"error":"arguments are not a JSON object"`...)
+	return &invalidToolCallBlock{Type: "invalid_tool_call", ID: nullable(s.id), Name: nullable(s.name), Args: string(s.acc), Error: "arguments are not a JSON object"}
 }

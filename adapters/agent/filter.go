@@ -14,21 +14,6 @@ var knownChannels = map[string]bool{
 // allChannels is every channel, for clients (our backend) that want all.
 var allChannels = []string{"values", "updates", "messages", "tools", "lifecycle", "input", "checkpoints", "tasks", "custom"}
 
-// channelOf is the channel of an event method (the SDK's inferChannel);
-// custom events with a name are on custom:<name>.
-func channelOf(method, custom string) string {
-	switch method {
-	case methodInputRequested, methodInputAnswered:
-		return "input"
-	case methodCustom:
-		if custom != "" {
-			return "custom:" + custom
-		}
-		return "custom"
-	}
-	return method
-}
-
 // filter is one subscription's EventStreamRequest / SubscribeParams filter,
 // matched exactly as the JS and Python servers and the SDK do (section 7):
 // channel, then namespace prefix with segment normalisation, then depth

@@ -1,131 +1,83 @@
 package agent
 
 import (
+	"bytes"
 	"math"
-	"slices"
-	"strconv"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/interlingua-dev/interlingua/internal/jsonw"
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// The JSON writers below build frames by appending to a caller's buffer, so
-// the per-delta path allocates nothing but the frame it keeps. Output is
-// deterministic (object keys of structpb values sorted), so golden files
-// compare byte for byte; encoding/json would do the same work with
-// reflection and protojson deliberately randomises whitespace.
+// peerJSON reads JSON a peer sent. The reference server (langgraph-api)
+// and the SDK are JavaScript: JSON.parse keeps the last of repeated member
+// names, and a stream's invalid UTF-8 decodes to U+FFFD (TextDecoder), so
+// both are accepted the same way here rather than failing the frame.
+var peerJSON = json.JoinOptions(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does; <, > and & are not escaped (the frames are not HTML).
-func appendString(b []byte, s string) []byte { return jsonw.AppendString(b, s, jsonw.Plain) }
+// wireJSON writes JSON: invalid UTF-8 in a string becomes U+FFFD (a frame
+// is never refused for a string an upstream sent), two map keys that
+// become equal so are both written (as JSON.stringify would), and map keys
+// are sorted, so a frame's bytes depend only on its content.
+var wireJSON = json.JoinOptions(json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true), json.Deterministic(true))
 
-// appendMarshalString appends s as encoding/json writes a string (<, > and
-// & escaped): for what must be json.Marshal's bytes, the thread record
-// and the run.start command.
-func appendMarshalString[S ~string | ~[]byte](b []byte, s S) []byte {
-	return jsonw.AppendString(b, s, jsonw.EncodingJSON)
-}
-
-// appendMarshalObject appends m as json.Marshal writes a map: keys sorted
-// and escaped as appendMarshalString escapes them, each value by value.
-func appendMarshalObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
-	return appendSortedObject(b, m, jsonw.EncodingJSON, nil, value)
-}
-
-// appendSortedObject appends m as a JSON object: keys sorted and escaped per
-// mode, each value by value; keep, when not nil, says which members to
-// write.
-func appendSortedObject[V any](b []byte, m map[string]V, mode jsonw.Mode, keep func(V) bool, value func([]byte, V) []byte) []byte {
-	keys := make([]string, 0, len(m)) // one allocation, where slices.Sorted grows its own
-	for k, v := range m {
-		if keep == nil || keep(v) {
-			keys = append(keys, k)
-		}
+// appendJSON appends the JSON form of v (wireJSON) to b. The values this
+// package writes always marshal; should one not, null stands for it.
+func appendJSON(b []byte, v any) []byte {
+	n := len(b)
+	buf := bytes.NewBuffer(b)
+	if json.MarshalWrite(buf, v, wireJSON) != nil {
+		return append(buf.Bytes()[:n], "null"...)
 	}
-	slices.Sort(keys)
-	b = append(b, '{')
-	for i, k := range keys {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = value(append(jsonw.AppendString(b, k, mode), ':'), m[k])
-	}
-	return append(b, '}')
+	return buf.Bytes()
 }
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte { return appendJSON(b, s) }
 
 // appendNamespace appends ns as a JSON array of strings.
-func appendNamespace(b []byte, ns []string) []byte {
-	b = append(b, '[')
-	for i, s := range ns {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
-}
-
-// appendFloat appends f as encoding/json formats a float64; NaN and
-// infinities, which JSON cannot hold, become null.
-func appendFloat(b []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(b, "null"...)
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9, as encoding/json does
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
-}
+func appendNamespace(b []byte, ns []string) []byte { return appendJSON(b, ns) }
 
 // appendValue appends a structpb value as JSON; nil is null.
-func appendValue(b []byte, v *structpb.Value) []byte {
+func appendValue(b []byte, v *structpb.Value) []byte { return appendJSON(b, plainValue(v)) }
+
+// plainValue is v as the Go value the JSON library writes: maps, slices,
+// strings, float64s, bools and nil. A NaN or infinity, which JSON cannot
+// hold, is nil (null).
+func plainValue(v *structpb.Value) any {
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_StringValue:
-		return appendString(b, k.StringValue)
+		return k.StringValue
 	case *structpb.Value_NumberValue:
-		return appendFloat(b, k.NumberValue)
-	case *structpb.Value_BoolValue:
-		return strconv.AppendBool(b, k.BoolValue)
-	case *structpb.Value_StructValue:
-		return appendStruct(b, k.StructValue)
-	case *structpb.Value_ListValue:
-		b = append(b, '[')
-		for i, e := range k.ListValue.GetValues() {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendValue(b, e)
+		if math.IsNaN(k.NumberValue) || math.IsInf(k.NumberValue, 0) {
+			return nil
 		}
-		return append(b, ']')
+		return k.NumberValue
+	case *structpb.Value_BoolValue:
+		return k.BoolValue
+	case *structpb.Value_StructValue:
+		return plainFields(k.StructValue.GetFields(), false)
+	case *structpb.Value_ListValue:
+		l := make([]any, len(k.ListValue.GetValues()))
+		for i, e := range k.ListValue.GetValues() {
+			l[i] = plainValue(e)
+		}
+		return l
 	}
-	return append(b, "null"...)
+	return nil
 }
 
-// appendStruct appends a structpb struct as a JSON object, keys sorted.
-func appendStruct(b []byte, s *structpb.Struct) []byte {
-	return appendFields(b, s.GetFields(), false)
-}
-
-// appendFields appends a map of values as a JSON object with sorted keys;
-// scalarsOnly drops lists and structs (MessageMetadata holds scalars only).
-func appendFields(b []byte, m map[string]*structpb.Value, scalarsOnly bool) []byte {
-	var keep func(*structpb.Value) bool
-	if scalarsOnly {
-		keep = isScalar
+// plainFields is a map of values as plainValue makes them; scalarsOnly
+// drops lists and structs (MessageMetadata holds scalars only).
+func plainFields(fields map[string]*structpb.Value, scalarsOnly bool) map[string]any {
+	m := make(map[string]any, len(fields))
+	for k, f := range fields {
+		if !scalarsOnly || isScalar(f) {
+			m[k] = plainValue(f)
+		}
 	}
-	return appendSortedObject(b, m, jsonw.Plain, keep, appendValue)
+	return m
 }
 
 func isScalar(v *structpb.Value) bool {
@@ -136,12 +88,15 @@ func isScalar(v *structpb.Value) bool {
 	return true
 }
 
-// appendKey appends ,"key": (or "key": when first is set).
-func appendKey(b []byte, key string, first bool) []byte {
-	if !first {
-		b = append(b, ',')
+// rawValue converts JSON a peer sent to a structpb value; nil for invalid
+// JSON (or a number out of float64's range).
+func rawValue(raw json.Value) *structpb.Value {
+	if len(raw) == 0 {
+		return nil
 	}
-	b = append(b, '"')
-	b = append(b, key...)
-	return append(b, '"', ':')
+	var v any
+	if json.Unmarshal(raw, &v, peerJSON) != nil {
+		return nil
+	}
+	return canonical.Value(v)
 }

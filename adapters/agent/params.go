@@ -2,15 +2,16 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // params is a command's params object, key by key, with every camelCase key
 // of the reference's rename table (section 2) also readable under its
 // snake_case name (snake wins when both are present).
-type params map[string]json.RawMessage
+type params map[string]json.Value
 
 // camelToSnake is the rename table of section 2, plus the SDK's
 // multitaskStrategy.
@@ -31,13 +32,13 @@ var camelToSnake = map[string]string{
 }
 
 // parseParams decodes a params object; absent or null params are empty.
-func parseParams(raw json.RawMessage) (params, bool) {
+func parseParams(raw json.Value) (params, bool) {
 	p := params{}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return p, true
 	}
-	if raw[0] != '{' || json.Unmarshal(raw, (*map[string]json.RawMessage)(&p)) != nil {
+	if raw[0] != '{' || json.Unmarshal(raw, (*map[string]json.Value)(&p)) != nil {
 		return nil, false
 	}
 	for k, v := range p {
@@ -50,7 +51,7 @@ func parseParams(raw json.RawMessage) (params, bool) {
 	return p, true
 }
 
-func decodeInto(raw json.RawMessage, v any) bool { return json.Unmarshal(raw, v) == nil }
+func decodeInto(raw json.Value, v any) bool { return json.Unmarshal(raw, v, peerJSON) == nil }
 
 // has reports whether key is present and not null.
 func (p params) has(key string) bool {
@@ -64,7 +65,7 @@ func (p params) str(key string) (s string, present, ok bool) {
 	if !exists || string(v) == "null" {
 		return "", false, true
 	}
-	if err := json.Unmarshal(v, &s); err != nil {
+	if err := json.Unmarshal(v, &s, peerJSON); err != nil {
 		return "", true, false
 	}
 	return s, true, true
@@ -72,13 +73,13 @@ func (p params) str(key string) (s string, present, ok bool) {
 
 // object reads an object param (nil when absent); ok is false when present
 // and not an object.
-func (p params) object(key string) (m map[string]json.RawMessage, ok bool) {
+func (p params) object(key string) (m map[string]json.Value, ok bool) {
 	v, exists := p[key]
 	if !exists || string(v) == "null" {
 		return nil, true
 	}
 	v = bytes.TrimSpace(v)
-	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &m) != nil {
+	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &m, peerJSON) != nil {
 		return nil, false
 	}
 	return m, true
@@ -90,7 +91,7 @@ func (p params) namespace(key string) (ns []string, present, ok bool) {
 	if !exists || string(v) == "null" {
 		return nil, false, true
 	}
-	if json.Unmarshal(v, &ns) != nil || bytes.TrimSpace(v)[0] != '[' {
+	if json.Unmarshal(v, &ns, peerJSON) != nil || bytes.TrimSpace(v)[0] != '[' {
 		return nil, true, false
 	}
 	if ns == nil {
@@ -101,7 +102,7 @@ func (p params) namespace(key string) (ns []string, present, ok bool) {
 
 // uintParam reads a JSON integer in 0..2^53-1 (not a boolean, not a float
 // with a fraction).
-func uintParam(raw json.RawMessage) (uint64, bool) {
+func uintParam(raw json.Value) (uint64, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || (raw[0] < '0' || raw[0] > '9') {
 		return 0, false

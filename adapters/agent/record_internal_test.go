@@ -1,13 +1,16 @@
 package agent
 
 import (
-	"encoding/json"
+	stdjson "encoding/json" // the type of the record's values (runtime.go)
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // randomRecord is a thread record with every field's cases: empty and
@@ -16,10 +19,10 @@ func randomRecord(rng *rand.Rand) threadRecord {
 	str := func() string {
 		return []string{"", "a", "ünï", `q"uote\`, "<tag>&", "\u2028x"}[rng.IntN(6)]
 	}
-	values := func() map[string]json.RawMessage {
-		v := map[string]json.RawMessage{}
+	values := func() map[string]stdjson.RawMessage {
+		v := map[string]stdjson.RawMessage{}
 		for range rng.IntN(4) {
-			v[fmt.Sprintf("k%d%s", rng.IntN(9), str())] = json.RawMessage([]string{`1`, `"s"`, `{"a":[1,2,{"b":null}]}`, `[]`, `"x\u00e9\n"`,
+			v[fmt.Sprintf("k%d%s", rng.IntN(9), str())] = stdjson.RawMessage([]string{`1`, `"s"`, `{"a":[1,2,{"b":null}]}`, `[]`, `"x\u00e9\n"`,
 				longValue, ` { "spaced" : [ 1 , "a b" ] } `, "\"<tag>&\u2028\u2029 \\\" \xe2\x80\xa8\xe2\x80\xa9\"", ` "\"\\" `}[rng.IntN(9)])
 		}
 		if rng.IntN(4) == 0 {
@@ -38,7 +41,7 @@ func randomRecord(rng *rand.Rand) threadRecord {
 		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: str(), Parent: str(), Step: rng.Int64N(9) - 1, Source: str(), Node: str(), Time: at, Values: cv})
 	}
 	if rng.IntN(3) == 0 {
-		rec.Interrupts = []interruptRec{{ID: str(), Namespace: []string{str()}, Payload: json.RawMessage(`{"q":1}`)}}
+		rec.Interrupts = []interruptRec{{ID: str(), Namespace: []string{str()}, Payload: stdjson.RawMessage(`{"q":1}`)}}
 	}
 	return rec
 }
@@ -47,105 +50,111 @@ func randomRecord(rng *rand.Rand) threadRecord {
 // long enough for recordWriter to compact it once per save.
 var longValue = `[{"content":"` + strings.Repeat("a <b> & c ", 20) + `","type":"ai"},  {"content" : "x\u2028"}]`
 
-// A save's records are json.Marshal's bytes: each checkpoint's, and the
-// head's (the record with its checkpoints by id); both decode back to what
-// was saved.
-func TestEncodeRecordMatchesMarshal(t *testing.T) {
+// A save's records decode back to what was saved: each checkpoint's, and
+// the head's (the record with its checkpoints by id), the values as the
+// same JSON.
+func TestRecordRoundTrip(t *testing.T) {
 	for i := range 500 {
 		rng := rand.New(rand.NewPCG(uint64(i), 11))
 		rec := randomRecord(rng)
-		var w recordWriter
 		for j := range rec.Checkpoints {
-			rec.CheckpointIDs = append(rec.CheckpointIDs, rec.Checkpoints[j].ID)
-			cw, _ := json.Marshal(&rec.Checkpoints[j])
-			cg, err := w.checkpoint(nil, &rec.Checkpoints[j])
-			if err != nil || string(cg) != string(cw) {
-				t.Fatalf("case %d, checkpoint %d: %v\n got %s\nwant %s", i, j, err, cg, cw)
+			cp := &rec.Checkpoints[j]
+			rec.CheckpointIDs = append(rec.CheckpointIDs, cp.ID)
+			b, err := encodeCheckpoint(cp)
+			if err != nil {
+				t.Fatal(err)
 			}
-			var back checkpointRec
-			if err := json.Unmarshal(cg, &back); err != nil || back.ID != rec.Checkpoints[j].ID || len(back.Values) != len(rec.Checkpoints[j].Values) {
-				t.Fatalf("case %d, checkpoint %d decodes to %+v (%v)", i, j, back, err)
+			back := checkpointRec{}
+			if err := json.Unmarshal(b, &back, recordJSON); err != nil {
+				t.Fatalf("case %d, checkpoint %d: %s: %v", i, j, b, err)
+			}
+			if back.ID != cp.ID || back.Parent != cp.Parent || back.Step != cp.Step || back.Source != cp.Source || back.Node != cp.Node ||
+				!back.Time.Equal(cp.Time) || !sameValues(back.Values, cp.Values) {
+				t.Fatalf("case %d, checkpoint %d decodes to %+v, want %+v", i, j, back, *cp)
 			}
 		}
-		want, err := json.Marshal(&rec)
+		b, err := encodeHead(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := w.rest(nil, &rec)
-		if err != nil || string(got) != string(want) {
-			t.Fatalf("case %d: %v\n got %s\nwant %s", i, err, got, want)
+		back := decodeHead(b, rec.Thread, slog.New(slog.DiscardHandler))
+		if back == nil {
+			t.Fatalf("case %d: %s does not decode", i, b)
 		}
-		var back threadRecord
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatal(err)
+		if !sameValues(back.Values, rec.Values) || len(back.Interrupts) != len(rec.Interrupts) {
+			t.Fatalf("case %d: values %v, want %v", i, back.Values, rec.Values)
 		}
-		if !reflect.DeepEqual(back.CheckpointIDs, rec.CheckpointIDs) || back.Head != rec.Head || back.Seq != rec.Seq {
-			t.Fatalf("case %d: head decodes to %+v", i, back)
+		back.Values, rec.Values, back.Interrupts, rec.Interrupts = nil, nil, nil, nil
+		want := rec
+		want.Checkpoints = nil
+		if !reflect.DeepEqual(*back, want) {
+			t.Fatalf("case %d: head decodes to\n%+v, want\n%+v", i, *back, want)
 		}
 	}
 }
 
+// sameValues reports whether two maps of raw values hold the same JSON.
+func sameValues(a, b map[string]stdjson.RawMessage) bool {
+	if (a == nil) != (b == nil) || len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		var x, y any
+		if json.Unmarshal(v, &x, peerJSON) != nil || json.Unmarshal(b[k], &y, peerJSON) != nil || !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+// Records stored before the records were marshalled through internal/json
+// (written in encoding/json's bytes: HTML characters escaped, nil as null)
+// read back.
+func TestRecordStoredBefore(t *testing.T) {
+	const head, withInterrupt, checkpoint = `{"v":2,"thread_id":"","assistant_id":"\u003ctag\u003e\u0026","seq":943018,"values":{"k0\u003ctag\u003e\u0026":{"spaced":[1,"a b"]},"k8a":[]},"checkpoints":["a"],"next_checkpoint":94,"status":"a","runs":5,"last_run":"\u003ctag\u003e\u0026","updated":"2026-11-22T09:00:47.790767877Z"}`,
+		`{"v":2,"thread_id":"\u2028x","assistant_id":"a","seq":689350,"values":{},"head":"\u2028x","next_checkpoint":21,"interrupts":[{"id":"ünï","namespace":["\u003ctag\u003e\u0026"],"payload":{"q":1},"run":""}],"status":"","runs":8,"last_run":"ünï","updated":"2026-11-22T09:00:16.820945784Z"}`,
+		`{"id":"a","parent_id":"ünï","step":6,"source":"","node":"a","time":"2026-11-22T09:00:47.790767877Z","values":{"k0\u003ctag\u003e\u0026":{"spaced":[1,"a b"]},"k8a":[]}}`
+	log := slog.New(slog.DiscardHandler)
+	rec := decodeHead([]byte(head), "", log)
+	if rec == nil || rec.Assistant != "<tag>&" || rec.Seq != 943018 || string(rec.Values["k0<tag>&"]) != `{"spaced":[1,"a b"]}` ||
+		!reflect.DeepEqual(rec.CheckpointIDs, []string{"a"}) || rec.NextCkpt != 94 || rec.Runs != 5 || rec.LastRun != "<tag>&" ||
+		!rec.Updated.Equal(time.Date(2026, 11, 22, 9, 0, 47, 790767877, time.UTC)) {
+		t.Fatalf("head record read as %+v", rec)
+	}
+	rec = decodeHead([]byte(withInterrupt), "", log)
+	if rec == nil || rec.Thread != "\u2028x" || rec.Head != "\u2028x" || len(rec.Interrupts) != 1 ||
+		!reflect.DeepEqual(rec.Interrupts[0], interruptRec{ID: "ünï", Namespace: []string{"<tag>&"}, Payload: stdjson.RawMessage(`{"q":1}`)}) {
+		t.Fatalf("head record read as %+v", rec)
+	}
+	nulls := decodeHead([]byte(`{"v":2,"thread_id":"t","seq":1,"values":null,"interrupts":[{"id":"i","namespace":null,"payload":null,"run":"r"}],"next_checkpoint":0,"status":"","runs":0,"updated":"0001-01-01T00:00:00Z"}`), "t", log)
+	if nulls == nil || nulls.Values != nil || nulls.Interrupts[0].Namespace != nil {
+		t.Fatalf("record with nulls read as %+v", nulls)
+	}
+	var cp checkpointRec
+	if err := json.Unmarshal([]byte(checkpoint), &cp, recordJSON); err != nil || cp.ID != "a" || cp.Parent != "ünï" || cp.Step != 6 || cp.Node != "a" || len(cp.Values) != 2 {
+		t.Fatalf("checkpoint record read as %+v (%v)", cp, err)
+	}
+	if b, _ := encodeHead(nulls); !strings.Contains(string(b), `"values":null`) || !strings.Contains(string(b), `"namespace":null`) {
+		t.Fatalf("a record with nil values is written %s", b)
+	}
+}
+
 // A save of a long thread after one more step: the head and the new
-// checkpoint, which share the history's bytes (compacted once).
+// checkpoint, which share the history's bytes.
 func BenchmarkEncodeRecord(b *testing.B) {
-	history := json.RawMessage(`[{"role":"assistant","content":"` + strings.Repeat("x", 60_000) + `"}]`)
-	rec := threadRecord{Version: stateVersion, Thread: "t", Values: map[string]json.RawMessage{"messages": history}}
+	history := stdjson.RawMessage(`[{"role":"assistant","content":"` + strings.Repeat("x", 60_000) + `"}]`)
+	rec := threadRecord{Version: stateVersion, Thread: "t", Values: map[string]stdjson.RawMessage{"messages": history}}
 	for i := range 10 {
 		rec.CheckpointIDs = append(rec.CheckpointIDs, fmt.Sprint("ckpt-", i))
 	}
 	cp := checkpointRec{ID: "ckpt-10", Step: 10, Source: "loop", Values: cloneValues(rec.Values)}
 	b.ReportAllocs()
 	for b.Loop() {
-		var w recordWriter
-		if _, err := w.checkpoint(nil, &cp); err != nil {
+		if _, err := encodeCheckpoint(&cp); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := w.rest(nil, &rec); err != nil {
+		if _, err := encodeHead(&rec); err != nil {
 			b.Fatal(err)
 		}
 	}
-}
-
-// compactCases are raw values as a record may hold them: valid JSON, with
-// whitespace, escapes and the characters json.Marshal escapes in strings.
-var compactCases = []string{
-	`1`, ` 1 `, `"s"`, `""`, `" "`, `"a\"b"`, `"\\"`, `"\\\""`, `"<>&"`, "\"\u2028\u2029\"", "\"\xe2\x80\"", "\"\xe2\x80\xa7\"",
-	` { "a" : [ 1 , 2 , { "b" : null } ] , "c" : "x y\tz" } `, "[\n\t1,\r\n2]", `{"k<":"v&"}`, `[true,false,null,-1.5e3]`,
-	longValue, "\"\xff\xfe\"", `"\u003c"`,
-}
-
-// TestAppendCompact: appendCompact writes what json.Marshal writes of a
-// json.RawMessage, for valid JSON.
-func TestAppendCompact(t *testing.T) {
-	for _, raw := range compactCases {
-		want, err := json.Marshal(json.RawMessage(raw))
-		if err != nil {
-			t.Fatalf("%q: %v", raw, err)
-		}
-		if got := appendCompact(nil, []byte(raw)); string(got) != string(want) {
-			t.Errorf("appendCompact(%q) = %q, want %q", raw, got, want)
-		}
-	}
-}
-
-// FuzzAppendCompact: on any valid JSON appendCompact writes json.Marshal's
-// bytes (on invalid JSON, which a record never holds, it only must not
-// panic).
-func FuzzAppendCompact(f *testing.F) {
-	for _, raw := range compactCases {
-		f.Add([]byte(raw))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		got := appendCompact(nil, raw)
-		if !json.Valid(raw) {
-			return
-		}
-		want, err := json.Marshal(json.RawMessage(raw))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Fatalf("appendCompact(%q) = %q, want %q", raw, got, want)
-		}
-	})
 }

@@ -585,33 +585,6 @@ func stateKeys(state *structpb.Value) (map[string]json.RawMessage, bool) {
 	return v, true
 }
 
-// rawValue converts JSON to a structpb value (nil for invalid JSON), as
-// jsonValue does.
-func rawValue(raw json.RawMessage) *structpb.Value {
-	if len(raw) == 0 {
-		return nil
-	}
-	// The fast path's scanner makes the same value straight from the
-	// bytes, without encoding/json's maps and reflection in between, or
-	// declines (see fastScanner.value).
-	s := fastScanner{b: raw}
-	if v, ok := s.value(0); ok {
-		if s.ws(); s.pos == len(raw) {
-			return v
-		}
-	}
-	return jsonValue(raw)
-}
-
-// jsonValue is rawValue by way of encoding/json and structpb.NewValue.
-func jsonValue(raw json.RawMessage) *structpb.Value {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	return canonical.Value(v)
-}
-
 // startRunLocked makes pr the active run and starts it: the runner is
 // called without t.mu held (it may cross the network), then the pump
 // goroutine takes the stream. On error the run never started and the
@@ -1229,7 +1202,6 @@ func (t *Thread) snapshot() (*saveSnapshot, error) {
 		return nil, nil
 	}
 	rec := t.savedRecordLocked()
-	var w recordWriter // one per save: a value shared by the head and new checkpoints is compacted once
 	snap := &saveSnapshot{rev: t.rt.rev, dropped: slices.Clone(t.rt.dropped)}
 	cps := t.rt.rec.Checkpoints
 	rec.CheckpointIDs = make([]string, len(cps))
@@ -1239,7 +1211,7 @@ func (t *Thread) snapshot() (*saveSnapshot, error) {
 			continue
 		}
 		if cps[i].enc == nil {
-			b, err := w.checkpoint(nil, &cps[i])
+			b, err := encodeCheckpoint(&cps[i])
 			if err != nil {
 				return nil, err
 			}
@@ -1247,7 +1219,7 @@ func (t *Thread) snapshot() (*saveSnapshot, error) {
 		}
 		snap.checkpoints = append(snap.checkpoints, encodedCheckpoint{cps[i].ID, cps[i].enc})
 	}
-	head, err := w.rest(make([]byte, 0, w.restSize(&rec)), &rec)
+	head, err := encodeHead(&rec)
 	snap.head = head
 	return snap, err
 }

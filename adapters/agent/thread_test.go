@@ -207,7 +207,7 @@ func TestFilterMatch(t *testing.T) {
 		{`{"channels":["lifecycle"],"namespaces":[[]],"depth":0}`, rec(methodLifecycle, "", "child"), false},
 	}
 	for i, c := range cases {
-		p, _ := parseParams(json.RawMessage(c.filter))
+		p, _ := parseParams([]byte(c.filter))
 		f, pe := parseFilter(p, "test")
 		if pe != nil {
 			t.Fatalf("%d: %v", i, pe)
@@ -230,7 +230,7 @@ func TestFilterErrorsNameTheField(t *testing.T) {
 		`{"channels":["messages"],"depth":true}`:     "depth must be a non-negative integer",
 		`{"channels":["messages"],"depth":1.5}`:      "depth must be a non-negative integer",
 	} {
-		p, _ := parseParams(json.RawMessage(body))
+		p, _ := parseParams([]byte(body))
 		_, pe := parseFilter(p, "subscription.subscribe")
 		if pe == nil || pe.Code != errInvalidArgument || !strings.Contains(pe.Message, want) {
 			t.Errorf("%s: got %v, want invalid_argument with %q", body, pe, want)
@@ -248,7 +248,7 @@ func (nopRunner) Target(string) (canonical.TargetInfo, bool) { return canonical.
 func (nopRunner) Targets() []canonical.TargetInfo            { return nil }
 
 func TestCamelCaseAliases(t *testing.T) {
-	p, ok := parseParams(json.RawMessage(`{"assistantId":"a","interruptId":"i","interrupt_id":"snake","multitaskStrategy":"reject"}`))
+	p, ok := parseParams([]byte(`{"assistantId":"a","interruptId":"i","interrupt_id":"snake","multitaskStrategy":"reject"}`))
 	if !ok {
 		t.Fatal("not parsed")
 	}

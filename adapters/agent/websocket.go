@@ -184,14 +184,30 @@ func (cn *wsConn) subscribe(cmd *command) {
 	cn.answerSubscription(cmd.id, id, flt, replay, applied)
 }
 
+// subscribeResult is subscription.subscribe's result.
+type subscribeResult struct {
+	SubscriptionID string `json:"subscription_id"`
+	ReplayedEvents int    `json:"replayed_events"`
+}
+
+// reconnectResult is subscription.reconnect's result.
+type reconnectResult struct {
+	Restored          bool              `json:"restored"`
+	MissedEvents      uint64            `json:"missed_events"`
+	CurrentNamespaces []namespaceStatus `json:"current_namespaces"`
+}
+
+type namespaceStatus struct {
+	Namespace []string `json:"namespace"`
+	Status    string   `json:"status"`
+}
+
 // answerSubscription registers a subscription on the connection, answers
 // its command (with the number of events replayed) and sends the replay.
 func (cn *wsConn) answerSubscription(cmdID uint64, id string, flt *filter, replay []record, applied uint64) {
 	cn.subs[id] = flt
-	res := append([]byte(`{"subscription_id":`), appendString(nil, id)...)
-	res = append(res, `,"replayed_events":`...)
-	res = strconv.AppendInt(res, int64(len(replay)), 10)
-	_ = cn.sendFrame(successFrame(cmdID, append(res, '}'), applied))
+	res := &subscribeResult{SubscriptionID: id, ReplayedEvents: len(replay)}
+	_ = cn.sendFrame(successFrame(cmdID, appendJSON(nil, res), applied))
 	for i := range replay {
 		if cn.sendFrame(replay[i].frame) != nil {
 			return
@@ -291,24 +307,13 @@ func (cn *wsConn) reconnect(cmd *command) {
 		return false
 	}
 	replay := th.replayLocked(after, cn.rd.cursor, match, nil)
-	res := []byte(`{"restored":`)
-	res = strconv.AppendBool(res, restored)
-	res = append(res, `,"missed_events":`...)
-	res = strconv.AppendUint(res, missed, 10)
-	res = append(res, `,"current_namespaces":[`...)
-	for i, k := range ri.order {
+	res := &reconnectResult{Restored: restored, MissedEvents: missed, CurrentNamespaces: make([]namespaceStatus, 0, len(ri.order))}
+	for _, k := range ri.order {
 		s := ri.status[k]
-		if i > 0 {
-			res = append(res, ',')
-		}
-		res = append(res, `{"namespace":`...)
-		res = appendNamespace(res, s.ns)
-		res = append(res, `,"status":"`...)
-		res = append(res, s.status...)
-		res = append(res, `"}`...)
+		res.CurrentNamespaces = append(res.CurrentNamespaces, namespaceStatus{Namespace: s.ns, Status: s.status})
 	}
 	th.mu.Unlock()
-	_ = cn.sendFrame(successFrame(cmd.id, append(res, "]}"...), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, appendJSON(nil, res), applied))
 	for i := range replay {
 		if cn.sendFrame(replay[i].frame) != nil {
 			return
