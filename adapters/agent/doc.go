@@ -172,8 +172,10 @@
 //
 // # Limits (Config; each zero is its default)
 //
-// BufferEvents (10,000 events per thread), BufferKeep (10 min after the
-// last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
+// BufferEvents (10,000 events per thread), BufferBytes (32 MiB of frames
+// per thread: past it the oldest events leave as past BufferEvents, the
+// newest staying whatever its size; each values event holds the whole
+// state), BufferKeep (10 min after the last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
 // per WebSocket message), MaxThreads (1,000 in memory; at the bound an idle thread leaves memory,
 // its state kept in the store), MaxThreadsPerKey (MaxThreads/4 per API key,
 // so one key cannot lock others out), MaxQueuedRuns (8),
@@ -198,8 +200,16 @@
 // instance running a run (a reader on another instance falls behind as
 // before and gets the gap report), and a run being cancelled (by its
 // client, or by the frontend's Close): readers behind then get the gap
-// report. A BufferEvents smaller than one event's frames and steps (a
-// dozen or so) can still overtake a reader.
+// report. The pump waits by bytes as by events, counting a step's values
+// event as the whole state: a held reader never takes the buffer past
+// BufferBytes. When one event's frames and steps come to more than the
+// buffer holds (BufferEvents under a dozen or so, or a state near
+// BufferBytes: each step's values event is the whole state), the pump waits for
+// its readers to have read the whole buffer and no more, and what it
+// stores can still overtake a reader that has not read it yet: that reader
+// gets the gap report, then the current state (pinned) and the events
+// from the oldest buffered on. The pinned states are beyond BufferBytes,
+// one per namespace.
 //
 // The backend's BackendConfig bounds one upstream event (MaxEventBytes,
 // 4 MiB), the WebSocket events held before the command's answer

@@ -48,6 +48,12 @@ type Config struct {
 	// 10,000 events; the latest values event of each namespace is kept
 	// beyond it.
 	BufferEvents int
+	// BufferBytes bounds the frames a thread's buffer holds, in bytes:
+	// past it the oldest events leave, as past BufferEvents (the newest
+	// stays whatever its size). A values event holds the whole state, so a
+	// long conversation's were most of a thread's memory. Default 32 MiB;
+	// the pinned values events are beyond it.
+	BufferBytes int
 	// BufferKeep is how long an idle thread (no connection, no run) keeps
 	// its buffer in memory. Default 10 minutes.
 	BufferKeep time.Duration
@@ -64,7 +70,8 @@ type Config struct {
 	// WebSocket message). Default 4 MiB.
 	MaxRequestBytes int64
 	// MaxThreads bounds the threads held in memory (each buffers up to
-	// BufferEvents frames of a few hundred bytes). Default 1,000. At the
+	// BufferEvents frames, most a few hundred bytes, BufferBytes at
+	// most). Default 1,000. At the
 	// bound an idle thread (no stream, run or queued run) leaves memory for
 	// a new one; its state stays in the Store.
 	MaxThreads int
@@ -100,6 +107,7 @@ func (c *Config) defaults() {
 	}
 	c.StoreTimeout = cmp.Or(c.StoreTimeout, 5*time.Second)
 	c.BufferEvents = cmp.Or(c.BufferEvents, 10_000)
+	c.BufferBytes = cmp.Or(c.BufferBytes, 32<<20)
 	c.BufferKeep = cmp.Or(c.BufferKeep, 10*time.Minute)
 	c.SubscriptionKeep = cmp.Or(c.SubscriptionKeep, 5*time.Minute)
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
@@ -133,7 +141,7 @@ func (c Config) Validate() error {
 		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Runner is required"))
 	}
 	for name, v := range map[string]int64{
-		"BufferEvents": int64(c.BufferEvents), "MaxThreads": int64(c.MaxThreads), "MaxThreadsPerKey": int64(c.MaxThreadsPerKey), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
+		"BufferEvents": int64(c.BufferEvents), "BufferBytes": int64(c.BufferBytes), "MaxThreads": int64(c.MaxThreads), "MaxThreadsPerKey": int64(c.MaxThreadsPerKey), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
 		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxBlockBytes": int64(c.MaxBlockBytes),
 		"MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
 		"StoreTimeout": int64(c.StoreTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
@@ -527,7 +535,7 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, errNoSuchRun, "thread has no state")
 		return
 	}
-	b := append([]byte(`{"values":`), valuesJSON(th.rt.rec.Values, nil)...)
+	b := appendValuesJSON(append(make([]byte, 0, stateBytes(th.rt.rec.Values)+512), `{"values":`...), th.rt.rec.Values, nil)
 	b = append(b, `,"next":[],"tasks":[],"metadata":{},"created_at":null,"checkpoint":`...)
 	if h := th.rt.rec.Head; h != "" {
 		b = append(b, `{"thread_id":`...)
@@ -720,6 +728,9 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 	defer hb.Stop()
 	var batch []record
 	for {
+		// The records written let go of their frames, which the buffer
+		// may have evicted (each values frame is the whole state).
+		clear(batch)
 		batch, g = th.read(rd, flt.match, sseBatch, batch[:0])
 		if len(batch) > 0 || g != nil {
 			if !write(batch, g) {

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -254,6 +255,13 @@ func (t *Thread) appendMessagesLocked(msgs []json.RawMessage) {
 
 // valuesJSON is the state as a JSON object, keys sorted.
 func valuesJSON(v map[string]json.RawMessage, keys []string) []byte {
+	return appendValuesJSON(make([]byte, 0, stateBytes(v)+2), v, keys)
+}
+
+// appendValuesJSON appends valuesJSON's object to b. A state is made
+// whole in one array: grown by append, a conversation's values left
+// twice their size behind them at each step.
+func appendValuesJSON(b []byte, v map[string]json.RawMessage, keys []string) []byte {
 	names := make([]string, 0, len(v))
 	for k := range v {
 		if keys == nil || slices.Contains(keys, k) {
@@ -261,7 +269,7 @@ func valuesJSON(v map[string]json.RawMessage, keys []string) []byte {
 		}
 	}
 	slices.Sort(names)
-	b := []byte{'{'}
+	b = append(b, '{')
 	for i, k := range names {
 		if i > 0 {
 			b = append(b, ',')
@@ -271,6 +279,15 @@ func valuesJSON(v map[string]json.RawMessage, keys []string) []byte {
 		b = append(b, v[k]...)
 	}
 	return append(b, '}')
+}
+
+// stateBytes is about the size of a state as JSON (valuesJSON's).
+func stateBytes(v map[string]json.RawMessage) int {
+	n := 0
+	for k, x := range v {
+		n += len(k) + len(x) + 4
+	}
+	return n
 }
 
 func cloneValues(v map[string]json.RawMessage) map[string]json.RawMessage {
@@ -400,10 +417,8 @@ func (t *Thread) addMessagesLocked(msgs []json.RawMessage, update map[string]jso
 		if len(msgs) > 0 {
 			u["messages"] = joinArray(msgs)
 		}
-		b := []byte(`{"node":`)
-		b = appendString(b, node)
-		b = append(b, `,"values":`...)
-		b = append(b, valuesJSON(u, nil)...)
+		b := appendString(append(make([]byte, 0, stateBytes(u)+len(node)+32), `{"node":`...), node)
+		b = appendValuesJSON(append(b, `,"values":`...), u, nil)
 		t.emitLocked(methodUpdates, nil, append(b, '}'), run)
 	}
 	t.checkpointLocked(source, node, run)
@@ -752,6 +767,76 @@ func (t *Thread) pump(ar *activeRun) {
 // during the run when it ends. The pump waits for room for them too.
 const maxStepEvents = 3 * 3
 
+// frameOverhead is about the bytes of a frame beside its data: the
+// envelope, the seq, the namespace.
+const frameOverhead = 256
+
+// awaitRoomForLocked waits (awaitRoomLocked) for room for out's frames
+// and the steps handling ev makes. A step's values event is the whole
+// state, and its updates event the messages it adds: in a long
+// conversation the steps are most of the bytes one canonical event
+// appends, and BufferBytes counts them.
+func (t *Thread) awaitRoomForLocked(ar *activeRun, ev *canonical.Event, out []wireEvent) {
+	size := 0
+	for i := range out {
+		size += len(out[i].data) + frameOverhead
+	}
+	if steps, added := t.stepsOfLocked(ar, ev); steps > 0 {
+		size += steps*(stateBytes(t.rt.rec.Values)+added+3*frameOverhead) + added
+	}
+	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents, size)
+}
+
+// stepsOfLocked is how many steps (addMessagesLocked) handling ev can
+// make, and about the bytes, as JSON, of what they add to the state: the
+// run's input while its mode is undecided, a plain model's finished
+// message or tool result, the messages injected during the run when it
+// ends. Text is counted twice, for the escapes JSON may add.
+func (t *Thread) stepsOfLocked(ar *activeRun, ev *canonical.Event) (steps, added int) {
+	const dictBytes = 512 // a message dict's keys, ids and metadata
+	if ar.mode == modeUndecided {
+		steps++
+		added += rawBytes(ar.pr.input) + stateBytes(ar.pr.update)
+	}
+	if len(ev.GetNamespace()) == 0 && ar.mode != modeAgent {
+		switch k := ev.GetKind().(type) {
+		case *canonical.KindMessageFinish:
+			if m := ar.msg; m != nil {
+				steps++
+				added += 2*m.textBytes() + dictBytes
+			}
+		case *canonical.KindToolFinished:
+			steps++
+			added += 2*proto.Size(k.ToolFinished.GetOutput()) + dictBytes
+		case *canonical.KindToolFailed:
+			steps++
+			added += 2*len(k.ToolFailed.GetError().GetMessage()) + dictBytes
+		}
+	}
+	if _, end := canonical.TerminalOf(ev); end && len(t.rt.injected) > 0 {
+		steps++
+		added += rawBytes(t.rt.injected)
+	}
+	return steps, added
+}
+
+// textBytes is the text the message has assembled.
+func (m *msgAcc) textBytes() int {
+	n := m.text.Len() + m.reasoning.Len()
+	for i := range m.calls {
+		n += m.calls[i].args.Len()
+	}
+	return n
+}
+
+func rawBytes(msgs []json.RawMessage) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m) + 1
+	}
+	return n
+}
+
 // endSaved's outcomes.
 const (
 	endDeclined = iota // the general path handles the event
@@ -784,7 +869,7 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 	}
 	// The readers are waited for before the state says the run ended, and
 	// again (at once, unless a command appended meanwhile) after the save.
-	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents)
+	t.awaitRoomForLocked(ar, ev, out)
 	t.observeLocked(ar, ev)
 	ar.steps = 0
 	before := t.seq
@@ -794,7 +879,7 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rt.seqAhead = 0
-	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents)
+	t.awaitRoomForLocked(ar, ev, out)
 	again = t.seq != before || len(t.rt.injected) > 0
 	for i := range out {
 		t.appendLocked(&out[i], ar.pr.id)
@@ -841,7 +926,7 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 	// t.mu. The encoder is the pump's alone; the mode, decided below,
 	// does not change the encoding.
 	out, err := ar.enc.Encode(ev, out)
-	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents)
+	t.awaitRoomForLocked(ar, ev, out)
 	if ar.mode == modeUndecided {
 		if _, ok := ev.GetExtensions()[passthroughExt]; ok {
 			ar.mode = modeAgent

@@ -24,7 +24,9 @@ type record struct {
 
 // ring is a bounded buffer of the most recent records; its seqs are
 // contiguous (every event of the thread enters it). It grows as events
-// arrive, up to max, then overwrites the oldest.
+// arrive, up to max, then overwrites the oldest; the thread also drops
+// its oldest records past Config.BufferBytes (pop), counting their frames
+// in bytes.
 //
 // The records are held in arrays of ringChunk, added as the ring fills
 // and never moved. One array grown by append allocated five times the
@@ -36,13 +38,14 @@ type ring struct {
 	head   int        // position of the oldest record
 	n      int
 	max    int
+	bytes  int // the frames' bytes of the records held
 }
 
 // ringChunk is the records of one of a ring's arrays (30 KB).
 const ringChunk = 256
 
 // at returns the i-th oldest record. Positions run from 0 to max-1:
-// while the ring fills, head is 0 and record i is at position i.
+// while the ring first fills, head is 0 and record i is at position i.
 func (r *ring) at(i int) *record {
 	p := (r.head + i) % r.max
 	return &r.chunks[p/ringChunk][p%ringChunk]
@@ -50,9 +53,12 @@ func (r *ring) at(i int) *record {
 
 // push appends rec, returning the record it evicted (ok false when none).
 func (r *ring) push(rec record) (old record, evicted bool) {
-	if r.n < r.max { // not full yet
-		if r.n%ringChunk == 0 {
-			r.chunks = append(r.chunks, make([]record, min(ringChunk, r.max-r.n)))
+	r.bytes += len(rec.frame)
+	if r.n < r.max { // not full
+		// Positions are written in turn, so the first write to a chunk's
+		// first position is the one that finds it missing.
+		if p := (r.head + r.n) % r.max; p/ringChunk == len(r.chunks) {
+			r.chunks = append(r.chunks, make([]record, min(ringChunk, r.max-p)))
 		}
 		*r.at(r.n) = rec
 		r.n++
@@ -61,7 +67,36 @@ func (r *ring) push(rec record) (old record, evicted bool) {
 	oldest := r.at(0)
 	old, *oldest = *oldest, rec
 	r.head = (r.head + 1) % r.max
+	r.bytes -= len(old.frame)
 	return old, true
+}
+
+// pop removes and returns the oldest record; its place lets go of the
+// frame at once. The ring must not be empty.
+func (r *ring) pop() record {
+	oldest := r.at(0)
+	old := *oldest
+	*oldest = record{}
+	r.head = (r.head + 1) % r.max
+	r.n--
+	r.bytes -= len(old.frame)
+	return old
+}
+
+// evictions is how many of the oldest records storing n more records of
+// size bytes in all evicts: those past max records, and those past
+// maxBytes (none when maxBytes is 0) but the newest, which stays
+// whatever its size.
+func (r *ring) evictions(n, size, maxBytes int) int {
+	k := max(0, r.n+n-r.max)
+	if over := r.bytes + size - maxBytes; maxBytes > 0 && over > 0 {
+		i := 0
+		for ; over > 0 && i < r.n; i++ {
+			over -= len(r.at(i).frame)
+		}
+		k = max(k, i)
+	}
+	return min(k, r.n)
 }
 
 // reader is one cursor over a thread's events: an SSE stream or a WebSocket
@@ -189,14 +224,11 @@ func (t *Thread) storeLocked(rec record) {
 			t.pinned = slices.DeleteFunc(t.pinned, func(p record) bool { return nsKey(p.ns) == k })
 		}
 	}
-	if old, ok := t.buf.push(rec); ok && old.method == methodValues {
-		k := nsKey(old.ns)
-		if t.latest[k] == old.seq { // still the namespace's current state: pin it
-			t.pinLocked(old)
-			t.trimPinnedLocked()
-		} else if t.latest[k] < old.seq {
-			delete(t.latest, k)
-		}
+	if old, ok := t.buf.push(rec); ok {
+		t.evictedLocked(old)
+	}
+	for maxBytes := t.f.cfg.BufferBytes; t.buf.bytes > maxBytes && t.buf.n > 1; {
+		t.evictedLocked(t.buf.pop())
 	}
 	if rec.method == methodLifecycle && rec.run != "" {
 		t.noteStatus(rec.run, rec.ns, rec.status)
@@ -206,6 +238,21 @@ func (t *Thread) storeLocked(rec record) {
 		case r.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// evictedLocked keeps, of a record the buffer let go, what outlives it:
+// a values event that is still its namespace's current state is pinned.
+func (t *Thread) evictedLocked(old record) {
+	if old.method != methodValues {
+		return
+	}
+	k := nsKey(old.ns)
+	if t.latest[k] == old.seq { // still the namespace's current state: pin it
+		t.pinLocked(old)
+		t.trimPinnedLocked()
+	} else if t.latest[k] < old.seq {
+		delete(t.latest, k)
 	}
 }
 
@@ -332,19 +379,20 @@ func (t *Thread) roomLocked() {
 	}
 }
 
-// heldLocked reports whether storing n more events would evict one that
-// a reader in the buffer has not read: one whose cursor is at or after
-// the oldest event's predecessor and that has more than max-n events
-// unread. A reader behind the buffer (it is about to get a gap report)
-// holds nothing; nor does a reader past the newest seq (since ahead).
-func (t *Thread) heldLocked(n int) bool {
-	free := t.buf.max - t.buf.n
-	if n <= free {
+// heldLocked reports whether storing n more events, of size bytes in
+// all, would evict one that a reader in the buffer has not read: one whose
+// cursor is at or after the oldest event's predecessor and before the
+// last event evicted. A reader behind the buffer (it is about to get a
+// gap report) holds nothing; nor does a reader past the newest seq (since
+// ahead).
+func (t *Thread) heldLocked(n, size int) bool {
+	k := t.buf.evictions(n, size, t.f.cfg.BufferBytes)
+	if k == 0 {
 		return false
 	}
-	// The evicted are seqs oldest .. oldest+n-free-1: each reader must
-	// have read them all.
-	floor := t.oldest() - 1 + uint64(n-free)
+	// The evicted are seqs oldest .. oldest+k-1: each reader must have
+	// read them all.
+	floor := t.oldest() - 1 + uint64(k)
 	for r := range t.readers {
 		if r.cursor+1 >= t.oldest() && r.cursor < floor {
 			return true
@@ -354,16 +402,17 @@ func (t *Thread) heldLocked(n int) bool {
 }
 
 // awaitRoomLocked is where a run's pump waits, before storing up to n
-// events, for the readers it would otherwise overtake (backpressure, in
-// place of a gap report to a live reader). t.mu is held, and released
-// while waiting: readers advance under it. A reader that stops reading is
-// cut off by its write deadline (WriteTimeout; a WebSocket's by
-// internal/wsconn) and detached, so the wait is bounded; it ends at once
-// when ctx, the run's, ends (cancel, Close). n is capped at the buffer's
-// size: more than that cannot all be kept for anyone.
-func (t *Thread) awaitRoomLocked(ctx context.Context, n int) {
-	n = min(n, t.buf.max)
-	for t.heldLocked(n) && ctx.Err() == nil {
+// events of about size bytes in all, for the readers it would otherwise
+// overtake (backpressure, in place of a gap report to a live reader).
+// t.mu is held, and released while waiting: readers advance under it. A
+// reader that stops reading is cut off by its write deadline
+// (WriteTimeout; a WebSocket's by internal/wsconn) and detached, so the
+// wait is bounded; it ends at once when ctx, the run's, ends (cancel,
+// Close). More than the buffer's events or bytes cannot all be kept for
+// anyone: the pump then waits for the readers to have read the whole
+// buffer, no more.
+func (t *Thread) awaitRoomLocked(ctx context.Context, n, size int) {
+	for t.heldLocked(n, size) && ctx.Err() == nil {
 		t.pumpWaits = true
 		t.mu.Unlock()
 		select {
