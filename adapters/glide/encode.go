@@ -62,6 +62,7 @@ type replyEncoder struct {
 	def  model // the model named when the run says nothing
 	text bool  // the open root block is a text block
 
+	reason    string                 // the finish_reason of a chunk
 	finish    canonical.FinishReason // of the last root message
 	finished  bool                   // a root message has finished
 	done      bool                   // the terminal frame was produced
@@ -89,11 +90,13 @@ func (e *replyEncoder) encode(chunk *wireChunk, wireErr *wireError) []byte {
 	e.frame.Chunk, e.frame.Error = chunk, wireErr
 	e.buf.Reset()
 	if err := json.MarshalEncode(e.enc, &e.frame); err != nil {
-		// Not reached: every string may hold invalid UTF-8, and the
-		// metadata was read as valid JSON under the same options. The
-		// Encoder is reset so that the frames that follow are whole.
+		// Only metadata that is not JSON can fail (strings may hold
+		// invalid UTF-8), and decodeRequest gives none. Should it come,
+		// the frames go without it rather than not at all.
 		e.enc.Reset(&e.buf, writeOptions...)
-		return nil
+		e.buf.Reset()
+		e.frame.Metadata = nil
+		_ = json.MarshalEncode(e.enc, &e.frame)
 	}
 	return bytes.Clone(e.buf.Bytes())
 }
@@ -104,7 +107,8 @@ func (e *replyEncoder) chunkFrame(text, reason string) []byte {
 	c := &e.chunk
 	c.ModelResponse.Message.Content, c.FinishReason = text, nil
 	if reason != "" {
-		c.FinishReason = &reason
+		e.reason = reason // (a field: &reason would cost every delta an allocation)
+		c.FinishReason = &e.reason
 	}
 	return e.encode(c, nil)
 }

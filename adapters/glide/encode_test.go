@@ -29,6 +29,19 @@ func TestReplyEncoderEscapes(t *testing.T) {
 	}
 }
 
+// TestReplyEncoderBadMetadata: metadata that is not JSON (decodeRequest
+// never gives any) is left out; the frame is still sent.
+func TestReplyEncoderBadMetadata(t *testing.T) {
+	e := newReplyEncoder(fixedNow, "r1", "echo", json.Value(`{"a":`), model{ID: "m", Provider: "p", Name: "n"})
+	for range 2 {
+		got := string(e.fail(canonical.Errorf(canonical.CodeUnavailable, "down")))
+		want := `{"id":"r1","created_at":1719245000,"router_id":"echo","error":{"name":"all_models_unavailable","message":"down","finish_reason":"error"}}` + "\n"
+		if got != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	}
+}
+
 func TestReplyEncoderFrames(t *testing.T) {
 	def := model{ID: "scripted", Provider: "interlingua", Name: "echo"}
 	ev := func(k any) *canonical.Event {
