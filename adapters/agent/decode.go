@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -63,8 +64,8 @@ type Decoder struct {
 	// the failed lifecycle with it, else a non-terminal error event,
 	// emitted before that next event.
 	held *canonical.Event
-	env  wireEnvelope // the frame being decoded, its data buffer reused
-	dd   deltaData    // the delta being decoded
+	env  wireEnvelope // the frame being decoded
+	seq  uint64       // env.Seq's buffer
 }
 
 // nsDec is the open message and block of one upstream namespace.
@@ -83,13 +84,17 @@ type nsDec struct {
 	jsonBlock bool   // a block type the canonical model lacks, sent whole at finish
 }
 
-// wireEnvelope is an Event envelope as received.
+// wireEnvelope is an Event envelope as received. Seq points at the
+// Decoder's noSeq-filled buffer: left so, the frame has none (nil: null).
 type wireEnvelope struct {
-	Type   string           `json:"type"`
-	Seq    optional[uint64] `json:"seq"`
-	Method string           `json:"method"`
-	Params wireParams       `json:"params"`
+	Type   string     `json:"type"`
+	Seq    *uint64    `json:"seq"`
+	Method string     `json:"method"`
+	Params wireParams `json:"params"`
 }
+
+// noSeq marks an absent seq (no seq of the protocol's, a js-uint, is it).
+const noSeq = math.MaxUint64
 
 // wireError is an error frame (ErrorResponse; the gap report's
 // min_available_seq is the reference's section 6.2).
@@ -99,55 +104,63 @@ type wireError struct {
 	MinAvailableSeq *uint64 `json:"min_available_seq"`
 }
 
-// deltaData is a content-block-delta, read without maps (the hot path).
+type wireParams struct {
+	Namespace []string  `json:"namespace"`
+	Timestamp float64   `json:"timestamp"`
+	Node      string    `json:"node"`
+	Data      frameData `json:"data"`
+}
+
+// frameData is params.data: its bytes, a slice of the frame, and the
+// members of a content-block-delta, read on the way (one pass over the
+// frame, for most of a run's frames). rawOnly skips the latter: the
+// general path's second reading of a frame whose data is not as a delta's.
+type frameData struct {
+	frame   []byte // the frame being read
+	rawOnly bool
+	raw     json.Value
+	delta   deltaData
+	index   int64       // delta.Index's buffer; noIndex when absent
+	body    wireDeltaIn // delta.Delta's buffer
+}
+
+// deltaData is a content-block-delta, read without maps or allocations
+// (the pointers are to frameData's buffers).
 type deltaData struct {
-	Event string                `json:"event"`
-	Index optional[int64]       `json:"index"`
-	Delta optional[wireDeltaIn] `json:"delta"`
+	Event string       `json:"event"`
+	Index *int64       `json:"index"`
+	Delta *wireDeltaIn `json:"delta"`
 }
 
 // wireDeltaIn is a delta as received.
 type wireDeltaIn struct {
-	Type      string           `json:"type"`
-	Text      optional[string] `json:"text"`
-	Reasoning optional[string] `json:"reasoning"`
-	Args      optional[string] `json:"args"`
-	Data      optional[string] `json:"data"`
+	Type      string `json:"type"`
+	Text      string `json:"text"`
+	Reasoning string `json:"reasoning"`
+	Args      string `json:"args"`
+	Data      string `json:"data"`
 }
 
-// optional is a member that may be absent or null (ok false): a pointer
-// without an allocation per frame.
-type optional[T any] struct {
-	v  T
-	ok bool
-}
+// noIndex marks an absent index.
+const noIndex = math.MinInt64
 
-// UnmarshalJSONFrom reads null as absent, anything else as a T.
-func (o *optional[T]) UnmarshalJSONFrom(dec *json.Decoder) error {
-	if dec.PeekKind() == 'n' {
-		_, err := dec.ReadToken()
-		*o = optional[T]{}
-		return err
+// UnmarshalJSONFrom reads data. Its bytes are the frame's from the
+// decoder's offset before the value to the one after (the colon and
+// whitespace between the name and the value trimmed).
+func (f *frameData) UnmarshalJSONFrom(dec *json.Decoder) error {
+	start := dec.InputOffset()
+	f.index, f.body = noIndex, wireDeltaIn{}
+	f.delta = deltaData{Index: &f.index, Delta: &f.body}
+	var err error
+	if !f.rawOnly && dec.PeekKind() == '{' {
+		err = json.UnmarshalDecode(dec, &f.delta)
+	} else {
+		err = dec.SkipValue()
 	}
-	o.ok = true
-	return json.UnmarshalDecode(dec, &o.v)
-}
-
-type wireParams struct {
-	Namespace []string          `json:"namespace"`
-	Timestamp optional[float64] `json:"timestamp"`
-	Node      string            `json:"node"`
-	Data      rawData           `json:"data"`
-}
-
-// rawData is params.data as it came, read into the Decoder's buffer,
-// reused from frame to frame (no part of it is kept).
-type rawData []byte
-
-// UnmarshalJSONFrom keeps the value's bytes.
-func (r *rawData) UnmarshalJSONFrom(dec *json.Decoder) error {
-	v, err := dec.ReadValue()
-	*r = append((*r)[:0], v...)
+	end := dec.InputOffset()
+	if err == nil && 0 <= start && start <= end && end <= int64(len(f.frame)) {
+		f.raw = bytes.TrimLeft(f.frame[start:end], " \t\r\n:")
+	}
 	return err
 }
 
@@ -289,8 +302,16 @@ func (d *Decoder) notEvent(frame []byte, typ string) error {
 // feedJSON decodes a frame.
 func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	env := &d.env
-	*env = wireEnvelope{Params: wireParams{Data: env.Params.Data[:0]}}
-	if err := json.Unmarshal(frame, env, peerJSON); err != nil {
+	d.seq = noSeq
+	*env = wireEnvelope{Seq: &d.seq, Params: wireParams{Data: frameData{frame: frame}}}
+	err := json.Unmarshal(frame, env, peerJSON)
+	if err != nil { // data not as a delta's: read again, keeping only its bytes
+		d.seq = noSeq
+		*env = wireEnvelope{Seq: &d.seq, Params: wireParams{Data: frameData{frame: frame, rawOnly: true}}}
+		err = json.Unmarshal(frame, env, peerJSON)
+	}
+	defer func() { env.Params.Data = frameData{} }() // keep no part of the frame
+	if err != nil {
 		var probe map[string]json.Value
 		if json.Unmarshal(frame, &probe, peerJSON) != nil {
 			return out, canonical.Errorf(canonical.CodeInvalidArgument, "agent upstream: a frame is not a JSON object: %.80q", frame)
@@ -318,23 +339,23 @@ func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.Value, out [
 	if d.ended {
 		return out, nil
 	}
-	if env.Seq.ok {
-		if skip, err := d.checkSeq(env.Seq.v); skip {
+	if env.Seq != nil && *env.Seq != noSeq {
+		if skip, err := d.checkSeq(*env.Seq); skip {
 			return out, err
 		}
-		d.decoded(env.Seq.v, true)
+		d.decoded(*env.Seq, true)
 	}
 	p := env.Params
-	raw := json.Value(p.Data)
+	raw := p.Data.raw
 	if p.Namespace == nil {
 		p.Namespace = []string{}
 	}
 	base := canonical.Event{Namespace: p.Namespace, GraphNode: p.Node}
-	if ts := p.Timestamp.v; p.Timestamp.ok && ts > 0 && ts < 1e14 {
+	if ts := p.Timestamp; ts > 0 && ts < 1e14 {
 		base.TimeUnixNano = int64(ts) * 1e6
 	}
 	if env.Method == methodMessages {
-		if done, o := d.fastDelta(&base, raw, out); done {
+		if done, o := d.fastDelta(&base, &p.Data, out); done {
 			return o, nil
 		}
 	}
@@ -639,30 +660,28 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.Value, ou
 }
 
 // fastDelta decodes a text, reasoning, tool-call or data delta on the open
-// block of its index with a typed struct; done is false for anything else,
-// which the general path then decodes.
-func (d *Decoder) fastDelta(base *canonical.Event, raw json.Value, out []*canonical.Event) (bool, []*canonical.Event) {
-	if !bytes.Contains(raw, []byte(`"content-block-delta"`)) {
-		return false, out
-	}
-	dd := &d.dd
-	*dd = deltaData{}
-	if json.Unmarshal(raw, dd, peerJSON) != nil || dd.Event != "content-block-delta" || !dd.Delta.ok || !dd.Index.ok {
+// block of its index from the typed members read with the frame; done is
+// false for anything else, which the general path then decodes.
+func (d *Decoder) fastDelta(base *canonical.Event, data *frameData, out []*canonical.Event) (bool, []*canonical.Event) {
+	dd := &data.delta
+	if data.rawOnly || dd.Event != "content-block-delta" || dd.Delta == nil || dd.Index == nil || *dd.Index == noIndex {
 		return false, out
 	}
 	s := d.state(base.Namespace)
-	if !s.blockOpen || s.wire != dd.Index.v || s.jsonBlock {
+	if !s.blockOpen || s.wire != *dd.Index || s.jsonBlock {
 		return false, out
 	}
-	switch dl := &dd.Delta.v; {
-	case dl.Type == "text-delta" && s.typ == canonical.BlockText && dl.Text.ok:
-		return true, d.appendText(out, base, s, dl.Text.v)
-	case dl.Type == "reasoning-delta" && s.typ == canonical.BlockReasoning && dl.Reasoning.ok:
-		return true, d.appendText(out, base, s, dl.Reasoning.v)
-	case dl.Type == "tool-call-delta" && s.typ == canonical.BlockToolCall && dl.Args.ok:
-		return true, d.appendText(out, base, s, dl.Args.v)
-	case dl.Type == "data-delta" && s.typ == canonical.BlockData && dl.Data.ok:
-		return true, d.appendB64(out, base, s, dl.Data.v)
+	// A member of the delta absent reads as "": as the general path reads
+	// it, for a delta of the open block.
+	switch dl := dd.Delta; {
+	case dl.Type == "text-delta" && s.typ == canonical.BlockText:
+		return true, d.appendText(out, base, s, dl.Text)
+	case dl.Type == "reasoning-delta" && s.typ == canonical.BlockReasoning:
+		return true, d.appendText(out, base, s, dl.Reasoning)
+	case dl.Type == "tool-call-delta" && s.typ == canonical.BlockToolCall:
+		return true, d.appendText(out, base, s, dl.Args)
+	case dl.Type == "data-delta" && s.typ == canonical.BlockData:
+		return true, d.appendB64(out, base, s, dl.Data)
 	}
 	return false, out
 }

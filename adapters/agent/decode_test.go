@@ -278,3 +278,35 @@ func TestDecoderMessageErrorThenContinue(t *testing.T) {
 		})
 	}
 }
+
+// params.data is read in one pass with the frame: its bytes whatever the
+// whitespace around them, the last of two data members (as JSON.parse
+// takes it), and data that is not as a delta's (a tools delta is a
+// string) read again on the general path.
+func TestDecoderReadsData(t *testing.T) {
+	frames := []string{
+		`{"type":"event","seq":1,"method":"values","params":{"namespace":[],"data" :	 {"a": [1, 2]} , "node":"n"}}`,
+		`{"type":"event","seq":2,"method":"values","params":{"data":{"a":0},"namespace":[],"data":{"b":"x"}}}`,
+		`{"type":"event","seq":3,"method":"tools","params":{"namespace":[],"data":{"event":"tool-output-delta","tool_call_id":"c","delta":"abc"}}}`,
+		`{"type":"event","seq":4,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}}}`,
+		`{"type":"event","seq":5,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"hi"}}}}`,
+		`{"type":"event","seq":6,"method":"messages","params":{"namespace":[],"data":{"event":"content-block-delta","index":"0","delta":{"type":"text-delta","text":" there"}}}}`,
+	}
+	d := &Decoder{Contiguous: true}
+	var out []*canonical.Event
+	for _, f := range frames {
+		var err error
+		if out, err = d.Feed([]byte(f), out); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	var text string
+	for _, e := range out {
+		text += e.GetBlockDelta().GetText()
+	}
+	if len(out) < 5 || out[0].GetStateSnapshot().GetValues().GetStructValue().GetFields()["a"].GetListValue().GetValues()[1].GetNumberValue() != 2 ||
+		out[1].GetStateSnapshot().GetValues().GetStructValue().GetFields()["b"].GetStringValue() != "x" ||
+		out[2].GetToolOutput().GetDelta() != "abc" || text != "hi there" {
+		t.Fatalf("decoded %v (text %q)", out, text)
+	}
+}
