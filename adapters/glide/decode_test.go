@@ -250,6 +250,53 @@ func sameMessages(a, b []wireMessage) bool {
 	return true
 }
 
+// TestDecodeResponse pins how a response frame is read: as encoding/json
+// read it into the same struct (our reading of Glide's responses always
+// had it so). Names match without regard to case, the last duplicate wins,
+// members the backend has no use for may hold anything, escapes are
+// unescaped and invalid UTF-8 becomes U+FFFD.
+func TestDecodeResponse(t *testing.T) {
+	chunk := func(content string) *wireChunk {
+		c := &wireChunk{ModelID: "m"}
+		c.ModelResponse.Message = wireMessage{Role: "assistant", Content: content}
+		return c
+	}
+	for _, tc := range []struct {
+		frame string
+		want  *responseFrame // nil: an error
+		err   string
+	}{
+		{frame: `{"id":"a","chunk":{"model_id":"m","model_response":{"message":{"role":"assistant","content":"x"}}}}`,
+			want: &responseFrame{ID: "a", Chunk: chunk("x")}},
+		{frame: `{"ID":"a","Chunk":{"MODEL_ID":"m","model_Response":{"Message":{"role":"assistant","Content":"x"}}}}`,
+			want: &responseFrame{ID: "a", Chunk: chunk("x")}},
+		{frame: `{"id":"b","id":"a","chunk":{"model_id":"m","model_response":{"message":{"role":"assistant","content":"x","content":"y"}}}}`,
+			want: &responseFrame{ID: "a", Chunk: chunk("y")}},
+		{frame: "{\"id\":\"a\",\"created_at\":[1,{}],\"router_id\":null,\"metadata\":\"?\",\"chunk\":{\"model_id\":\"m\",\"model_response\":{\"metadata\":{\"x\":1},\"message\":{\"role\":\"assistant\",\"content\":\"\\n\\\"\\u00e9\xff\"}}}}",
+			want: &responseFrame{ID: "a", Chunk: chunk("\n\"é\uFFFD")}},
+		{frame: `{"id":"a","error":{"name":"model_unavailable","message":"down"}}`,
+			want: &responseFrame{ID: "a", Error: &wireError{Name: "model_unavailable", Message: "down"}}},
+		{frame: `{"id":"a","chunk":null}`, err: `upstream frame for "a" has neither chunk nor error`},
+		{frame: `{"id":"a","chunk":{},"error":{}}`, err: `upstream frame for "a" has both chunk and error`},
+		{frame: `{"chunk":{}}`, err: `upstream frame has no id`},
+		{frame: `{"id":"a","chunk":{"model_response":{"message":{"content":42}}}}`, err: "upstream frame is not a Glide ChatStreamMessage"},
+		{frame: `{"id":"a","chunk":{}} x`, err: "upstream frame is not a Glide ChatStreamMessage"},
+	} {
+		got, err := decodeResponse([]byte(tc.frame))
+		if tc.err != "" {
+			if err == nil || !strings.HasPrefix(canonical.AsError(err).Message, tc.err) || canonical.CodeOf(err) != canonical.CodeInternal {
+				t.Errorf("%s: error %v, want internal %q", tc.frame, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.frame, err)
+		} else if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("%s: %s", tc.frame, d)
+		}
+	}
+}
+
 // decodeFrames runs response frames through a responseDecoder and ends the
 // run as the backend does when the stream stops (failed, unavailable).
 func decodeFrames(frames [][]byte) ([]*canonical.Event, error) {
@@ -358,6 +405,15 @@ func FuzzResponseDecoder(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(data, uint64(len(data)))
+	}
+	for _, s := range []string{ // odd frames: escapes, names folded, duplicates, nulls, other types
+		`{"id":"il-1","chunk":{"model_response":{"message":{"content":"a\n\"b\u00e9\ud83c\udf3e"}}}}` + "\n" +
+			`{"ID":"il-1","Chunk":{"Model_ID":"x","model_response":{"message":{"content":"c","content":"d"}},"finish_reason":"complete"}}`,
+		`{"id":"il-1","created_at":"?","chunk":{"cached":true,"model_response":{"metadata":null,"message":null}}}` + "\n" +
+			`{"id":"il-1","error":{"name":"model_unavailable","message":"m"}}` + "\n" + `{"id":"il-1","chunk":{"model_id":"y"}}`,
+		"{\"id\":\"il-1\",\"chunk\":{\"model_response\":{\"message\":{\"content\":\"\xff\xe2\x82 x\"}}}}\n{\"id\":\"il-1\",\"error\":{\"name\":\"x\",\"finish_reason\":\"error\"}}",
+	} {
+		f.Add([]byte(s), uint64(7))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
 		var frames [][]byte
