@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -156,34 +157,46 @@ func (a *authenticator) middleware(next http.Handler, log *slog.Logger) http.Han
 	})
 }
 
-// writeUnauthenticated answers in the caller's protocol: gRPC status 16 for
-// gRPC and gRPC-Web, Connect's JSON error, and HTTP 401 with each HTTP
-// API's own error body otherwise. A WebSocket upgrade is refused before
-// the handshake.
+// writeUnauthenticated refuses a request without a valid key (401, with
+// WWW-Authenticate on HTTP APIs).
 func writeUnauthenticated(w http.ResponseWriter, r *http.Request, msg string) {
+	writeRefusal(w, r, http.StatusUnauthorized, canonical.CodeUnauthenticated, msg)
+}
+
+// writeRefusal answers a request the server refuses before any frontend
+// sees it, in the caller's protocol: gRPC status for gRPC and gRPC-Web,
+// Connect's JSON error, and the HTTP status with each HTTP API's own error
+// body otherwise. A WebSocket upgrade is refused before the handshake.
+func writeRefusal(w http.ResponseWriter, r *http.Request, status int, code canonical.Code, msg string) {
 	ct := r.Header.Get("Content-Type")
 	h := w.Header()
 	switch {
 	case strings.HasPrefix(ct, "application/grpc"):
 		h.Set("Content-Type", ct)
-		h.Set("Grpc-Status", "16")
+		h.Set("Grpc-Status", strconv.Itoa(int(code)))
 		h.Set("Grpc-Message", msg)
 		w.WriteHeader(http.StatusOK)
 		return
 	case strings.HasPrefix(ct, "application/connect+"), strings.HasPrefix(r.URL.Path, "/evergreen.v2."):
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"code": "unauthenticated", "message": msg})
+		writeJSON(w, status, map[string]string{"code": code.String(), "message": msg})
 		return
 	}
-	h.Set("WWW-Authenticate", `Bearer realm="interlingua"`)
+	if code == canonical.CodeUnauthenticated {
+		h.Set("WWW-Authenticate", `Bearer realm="interlingua"`)
+	}
 	switch p := r.URL.Path; {
 	case strings.HasPrefix(p, "/v2/"): // Triton / KServe v2
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
+		writeJSON(w, status, map[string]string{"error": msg})
 	case strings.HasPrefix(p, "/v1/language/"): // Glide
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"name": "unauthenticated", "message": msg})
-	case strings.HasPrefix(p, "/threads/"): // agent protocol
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"type": "error", "id": nil, "error": "permission_denied", "message": msg})
+		writeJSON(w, status, map[string]string{"name": code.String(), "message": msg})
+	case strings.HasPrefix(p, "/threads/"): // agent protocol: its ErrorCode has no unauthenticated
+		name := code.String()
+		if code == canonical.CodeUnauthenticated {
+			name = canonical.CodePermissionDenied.String()
+		}
+		writeJSON(w, status, map[string]any{"type": "error", "id": nil, "error": name, "message": msg})
 	default: // native and XML
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"code": "unauthenticated", "message": msg})
+		writeJSON(w, status, map[string]string{"code": code.String(), "message": msg})
 	}
 }
 

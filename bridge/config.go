@@ -35,8 +35,12 @@ type Config struct {
 	// streams have idle timeouts instead): a body that stops arriving
 	// would hold its goroutine and connection for ever. Default 30s.
 	BodyTimeout time.Duration `yaml:"body_timeout"`
-	Log         LogConfig     `yaml:"log"`
-	NATS        NATSConfig    `yaml:"nats"`
+	// AllowedOrigins are the web origins ("https://app.example.com") whose
+	// pages may call the daemon from a browser; a request with any other
+	// Origin (but the daemon's own) is refused. They get CORS headers.
+	AllowedOrigins []string   `yaml:"allowed_origins"`
+	Log            LogConfig  `yaml:"log"`
+	NATS           NATSConfig `yaml:"nats"`
 	// Backends are the upstreams, by name.
 	Backends map[string]BackendConfig `yaml:"backends"`
 	// Frontends holds each frontend's own options, by frontend name

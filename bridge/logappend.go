@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,9 +81,11 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 // threadEventsBetween reads from the replay log the thread's events with
 // seqs in (after, before): what a live stream missed (a NATS reconnect
 // drops a subscription's messages while it is away). It reads the thread's
-// log up to its last message at the time of asking, within ctx: the
-// consumer's recreation after a lost server is bounded too (nats.go's
-// default retries for ever, which held a run's client past any deadline).
+// log up to its last message at the time of asking, within ctx, through an
+// ephemeral pull consumer of its own: nats.go's ordered consumer recreates
+// its consumer at every Fetch with retries of its own that take no
+// context (seen holding a client past any deadline while a killed server
+// still held the consumer).
 func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, before uint64) ([]*canonical.Event, error) {
 	filter := f.ThreadSubjects(thread)
 	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
@@ -92,18 +95,21 @@ func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, 
 	if err != nil {
 		return nil, err
 	}
-	cons, err := f.js.OrderedConsumer(ctx, EventsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects:   []string{filter},
-		DeliverPolicy:    jetstream.DeliverAllPolicy,
-		MaxResetAttempts: 3,
+	cons, err := f.js.CreateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{
+		FilterSubject:     filter,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: 10 * time.Second, // should the delete below fail
+		MemoryStorage:     true,
+		Replicas:          1,
 	})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { // an ordered consumer is ephemeral; do not leave it to its inactivity threshold
-		if info := cons.CachedInfo(); info != nil {
-			_ = f.js.DeleteConsumer(context.WithoutCancel(ctx), EventsStream, info.Name)
-		}
+	defer func() { // do not leave it to its inactivity threshold (but do not wait long)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = f.js.DeleteConsumer(dctx, EventsStream, cons.CachedInfo().Name)
 	}()
 	var out []*canonical.Event
 	for {

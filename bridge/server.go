@@ -110,6 +110,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if auth != nil {
 		handler = auth.middleware(mux, log)
 	}
+	handler = newOriginPolicy(cfg.Listen, cfg.AllowedOrigins).middleware(handler)
 	handler = tracing.Middleware(bodyTimeout(handler, cfg.BodyTimeout))
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
