@@ -76,7 +76,7 @@ func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 		keyRuns: map[string]int{}, keyObservers: map[string]int{}, remotes: map[*remoteStream]struct{}{},
 	}
 	if fabric != nil {
-		b.owners.kv = fabric.Threads()
+		b.owners.kv, b.owners.log = fabric.Threads(), log
 	}
 	return b
 }
@@ -313,7 +313,7 @@ func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) error {
 	if err != nil {
 		// Numbering from what this instance last saw could reuse seqs
 		// another instance gave the thread since: the run fails instead.
-		return canonical.Errorf(canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log: %v", err)
+		return natsFailure(b.log.With("thread", id), canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log", err)
 	}
 	t.mu.Lock()
 	if last > t.seq {

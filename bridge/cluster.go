@@ -287,7 +287,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 	// Subscribe before asking, so no event can precede the subscription.
 	sub, err := nc.SubscribeSync(b.subject("*", subject.Token(req.GetThreadId()), "*"))
 	if err != nil {
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
+		return nil, natsFailure(b.log, canonical.CodeUnavailable, "the cluster could not be reached", err)
 	}
 	_ = sub.SetPendingLimits(cfg.RemoteBuffer, cfg.RemoteBuffer*4096)
 	data, err := proto.Marshal(req)
@@ -384,7 +384,7 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 		case errors.Is(err, nats.ErrSlowConsumer):
 			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeResourceExhausted, "remote run buffer overflowed (nats.remote_buffer)"))
 		default:
-			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner unreachable: %v", err))
+			r.end(canonical.StatusFailed, natsFailure(r.b.log.With("thread", r.thread, "run", r.run), canonical.CodeUnavailable, "run owner unreachable", err))
 		}
 	}
 	ev := r.owed[0]

@@ -61,12 +61,12 @@ func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64
 		InactiveThreshold: observerInactiveThreshold,
 	})
 	if err != nil {
-		return nil, replayLogError(err)
+		return nil, b.replayLogError(err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
 		b.deleteObserverConsumer(cons, threadID)
-		return nil, replayLogError(err)
+		return nil, b.replayLogError(err)
 	}
 	o := &observer{
 		b: b, ctx: ctx, cons: cons, it: it, thread: threadID, since: since, timeout: cfg.OwnerTimeout,
@@ -76,7 +76,7 @@ func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64
 	if o.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", subject.Token(threadID), "*"), o.hb); err != nil {
 		it.Stop()
 		b.deleteObserverConsumer(cons, threadID)
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "nats: %v", err)
+		return nil, natsFailure(b.log, canonical.CodeUnavailable, "the thread's live events could not be subscribed to", err)
 	}
 	o.wg.Add(1)
 	go o.readLoop()
@@ -86,11 +86,11 @@ func (b *Bridge) openObserver(ctx context.Context, threadID string, since uint64
 // replayLogError is the error for a consumer the replay log would not
 // make: ResourceExhausted for its consumer limit (JetStream's 1,000 per
 // stream by default, which every key and instance share), else Unavailable.
-func replayLogError(err error) *canonical.Error {
+func (b *Bridge) replayLogError(err error) *canonical.Error {
 	if errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
-		return canonical.Errorf(canonical.CodeResourceExhausted, "replay log: %v (observers of every key on every instance)", err)
+		return natsFailure(b.log, canonical.CodeResourceExhausted, "the replay log has as many readers as it takes (observers of every key on every instance)", err)
 	}
-	return canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err)
+	return natsFailure(b.log, canonical.CodeUnavailable, "the replay log could not be read", err)
 }
 
 const (
@@ -141,7 +141,7 @@ func (o *observer) readLoop() {
 		m, err := o.it.Next()
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				o.err.Store(canonical.Errorf(canonical.CodeUnavailable, "replay log: %v", err))
+				o.err.Store(natsFailure(o.b.log.With("thread", o.thread), canonical.CodeUnavailable, "the replay log could not be read", err))
 			}
 			return
 		}

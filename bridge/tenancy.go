@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +20,7 @@ const maxOwnerCache = 100_000
 // not-found for the thread on every path.
 type owners struct {
 	kv    jetstream.KeyValue // nil: in memory only (no fabric)
+	log   *slog.Logger
 	mu    sync.Mutex
 	cache map[string]string
 }
@@ -65,11 +67,11 @@ func (o *owners) claim(ctx context.Context, thread, name string) (string, error)
 		return name, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return "", canonical.Errorf(canonical.CodeUnavailable, "thread owner: %v", err)
+		return "", natsFailure(o.log.With("thread", thread), canonical.CodeUnavailable, "the thread's owner could not be recorded", err)
 	}
 	e, err := o.kv.Get(ctx, key)
 	if err != nil {
-		return "", canonical.Errorf(canonical.CodeUnavailable, "thread owner: %v", err)
+		return "", natsFailure(o.log.With("thread", thread), canonical.CodeUnavailable, "the thread's owner could not be read", err)
 	}
 	return string(e.Value()), nil
 }
