@@ -35,6 +35,10 @@ type Config struct {
 	// streams have idle timeouts instead): a body that stops arriving
 	// would hold its goroutine and connection for ever. Default 30s.
 	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// WriteTimeout bounds each write of a response to the client's socket
+	// on every HTTP path: a client that stops reading a stream is cut off
+	// and its run cancelled. Default 30s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// AllowedOrigins are the web origins ("https://app.example.com") whose
 	// pages may call the daemon from a browser; a request with any other
 	// Origin (but the daemon's own) is refused. They get CORS headers.
@@ -210,6 +214,9 @@ func (c *Config) Defaults() {
 	if c.BodyTimeout == 0 {
 		c.BodyTimeout = 30 * time.Second
 	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -370,8 +377,8 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
 	}
-	if c.ShutdownTimeout < 0 || c.BodyTimeout < 0 {
-		errs = append(errs, fmt.Errorf("shutdown_timeout, body_timeout: must not be negative"))
+	if c.ShutdownTimeout < 0 || c.BodyTimeout < 0 || c.WriteTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown_timeout, body_timeout, write_timeout: must not be negative"))
 	}
 	for _, h := range c.HostBackends {
 		if _, ok := c.Backends[h]; !ok && h != "none" {

@@ -111,6 +111,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		handler = auth.middleware(mux, log)
 	}
 	handler = newOriginPolicy(cfg.Listen, cfg.AllowedOrigins).middleware(handler)
+	handler = writeDeadline(handler, cfg.WriteTimeout, s.bridge.metrics.SlowConsumers.WithLabelValues("http"))
 	handler = tracing.Middleware(bodyTimeout(handler, cfg.BodyTimeout))
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
