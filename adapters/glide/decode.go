@@ -434,9 +434,10 @@ type wireError struct {
 }
 
 // responseOptions read response frames as our reading of them always
-// had it (encoding/json's): member names match without regard to case (an
-// upstream Glide writes them exactly as tagged), of duplicates the last
-// wins, invalid UTF-8 becomes U+FFFD.
+// had it (encoding/json's): member names match without regard to case, of
+// duplicates the last wins, invalid UTF-8 becomes U+FFFD. (json/v2's
+// folding also ignores '_' and '-', which encoding/json's did not: no
+// difference for an upstream Glide, which writes names as tagged.)
 var responseOptions = json.JoinOptions(json.MatchCaseInsensitiveNames(true),
 	json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
