@@ -36,8 +36,13 @@ const (
 )
 
 // heldOverhead is what a fragment waiting for its predecessors costs
-// against Limits.MaxBytes on top of its payload.
-const heldOverhead = 64
+// against Limits.MaxBytes on top of its payload and its id (each decoded
+// fragment has its own copy): the decoded NodeFragment, its Chunk and
+// payload wrapper, the payload's allocation and the map entry. Measured by
+// TestHeldFragmentsHeapBound: 276 bytes for a one-byte fragment with a
+// 37-byte id (64 were charged, and a peer's out-of-order one-byte
+// fragments grew the heap to 4.6 times max_bytes).
+const heldOverhead = 256
 
 // node is one node of the session.
 type node struct {
@@ -234,7 +239,8 @@ func (s *store) apply(f *ev.NodeFragment) error {
 		n.final = seq
 	}
 	if seq != n.next {
-		if s.bytes+s.held+heldOverhead > s.lim.MaxBytes {
+		hold := heldOverhead + int64(len(f.GetId()))
+		if s.bytes+s.held+hold > s.lim.MaxBytes {
 			return canonical.Errorf(canonical.CodeResourceExhausted,
 				"session would hold more than %d bytes of nodes (max_bytes) with fragments waiting for their predecessors", s.lim.MaxBytes)
 		}
@@ -242,7 +248,7 @@ func (s *store) apply(f *ev.NodeFragment) error {
 			n.held = map[int32]*ev.NodeFragment{}
 		}
 		n.held[seq] = f
-		s.held += heldOverhead
+		s.held += hold
 		return nil
 	}
 	if err := s.release(n, f); err != nil {
@@ -254,7 +260,7 @@ func (s *store) apply(f *ev.NodeFragment) error {
 			break
 		}
 		delete(n.held, n.next)
-		s.held -= heldOverhead
+		s.held -= heldOverhead + int64(len(g.GetId()))
 		if err := s.release(n, g); err != nil {
 			return err
 		}
