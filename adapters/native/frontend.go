@@ -51,8 +51,20 @@ func NewFrontend(cfg Config) *Frontend {
 // Mount registers the frontend's routes.
 func (f *Frontend) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/runs", f.serveRun)
+	mux.HandleFunc("/v1/runs", methodNotAllowed(http.MethodPost))
 	if f.cfg.Observer != nil {
 		mux.HandleFunc("GET /v1/threads/{thread}/events", f.serveObserve)
+		mux.HandleFunc("/v1/threads/{thread}/events", methodNotAllowed(http.MethodGet))
+	}
+}
+
+// methodNotAllowed answers a method a path does not take: 405 with Allow,
+// in the native error form (ServeMux's own 405 is plain text).
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		e := canonical.Errorf(canonical.CodeUnimplemented, "method %s is not allowed on %s: use %s", r.Method, r.URL.Path, allow)
+		writeStatusError(w, http.StatusMethodNotAllowed, e)
 	}
 }
 
@@ -160,7 +172,12 @@ func (f *Frontend) countSlowConsumer() {
 }
 
 func writeError(w http.ResponseWriter, e *canonical.Error) {
+	writeStatusError(w, httpStatus(e.Code), e)
+}
+
+// writeStatusError writes e with the HTTP status given.
+func writeStatusError(w http.ResponseWriter, status int, e *canonical.Error) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpStatus(e.Code))
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": e.Code.String(), "message": e.Message})
 }

@@ -36,6 +36,12 @@ func NewFrontend(cfg Config) *Frontend {
 // Mount registers the frontend's route.
 func (f *Frontend) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/xml/stream", f.serveStream)
+	mux.HandleFunc("/v1/xml/stream", func(w http.ResponseWriter, r *http.Request) {
+		// ServeMux's own 405 is plain text, not the <error> form.
+		w.Header().Set("Allow", http.MethodPost)
+		writeStatusError(w, http.StatusMethodNotAllowed, canonical.Errorf(canonical.CodeUnimplemented,
+			"method %s is not allowed on %s: use POST", r.Method, r.URL.Path))
+	})
 }
 
 // streamRequest is the request body.
@@ -167,8 +173,13 @@ func wantsSSE(accept string) bool {
 
 // writeError answers a request that fails before its stream starts.
 func writeError(w http.ResponseWriter, e *canonical.Error) {
+	writeStatusError(w, httpStatus(e.Code), e)
+}
+
+// writeStatusError writes e with the HTTP status given.
+func writeStatusError(w http.ResponseWriter, status int, e *canonical.Error) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(httpStatus(e.Code))
+	w.WriteHeader(status)
 	var b []byte
 	b = append(b, "<error"...)
 	b = appendAttr(b, "code", wireCode(e.Code))
