@@ -126,4 +126,8 @@ func TestTruncateReason(t *testing.T) {
 			t.Errorf("%s: truncateReason = %d bytes, want %d", tt.name, len(got), tt.want)
 		}
 	}
+	// protobuf-go's no-break space after "proto:" becomes a space.
+	if got := truncateReason("proto:\u00a0syntax error"); got != "proto: syntax error" {
+		t.Errorf("truncateReason kept a no-break space: %q", got)
+	}
 }

@@ -3,6 +3,7 @@ package wsconn
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
@@ -92,8 +93,12 @@ func sendable(code int) bool {
 // control frame payload less the 2-byte code.
 const closeReasonMax = 123
 
-// truncateReason cuts s to closeReasonMax bytes without splitting a rune.
+// truncateReason cuts s to closeReasonMax bytes without splitting a rune,
+// after turning no-break spaces into spaces: protobuf-go's error texts put
+// one, at random per build, after "proto:", which made Evergreen's close
+// reasons differ from build to build.
 func truncateReason(s string) string {
+	s = strings.ReplaceAll(s, "\u00a0", " ")
 	if len(s) <= closeReasonMax {
 		return s
 	}
