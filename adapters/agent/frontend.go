@@ -535,21 +535,24 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, errNoSuchRun, "thread has no state")
 		return
 	}
-	b := appendValuesJSON(append(make([]byte, 0, stateBytes(th.rt.rec.Values)+512), `{"values":`...), th.rt.rec.Values, nil)
-	b = append(b, `,"next":[],"tasks":[],"metadata":{},"created_at":null,"checkpoint":`...)
+	// The rest is written apart: the values are the whole conversation,
+	// and appendString may grow the array it writes to, whatever its size.
+	rest := []byte(`,"next":[],"tasks":[],"metadata":{},"created_at":null,"checkpoint":`)
 	if h := th.rt.rec.Head; h != "" {
-		b = append(b, `{"thread_id":`...)
-		b = appendString(b, th.id)
-		b = append(b, `,"checkpoint_ns":"","checkpoint_id":`...)
-		b = appendString(b, h)
-		b = append(b, '}')
+		rest = append(rest, `{"thread_id":`...)
+		rest = appendString(rest, th.id)
+		rest = append(rest, `,"checkpoint_ns":"","checkpoint_id":`...)
+		rest = appendString(rest, h)
+		rest = append(rest, '}')
 	} else {
-		b = append(b, "null"...)
+		rest = append(rest, "null"...)
 	}
-	b = append(b, `,"interrupts":`...)
-	b = appendInterrupts(b, th.rt.rec.Interrupts)
+	rest = append(rest, `,"interrupts":`...)
+	rest = append(appendInterrupts(rest, th.rt.rec.Interrupts), '}')
+	b := make([]byte, 0, len(`{"values":`)+stateBytes(th.rt.rec.Values)+len(rest)+1) // +1: writeJSON's newline
+	b = appendValuesJSON(append(b, `{"values":`...), th.rt.rec.Values, nil)
 	th.mu.Unlock()
-	writeJSON(w, append(b, '}'))
+	writeJSON(w, append(b, rest...))
 }
 
 func appendInterrupts(b []byte, in []interruptRec) []byte {

@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // bytesThread returns a thread whose buffer holds up to events events and
@@ -253,5 +256,50 @@ func checkRing(t *testing.T, r *ring, model []record) {
 	}
 	if room > r.max {
 		t.Fatalf("the ring's arrays hold %d records, max %d", room, r.max)
+	}
+}
+
+// unusedStore is a store the test never reaches.
+type unusedStore struct{ canonical.ThreadStore }
+
+// A save encodes a checkpoint as its turn comes and lets go of its
+// values then: until the checkpoint is saved, a fork reads them back from
+// its JSON, the same values.
+func TestEncodedCheckpointLetsGoOfValues(t *testing.T) {
+	f, err := NewFrontend(Config{Runner: nopRunner{}, Store: unusedStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	th := newThread(f, "t")
+	values := map[string]json.RawMessage{"messages": json.RawMessage(`[{"type":"human","content":"a<b","id":"m1"}]`), "n": json.RawMessage(`7`)}
+	th.rt.known = true
+	th.rt.rec.Checkpoints = []checkpointRec{
+		{ID: "ckpt-1", Step: -1, Source: "input", Time: time.Unix(1, 0).UTC(), saved: true},
+		{ID: "ckpt-2", Step: 0, Source: "loop", Time: time.Unix(2, 0).UTC(), Values: values},
+	}
+	snap, err := th.snapshot()
+	if err != nil || snap == nil || !slices.Equal(snap.checkpoints, []string{"ckpt-2"}) {
+		t.Fatalf("snapshot: %+v, %v; want ckpt-2 to save", snap, err)
+	}
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	cp := th.findCheckpointLocked("ckpt-2")
+	if cp.Values == nil || cp.enc != nil {
+		t.Fatal("the snapshot encoded the checkpoint: saveCheckpoints does, in turn")
+	}
+	enc, err := th.checkpointJSONLocked("ckpt-2")
+	if err != nil || enc == nil || cp.Values != nil || &cp.enc[0] != &enc[0] {
+		t.Fatalf("encoded: %q, %v; the checkpoint holds values %v", enc, err, cp.Values)
+	}
+	if enc, _ := th.checkpointJSONLocked("ckpt-1"); enc != nil {
+		t.Fatalf("a saved checkpoint encoded again: %q", enc)
+	}
+	got, err := th.checkpointValuesLocked(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(valuesJSON(got, nil)) != string(valuesJSON(values, nil)) {
+		t.Fatalf("values read back from the JSON: %s, want %s", valuesJSON(got, nil), valuesJSON(values, nil))
 	}
 }

@@ -172,6 +172,12 @@ type historyCache struct {
 	nodes []*canonical.Node
 }
 
+// historyKeepBytes bounds the history kept decoded between runs: a
+// longer one is decoded again at each run's start (a fraction of the time
+// a model takes to read it) rather than held in memory twice while no run
+// needs it, its JSON in the state and its text in the nodes.
+const historyKeepBytes = 1 << 20
+
 // sameBytes reports whether a and b are the same bytes in memory.
 func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
@@ -270,12 +276,13 @@ func appendValuesJSON(b []byte, v map[string]json.RawMessage, keys []string) []b
 	}
 	slices.Sort(names)
 	b = append(b, '{')
+	var key []byte // each key is written apart: appendString may grow the array it writes to, whatever its size
 	for i, k := range names {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
-		b = append(b, ':')
+		key = appendString(key[:0], k)
+		b = append(append(b, key...), ':')
 		b = append(b, v[k]...)
 	}
 	return append(b, '}')
@@ -360,10 +367,14 @@ func (t *Thread) trimCheckpointsLocked() {
 }
 
 // checkpointValuesLocked returns a checkpoint's values: those kept in
-// memory until it is saved, then read back from the store (t.mu is held
-// for the read, bounded by StoreTimeout: a fork is rare).
+// memory until a save encodes it, then read back from its JSON, and once
+// it is saved from the store (t.mu is held for the read, bounded by
+// StoreTimeout: a fork is rare).
 func (t *Thread) checkpointValuesLocked(cp *checkpointRec) (map[string]json.RawMessage, error) {
-	if cp.Values != nil || !cp.saved || t.f.cfg.Store == nil {
+	switch {
+	case cp.Values == nil && !cp.saved && cp.enc != nil:
+		return checkpointValues(cp.enc)
+	case cp.Values != nil || !cp.saved || t.f.cfg.Store == nil:
 		return cp.Values, nil
 	}
 	ctx, cancel := context.WithTimeout(t.f.runCtx, t.f.cfg.StoreTimeout)
@@ -372,6 +383,11 @@ func (t *Thread) checkpointValuesLocked(cp *checkpointRec) (map[string]json.RawM
 	if err != nil {
 		return nil, err
 	}
+	return checkpointValues(b)
+}
+
+// checkpointValues decodes the values of a checkpoint record.
+func checkpointValues(b []byte) (map[string]json.RawMessage, error) {
 	var stored checkpointRec
 	if err := json.Unmarshal(b, &stored); err != nil {
 		return nil, canonical.Errorf(canonical.CodeDataLoss, "checkpoint record does not decode: %v", err)
@@ -646,6 +662,12 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	t.mu.Unlock()
 	stream, err := t.f.cfg.Runner.Run(ctx, req)
 	t.mu.Lock()
+	// The request is the runner's now; a long history is not kept decoded
+	// beside it (historyKeepBytes).
+	pr.req = nil
+	if len(rt.rec.Values["messages"]) > historyKeepBytes {
+		rt.history = historyCache{}
+	}
 	if err != nil {
 		cancel()
 		rt.active = nil
@@ -1268,18 +1290,14 @@ func (t *Thread) persist() {
 // saveSnapshot is what one save writes, taken under t.mu.
 type saveSnapshot struct {
 	head        []byte
-	rev         uint64 // the head's revision it replaces
-	checkpoints []encodedCheckpoint
+	rev         uint64   // the head's revision it replaces
+	checkpoints []string // the ids of those not saved yet
 	dropped     []string
 }
 
-type encodedCheckpoint struct {
-	id  string
-	enc []byte
-}
-
-// snapshot encodes the head record and the checkpoints not saved yet;
-// nil when the thread has no state to save.
+// snapshot encodes the head record and lists the checkpoints not saved
+// yet, which saveCheckpoints encodes in turn; nil when the thread has no
+// state to save.
 func (t *Thread) snapshot() (*saveSnapshot, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -1292,35 +1310,41 @@ func (t *Thread) snapshot() (*saveSnapshot, error) {
 	rec.CheckpointIDs = make([]string, len(cps))
 	for i := range cps {
 		rec.CheckpointIDs[i] = cps[i].ID
-		if cps[i].saved {
-			continue
+		if !cps[i].saved {
+			snap.checkpoints = append(snap.checkpoints, cps[i].ID)
 		}
-		if cps[i].enc == nil {
-			b, err := encodeCheckpoint(&cps[i])
-			if err != nil {
-				return nil, err
-			}
-			cps[i].enc = b
-		}
-		snap.checkpoints = append(snap.checkpoints, encodedCheckpoint{cps[i].ID, cps[i].enc})
 	}
 	head, err := encodeHead(&rec)
 	snap.head = head
 	return snap, err
 }
 
-// saveCheckpoints writes new checkpoints, each once (create-only), and
-// marks them saved. One that exists already was written by this thread's
+// saveCheckpoints writes the checkpoints ids names, each once
+// (create-only), and marks them saved. Each is encoded as its turn comes
+// and its JSON let go once written, so that a save holds one
+// checkpoint's copy of the whole state at a time, not one per step since
+// the last save. One that exists already was written by this thread's
 // save that failed later, or by another instance that made a checkpoint
-// of the same id meanwhile; the stored one stands.
-func (t *Thread) saveCheckpoints(ctx context.Context, cps []encodedCheckpoint) error {
-	for _, c := range cps {
-		_, err := t.f.cfg.Store.Put(ctx, t.id, checkpointKey(c.id), c.enc, 0)
+// of the same id meanwhile; the stored one stands. One that left memory
+// meanwhile (MaxCheckpoints) is not written: a read of the head leaves a
+// listed checkpoint the store lacks out.
+func (t *Thread) saveCheckpoints(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		t.mu.Lock()
+		enc, err := t.checkpointJSONLocked(id)
+		t.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if enc == nil {
+			continue
+		}
+		_, err = t.f.cfg.Store.Put(ctx, t.id, checkpointKey(id), enc, 0)
 		if err != nil && canonical.CodeOf(err) != canonical.CodeAborted {
 			return err
 		}
 		t.mu.Lock()
-		if cp := t.findCheckpointLocked(c.id); cp != nil {
+		if cp := t.findCheckpointLocked(id); cp != nil {
 			// Saved, its values live in the store: a fork reads them back
 			// (checkpointValuesLocked). Kept here, each checkpoint's copy
 			// of the whole state made memory grow with the square of a
@@ -1330,6 +1354,27 @@ func (t *Thread) saveCheckpoints(ctx context.Context, cps []encodedCheckpoint) e
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// checkpointJSONLocked is the record of a checkpoint not saved yet,
+// encoded once and kept until it is saved (a save that fails leaves it
+// for the next); nil when the checkpoint is saved or gone. Its values then
+// live on in its JSON (checkpointValuesLocked): kept beside it, a step's
+// checkpoint held the conversation before the step, the whole of it,
+// twice while the save ran.
+func (t *Thread) checkpointJSONLocked(id string) ([]byte, error) {
+	cp := t.findCheckpointLocked(id)
+	if cp == nil || cp.saved {
+		return nil, nil
+	}
+	if cp.enc == nil {
+		b, err := encodeCheckpoint(cp)
+		if err != nil {
+			return nil, err
+		}
+		cp.enc, cp.Values = b, nil
+	}
+	return cp.enc, nil
 }
 
 // removeCheckpoints removes the records of checkpoints the head no longer
