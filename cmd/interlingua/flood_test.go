@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -28,7 +30,8 @@ func TestFlood(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--shutdown-timeout", "1s", "--log-level", "error")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--shutdown-timeout", "1s", "--log-level", "error",
+		"--set", "body_timeout=1s", "--set", "write_timeout=1s")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +46,7 @@ func TestFlood(t *testing.T) {
 	}
 	defer stalled.Close()
 	body := `{"target":"stream","parameters":{"deltas":5000000},"inputs":[]}`
-	fmt.Fprintf(stalled, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(stalled, "POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -64,7 +67,7 @@ func TestFlood(t *testing.T) {
 				return
 			}
 			// A WebSocket upgrade to Glide, then garbage frames.
-			fmt.Fprintf(c, "GET /v1/language/echo/chatStream HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+			fmt.Fprintf(c, "GET /v1/language/echo/chatStream HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 				"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
 			r := bufio.NewReader(c)
 			if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "101") {
@@ -77,6 +80,9 @@ func TestFlood(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	slowBodies := floodSlowBodies(t, addr, 200)
+	stalledTriton := floodStalledReader(t, addr)
+	defer stalledTriton.Close()
 
 	// A well-behaved client is unaffected.
 	r := openStream(t, "POST", base+"/v1/runs", `{"target":"demo-agent","inputs":[]}`)
@@ -98,6 +104,17 @@ func TestFlood(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
+	// Every body that stopped arriving was answered after body_timeout.
+	for i, c := range slowBodies {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.Contains(line, " 400 ") && !strings.Contains(line, " 408 ") {
+			t.Fatalf("slow body %d: %q, %v; want a 4xx after body_timeout", i, line, err)
+		}
+		c.Close()
+	}
+	// The Triton client that stopped reading was cut off after write_timeout.
+	waitMetric(t, base, `interlingua_slow_consumer_cutoffs_total{protocol="http"}`)
 }
 
 // peakRSS reads VmHWM (peak resident set) of a process.
@@ -114,4 +131,52 @@ func peakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// floodSlowBodies opens n connections that each send a request's headers
+// and the first chunk of its body, then stop.
+func floodSlowBodies(t *testing.T, addr string, n int) []net.Conn {
+	t.Helper()
+	var out []net.Conn
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"tar\r\n")
+		out = append(out, c)
+	}
+	return out
+}
+
+// floodStalledReader asks for a long Triton stream and never reads it.
+func floodStalledReader(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"text_input":"x","stream":true,"parameters":{"deltas":5000000,"delta_text":"` + strings.Repeat("y", 1024) + `"}}`
+	fmt.Fprintf(c, "POST /v2/models/stream/generate_stream HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	return c
+}
+
+// waitMetric waits up to 20 s for /metrics to show the series.
+func waitMetric(t *testing.T, base, series string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), series) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not in /metrics within 20 s", series)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
