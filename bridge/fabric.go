@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -40,6 +41,7 @@ type Fabric struct {
 	cfg      NATSConfig
 	log      *slog.Logger
 	embedded *server.Server
+	dirLock  *os.File // the data dir's lock, held while the embedded server runs
 	nc       *nats.Conn
 	url      string        // what nc connected to
 	opts     []nats.Option // nc's options, for Dial
@@ -83,8 +85,12 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 	}
 	opts = append(opts, sec...)
 	if url == "" {
+		if f.dirLock, err = lockDataDir(dataDir); err != nil {
+			return nil, err
+		}
 		ns, err := startEmbedded(cfg, dataDir)
 		if err != nil {
+			f.Close()
 			return nil, err
 		}
 		f.embedded = ns
@@ -862,6 +868,9 @@ func (f *Fabric) Close() {
 	if f.embedded != nil {
 		f.embedded.Shutdown()
 		f.embedded.WaitForShutdown()
+	}
+	if f.dirLock != nil {
+		f.dirLock.Close() // releases the lock
 	}
 }
 

@@ -247,3 +247,29 @@ func TestEmbeddedListenerToken(t *testing.T) {
 	}
 	nc.Close()
 }
+
+// One data dir, one instance: a second embedded fabric on the same data
+// dir is refused with a message naming it, and the dir is free again once
+// the first closes.
+func TestDataDirLocked(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Defaults()
+	dir := t.TempDir()
+	first, err := bridge.StartFabric(context.Background(), cfg.NATS, dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := bridge.StartFabric(context.Background(), cfg.NATS, dir, slog.New(slog.DiscardHandler)); err == nil {
+		f.Close()
+		first.Close()
+		t.Fatal("a second instance started on the same data dir")
+	} else if !strings.Contains(err.Error(), "in use by another interlingua") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second instance: %v", err)
+	}
+	first.Close()
+	again, err := bridge.StartFabric(context.Background(), cfg.NATS, dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	again.Close()
+}
