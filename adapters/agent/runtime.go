@@ -736,7 +736,7 @@ func (t *Thread) pump(ar *activeRun) {
 					if errors.Is(err, io.EOF) {
 						ce = canonical.Errorf(canonical.CodeUnavailable, "run ended without a terminal event")
 					}
-					out = t.handleLocked(ar, canonical.Terminal(canonical.StatusFailed, ce), out[:0])
+					t.handleLocked(ar, canonical.Terminal(canonical.StatusFailed, ce), out[:0])
 				}
 				t.mu.Unlock()
 			}

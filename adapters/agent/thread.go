@@ -134,7 +134,6 @@ type nsStatus struct {
 // subscription.reconnect: its namespaces' latest statuses.
 type runInfo struct {
 	id     string
-	graph  string
 	status map[string]*nsStatus // by namespace key
 	order  []string
 }
