@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,8 +19,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // client is a frontend protocol's client. stream sends one streaming
@@ -279,20 +281,26 @@ const evergreenPerConn = 64
 
 type evergreenClient struct {
 	cs      clientSpec
-	clients []*evergreen.Backend
+	clients []canonical.Backend
 	params  map[string]*structpb.Value
 }
 
 func newEvergreenClient(cs clientSpec) (*evergreenClient, error) {
 	c := &evergreenClient{cs: cs}
+	// The backend pointed at the server, configured as the bridge would
+	// configure it with only a url.
+	opts, err := options(map[string]any{"url": cs.base})
+	if err != nil {
+		return nil, err
+	}
+	deps := protocol.BackendDeps{Log: slog.New(slog.DiscardHandler)}
 	for i := 0; i < (cs.streams+evergreenPerConn-1)/evergreenPerConn; i++ {
-		b, err := evergreen.NewBackend(evergreen.BackendConfig{URL: cs.base})
+		b, err := protocols.Get("evergreen").NewBackend(&opts, deps)
 		if err != nil {
 			return nil, err
 		}
 		c.clients = append(c.clients, b)
 	}
-	var err error
 	if c.params, err = structParams(cs.params); err != nil {
 		return nil, err
 	}

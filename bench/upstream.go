@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -14,12 +15,13 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/interlingua-dev/interlingua/adapters/agent"
-	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/canonical"
 	glidepeer "github.com/interlingua-dev/interlingua/conformance/peers/glide"
 	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // benchTarget is the target (Triton model, Glide router, Evergreen
@@ -338,14 +340,13 @@ type evergreenUp struct {
 
 func newEvergreenUp(sc script) (upstream, error) {
 	p := &producer{sc: sc, stamp: newStampBook(sc.deltas)}
-	fe, err := evergreen.NewFrontend(evergreen.FrontendConfig{Runner: p, MaxRunning: 1024})
+	fe, err := mountUpstream("evergreen", p, map[string]any{"max_running": 1024})
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	fe.Mount(mux)
 	u := &evergreenUp{prod: p}
-	if u.srv, err = serve(mux, true); err != nil {
+	if u.srv, err = serve(fe.mux, true); err != nil {
+		fe.close()
 		return nil, err
 	}
 	return u, nil
@@ -359,6 +360,51 @@ func (u *evergreenUp) backend() (bridge.BackendConfig, error) {
 func (u *evergreenUp) base() string     { return "http://" + u.srv.addr() }
 func (u *evergreenUp) book() *stampBook { return u.prod.stamp }
 func (u *evergreenUp) close()           { u.srv.close() }
+
+// mountedFrontend is a protocol's frontend (protocol.Protocol.Mount) on a
+// mux of its own, with the hooks it registered.
+type mountedFrontend struct {
+	mux                 *http.ServeMux
+	onShutdown, onClose []func()
+}
+
+// mountUpstream mounts protocol name's frontend in front of runner, with
+// opts as its frontends.<name> config block.
+func mountUpstream(name string, runner canonical.Runner, opts map[string]any) (*mountedFrontend, error) {
+	p := protocols.Get(name)
+	if p == nil || p.Mount == nil {
+		return nil, errors.New("no frontend for " + name)
+	}
+	m := &mountedFrontend{mux: http.NewServeMux()}
+	d := protocol.FrontendDeps{Runner: runner, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
+		OnShutdown: func(f func()) { m.onShutdown = append(m.onShutdown, f) },
+		OnClose:    func(f func()) { m.onClose = append(m.onClose, f) }}
+	if opts != nil {
+		node, err := options(opts)
+		if err != nil {
+			return nil, err
+		}
+		d.Options = &node
+	}
+	if err := p.Mount(m.mux, d); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// shutdown runs the frontend's shutdown hooks (idle connections close).
+func (m *mountedFrontend) shutdown() {
+	for _, f := range m.onShutdown {
+		f()
+	}
+}
+
+// close runs its close hooks.
+func (m *mountedFrontend) close() {
+	for _, f := range m.onClose {
+		f()
+	}
+}
 
 // producer is a canonical.Runner that streams the script for any target:
 // one assistant message of sc.deltas text deltas, paced on an absolute
@@ -470,21 +516,19 @@ func (s *prodStream) Close() error {
 
 type agentUp struct {
 	prod *producer
-	fe   *agent.Frontend
+	fe   *mountedFrontend
 	srv  *server
 }
 
 func newAgentUp(sc script) (upstream, error) {
 	p := &producer{sc: sc, stamp: newStampBook(sc.deltas)}
-	fe, err := agent.NewFrontend(agent.Config{Runner: p})
+	fe, err := mountUpstream("agent", p, nil)
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	fe.Mount(mux)
 	u := &agentUp{prod: p, fe: fe}
-	if u.srv, err = serve(mux, false); err != nil {
-		fe.Close()
+	if u.srv, err = serve(fe.mux, false); err != nil {
+		fe.close()
 		return nil, err
 	}
 	return u, nil
@@ -498,9 +542,9 @@ func (u *agentUp) backend() (bridge.BackendConfig, error) {
 func (u *agentUp) base() string     { return "http://" + u.srv.addr() }
 func (u *agentUp) book() *stampBook { return u.prod.stamp }
 func (u *agentUp) close() {
-	u.fe.Shutdown()
+	u.fe.shutdown()
 	u.srv.close()
-	u.fe.Close()
+	u.fe.close()
 }
 
 // newUpstream builds the peer of a backend protocol.

@@ -5,16 +5,16 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // AuthConfig configures API keys. Auth is on when any key is configured;
@@ -164,46 +164,16 @@ func writeUnauthenticated(w http.ResponseWriter, r *http.Request, msg string) {
 }
 
 // writeRefusal answers a request the server refuses before any frontend
-// sees it, in the caller's protocol: gRPC status for gRPC and gRPC-Web,
-// Connect's JSON error, and the HTTP status with each HTTP API's own error
-// body otherwise. A WebSocket upgrade is refused before the handshake.
+// sees it, in the error form of the protocol the request is for (by its
+// Content-Type or path: protocol.For); the canonical form when none claims
+// it. A WebSocket upgrade is refused before the handshake.
 func writeRefusal(w http.ResponseWriter, r *http.Request, status int, code canonical.Code, msg string) {
-	ct := r.Header.Get("Content-Type")
-	h := w.Header()
-	switch {
-	case strings.HasPrefix(ct, "application/grpc"):
-		h.Set("Content-Type", ct)
-		h.Set("Grpc-Status", strconv.Itoa(int(code)))
-		h.Set("Grpc-Message", msg)
-		w.WriteHeader(http.StatusOK)
-		return
-	case strings.HasPrefix(ct, "application/connect+"), strings.HasPrefix(r.URL.Path, "/evergreen.v2."):
-		writeJSON(w, status, map[string]string{"code": code.String(), "message": msg})
+	ref := protocol.Refusal{Status: status, Code: code, Message: msg}
+	if p := protocol.For(protocols.All, r); p != nil && p.WriteRefusal != nil {
+		p.WriteRefusal(w, r, ref)
 		return
 	}
-	if code == canonical.CodeUnauthenticated {
-		h.Set("WWW-Authenticate", `Bearer realm="interlingua"`)
-	}
-	switch p := r.URL.Path; {
-	case strings.HasPrefix(p, "/v2/"): // Triton / KServe v2
-		writeJSON(w, status, map[string]string{"error": msg})
-	case strings.HasPrefix(p, "/v1/language/"): // Glide
-		writeJSON(w, status, map[string]string{"name": code.String(), "message": msg})
-	case strings.HasPrefix(p, "/threads/"): // agent protocol: its ErrorCode has no unauthenticated
-		name := code.String()
-		if code == canonical.CodeUnauthenticated {
-			name = canonical.CodePermissionDenied.String()
-		}
-		writeJSON(w, status, map[string]any{"type": "error", "id": nil, "error": name, "message": msg})
-	default: // native and XML
-		writeJSON(w, status, map[string]string{"code": code.String(), "message": msg})
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	protocol.WriteCanonicalRefusal(w, r, ref)
 }
 
 // isLoopback reports whether a listen address only accepts local clients.

@@ -15,6 +15,8 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // cancelGrace is how long cancelled runs get to deliver their cancelled
@@ -88,12 +90,13 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	s := &Server{cfg: cfg, log: log, fabric: fabric, certs: certs}
 	s.tools = NewToolRegistry(cfg.Tools, fabric.Conn(), cfg.NATS.SubjectPrefix, log)
 	lazy := &lazyRunner{}
-	backends, err := buildBackends(cfg, BackendDeps{Log: log, Tools: s.tools, Runner: lazy, NATS: fabric.Conn()})
+	backendDeps := protocol.BackendDeps{Log: log, Tools: s.tools, Runner: lazy}
+	backends, err := buildBackends(cfg, backendDeps)
 	if err != nil {
 		fabric.Close()
 		return nil, err
 	}
-	s.bridge = NewBridge(NewRouter(cfg.Routes, backends, routeWrapper(BackendDeps{Log: log, Tools: s.tools, Runner: lazy, NATS: fabric.Conn()})), fabric, log)
+	s.bridge = NewBridge(NewRouter(cfg.Routes, backends, routeWrapper(backendDeps)), fabric, log)
 	lazy.Runner = s.bridge
 	if err := s.bridge.StartCluster(cfg.HostBackends, cfg.NATS); err != nil {
 		fabric.Close()
@@ -113,13 +116,13 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	handler = newOriginPolicy(cfg.Listen, cfg.AllowedOrigins).middleware(handler)
 	handler = writeDeadline(handler, cfg.WriteTimeout, s.bridge.metrics.SlowConsumers.WithLabelValues("http"))
 	handler = tracing.Middleware(bodyTimeout(handler, cfg.BodyTimeout))
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(true)
-	protocols.SetUnencryptedHTTP2(true)
+	var httpVersions http.Protocols
+	httpVersions.SetHTTP1(true)
+	httpVersions.SetHTTP2(true)
+	httpVersions.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
 		Handler:           handler,
-		Protocols:         &protocols,
+		Protocols:         &httpVersions,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute, // keep-alive connections with no request
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -129,18 +132,22 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		s.http.TLSConfig = certs.config()
 	}
 	s.backends = backends
-	deps := FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools, Fabric: fabric,
+	deps := protocol.FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools,
+		Fabric: frontendFabric{fabric}, Ready: func() bool { return !s.bridge.Draining() && fabric.Ready() },
 		OnShutdown: s.http.RegisterOnShutdown, OnClose: func(f func()) { s.closers = append(s.closers, f) }}
-	for _, fe := range frontends {
+	for _, p := range protocols.All {
+		if p.Mount == nil {
+			continue
+		}
 		d := deps
-		d.Runner = frontendRunner{Bridge: s.bridge, name: fe.Name}
-		if n, ok := cfg.Frontends[fe.Name]; ok {
+		d.Runner = frontendRunner{Bridge: s.bridge, name: p.Name}
+		if n, ok := cfg.Frontends[p.Name]; ok {
 			d.Options = &n
 		}
-		if err := fe.Mount(mux, d); err != nil {
+		if err := p.Mount(mux, d); err != nil {
 			s.bridge.StopCluster()
 			fabric.Close()
-			return nil, fmt.Errorf("frontend %s: %w", fe.Name, err)
+			return nil, fmt.Errorf("frontend %s: %w", p.Name, err)
 		}
 	}
 	s.ln, err = net.Listen("tcp", cfg.Listen)

@@ -10,13 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/interlingua-dev/interlingua/adapters/agent"
-	"github.com/interlingua-dev/interlingua/adapters/evergreen"
-	"github.com/interlingua-dev/interlingua/adapters/glide"
-	"github.com/interlingua-dev/interlingua/adapters/triton"
 	"github.com/interlingua-dev/interlingua/canonical"
-	nativeclient "github.com/interlingua-dev/interlingua/conformance/clients/native"
-	xmlclient "github.com/interlingua-dev/interlingua/conformance/clients/xml"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // client speaks one frontend protocol to a server and yields the canonical
@@ -27,6 +23,8 @@ import (
 type client interface {
 	canonical.Backend
 	close()
+	// observer returns the client's replay, nil when it has none.
+	observer() observer
 }
 
 // observer is a client that can read a thread's events again (replay).
@@ -62,70 +60,55 @@ func newHTTPClient(h2c bool) (*http.Client, *http.Transport) {
 	return &http.Client{Transport: tr}, tr
 }
 
-type backendClient struct {
+// protocolClient is a protocol's client (protocol.Protocol.Client) and
+// the transport it speaks through.
+type protocolClient struct {
 	canonical.Backend
-	closeFn func()
-}
-
-func (c backendClient) close() { c.closeFn() }
-
-type nativeClient struct {
-	*nativeclient.Client
 	tr *http.Transport
 }
 
-func (c nativeClient) close() { c.tr.CloseIdleConnections() }
-
-// frontendProtocols are the frontend protocols of the default matrix.
-var frontendProtocols = []string{"native", "triton", "evergreen", "glide", "xml", "agent"}
-
-// newClient returns the client of frontend protocol p.
-func newClient(p string, o clientOptions) (client, error) {
-	switch p {
-	case "native":
-		hc, tr := newHTTPClient(o.multiplex)
-		return nativeClient{nativeclient.New(o.base, hc), tr}, nil
-	case "xml":
-		hc, tr := newHTTPClient(o.multiplex)
-		return backendClient{xmlclient.New(o.base, hc), tr.CloseIdleConnections}, nil
-	case "triton":
-		hc, tr := newHTTPClient(o.multiplex)
-		if len(o.tritonBody) > 0 {
-			hc.Transport = addKeys{tr, o.tritonBody}
-		}
-		be, err := triton.NewBackend(triton.BackendConfig{URL: o.base, HTTPClient: hc})
-		if err != nil {
-			return nil, err
-		}
-		return backendClient{be, func() { _ = be.Close(); tr.CloseIdleConnections() }}, nil
-	case "evergreen":
-		hc, tr := newHTTPClient(true) // gRPC needs HTTP/2
-		be, err := evergreen.NewBackend(evergreen.BackendConfig{URL: o.base, HTTPClient: hc,
-			Outputs: []string{evergreen.OutputResponse, evergreen.OutputReasoning, evergreen.OutputToolCalls}})
-		if err != nil {
-			return nil, err
-		}
-		return backendClient{be, tr.CloseIdleConnections}, nil
-	case "agent":
-		hc, tr := newHTTPClient(o.multiplex)
-		be, err := agent.NewBackend(agent.BackendConfig{URL: o.base, AssistantID: o.target, HTTPClient: hc})
-		if err != nil {
-			return nil, err
-		}
-		return backendClient{be, func() { _ = be.Close(); tr.CloseIdleConnections() }}, nil
-	case "glide":
-		u := "ws://" + strings.TrimPrefix(o.base, "http://")
-		if rest, ok := strings.CutPrefix(o.base, "https://"); ok {
-			u = "wss://" + rest
-		}
-		u += "/v1/language/" + o.target + "/chatStream"
-		be, err := glide.NewBackend(glide.BackendConfig{URL: u, SendCancel: true})
-		if err != nil {
-			return nil, err
-		}
-		return backendClient{be, func() { _ = be.Close() }}, nil
+func (c protocolClient) close() {
+	if cl, ok := c.Backend.(io.Closer); ok {
+		_ = cl.Close()
 	}
-	return nil, fmt.Errorf("no client for frontend protocol %q (known: %s)", p, strings.Join(frontendProtocols, ", "))
+	c.tr.CloseIdleConnections()
+}
+
+// observer returns the client's replay, nil without one.
+func (c protocolClient) observer() observer {
+	o, _ := c.Backend.(observer)
+	return o
+}
+
+// frontendProtocols are the frontend protocols of the default matrix: the
+// protocols with a client, in the list's order.
+var frontendProtocols = func() []string {
+	var out []string
+	for _, p := range protocols.All {
+		if p.Client != nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}()
+
+// newClient returns the client of frontend protocol name.
+func newClient(name string, o clientOptions) (client, error) {
+	p := protocols.Get(name)
+	if p == nil || p.Client == nil {
+		return nil, fmt.Errorf("no client for frontend protocol %q (known: %s)", name, strings.Join(frontendProtocols, ", "))
+	}
+	// A protocol multiplexing by design (gRPC's HTTP/2 streams) needs
+	// HTTP/2 whatever the case asks.
+	hc, tr := newHTTPClient(o.multiplex || profiles[name].multiplex)
+	if len(o.tritonBody) > 0 {
+		hc.Transport = addKeys{tr, o.tritonBody}
+	}
+	be, err := p.Client(protocol.ClientConfig{Base: o.base, Target: o.target, HTTPClient: hc})
+	if err != nil {
+		return nil, err
+	}
+	return protocolClient{be, tr}, nil
 }
 
 // addKeys adds top-level keys to the JSON body of generate requests.

@@ -337,8 +337,8 @@ func isContent(ev *canonical.Event) bool {
 // replay reads the thread's events after seq since again and compares
 // them with the run's.
 func (x *executor) replay(ctx context.Context, cl client, run []*canonical.Event, since uint64) []string {
-	o, ok := cl.(observer)
-	if !ok {
+	o := cl.observer()
+	if o == nil {
 		return []string{"the client cannot replay"}
 	}
 	if len(run) == 0 {

@@ -1,4 +1,4 @@
-package xmlclient_test
+package xmlaction_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/interlingua-dev/interlingua/adapters/xmlaction"
 	"github.com/interlingua-dev/interlingua/canonical"
-	xmlclient "github.com/interlingua-dev/interlingua/conformance/clients/xml"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
 	"github.com/interlingua-dev/interlingua/internal/chunk"
@@ -54,7 +54,7 @@ func TestElementsAnyChunking(t *testing.T) {
 				_ = rc.Flush()
 			}
 		}))
-		c := xmlclient.New(srv.URL, srv.Client())
+		c := xmlaction.NewClient(srv.URL, srv.Client())
 		s, err := c.Start(context.Background(), &canonical.Request{Target: "x"})
 		if err != nil {
 			srv.Close()
@@ -81,7 +81,7 @@ func TestRefusal(t *testing.T) {
 		_, _ = w.Write([]byte(`<error code="not_found">unknown target "x"</error>` + "\n"))
 	}))
 	defer srv.Close()
-	_, err := xmlclient.New(srv.URL, srv.Client()).Start(context.Background(), &canonical.Request{Target: "x"})
+	_, err := xmlaction.NewClient(srv.URL, srv.Client()).Start(context.Background(), &canonical.Request{Target: "x"})
 	if canonical.CodeOf(err) != canonical.CodeNotFound {
 		t.Fatalf("got %v, want not_found", err)
 	}
@@ -91,7 +91,7 @@ func BenchmarkStream(b *testing.B) {
 	body := []byte(strings.Repeat("<response>"+strings.Repeat("tok ", 64)+"</response>\n", 16) + stream)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
 	defer srv.Close()
-	c := xmlclient.New(srv.URL, srv.Client())
+	c := xmlaction.NewClient(srv.URL, srv.Client())
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,8 +1,7 @@
-// Package xmlclient is a client of the XML action stream frontend
-// (adapters/xmlaction): POST /v1/xml/stream {"target","input",
-// "parameters"} answers with the run rendered as XML action-stream text.
-// The text is decoded with xmlaction.Decoder (the format's own parser);
-// the two Interlingua elements the renderer adds between blocks are read
+// The client of the XML action stream frontend (Protocol.Client): POST
+// /v1/xml/stream {"target","input","parameters"} answers with the run
+// rendered as XML action-stream text. The text is decoded with Decoder
+// (the format's own parser); the two Interlingua elements the renderer adds between blocks are read
 // here: <observation id status="ok">JSON</observation> (a tool result),
 // <observation id status="error" code>message</observation> (a tool
 // failure), <error code>message</error> (an error event) and
@@ -11,8 +10,9 @@
 // Limitation: an element tag inside a tool call's JSON string arguments
 // ("<error" in a string value) is taken for an element.
 //
-// Limits: one element (MaxElementBytes, 1 MiB), an error body (64 KiB).
-package xmlclient
+// Limits: one element (maxClientElementBytes, 1 MiB), an error body (64 KiB).
+
+package xmlaction
 
 import (
 	"bytes"
@@ -27,12 +27,11 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/interlingua-dev/interlingua/adapters/xmlaction"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// MaxElementBytes bounds one <error> or <observation> element.
-const MaxElementBytes = 1 << 20
+// maxClientElementBytes bounds, in the client, one <error> or <observation> element.
+const maxClientElementBytes = 1 << 20
 
 // Client calls one server. It implements canonical.Backend.
 type Client struct {
@@ -40,9 +39,9 @@ type Client struct {
 	hc   *http.Client
 }
 
-// New returns a client of the server at base; hc nil uses
+// NewClient returns a client of the server at base; hc nil uses
 // http.DefaultClient.
-func New(base string, hc *http.Client) *Client {
+func NewClient(base string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -80,12 +79,12 @@ func (c *Client) Start(ctx context.Context, req *canonical.Request) (canonical.S
 		}
 		return nil, canonical.WireError(canonical.CodeUnknown, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, data))
 	}
-	return &stream{body: resp.Body, dec: xmlaction.NewDecoder(xmlaction.Config{})}, nil
+	return &stream{body: resp.Body, dec: NewDecoder(Config{})}, nil
 }
 
 type stream struct {
 	body     io.ReadCloser
-	dec      *xmlaction.Decoder
+	dec      *Decoder
 	buf      []byte // bytes not yet split
 	inElem   string // "error" or "observation" while inside one
 	out      []*canonical.Event
@@ -131,8 +130,8 @@ func (s *stream) feed(chunk []byte) error {
 			closing := "</" + s.inElem + ">"
 			i := bytes.Index(s.buf, []byte(closing))
 			if i < 0 {
-				if len(s.buf) > MaxElementBytes {
-					return canonical.Errorf(canonical.CodeResourceExhausted, "xml: an <%s> element exceeds %d bytes", s.inElem, MaxElementBytes)
+				if len(s.buf) > maxClientElementBytes {
+					return canonical.Errorf(canonical.CodeResourceExhausted, "xml: an <%s> element exceeds %d bytes", s.inElem, maxClientElementBytes)
 				}
 				return nil
 			}

@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"net/http"
+
+	"github.com/nats-io/nats.go"
+	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/protocol"
+)
+
+// Protocol is the agent protocol as the program sees it: the frontend on
+// /threads/, backend type "agent", refusals as the protocol's error frame.
+var Protocol = protocol.Protocol{
+	Name:         "agent",
+	Paths:        []string{"/threads/"},
+	Mount:        mountFrontend,
+	NewBackend:   newConfiguredBackend,
+	WriteRefusal: writeRefusal,
+	Client:       newClient,
+}
+
+// newClient is the backend pointed at our frontend, the target as its
+// assistant.
+func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
+	be, err := NewBackend(BackendConfig{URL: c.Base, AssistantID: c.Target, HTTPClient: c.HTTPClient})
+	if err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
+func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
+	cfg := Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
+	cfg.WebSocket.SlowConsumers = d.Metrics.SlowConsumers.WithLabelValues("websocket")
+	var mirror *nats.Conn
+	if d.Fabric != nil {
+		cfg.Store, cfg.Alone = d.Fabric.ThreadStore(), d.Fabric.Alone()
+	}
+	if d.Fabric != nil && !d.Fabric.Alone() {
+		// Thread events mirrored between instances travel on a connection
+		// of their own that never receives what it publishes: a lone
+		// instance gets none of them back. An instance that can have no
+		// peers mirrors nothing: each event would cost a NATS message
+		// nobody reads, and each command on an idle thread two round trips
+		// asking for an owner elsewhere.
+		var err error
+		if mirror, err = d.Fabric.Dial("interlingua-agent", nats.NoEcho()); err != nil {
+			return err
+		}
+		cfg.Cluster = &Cluster{Conn: mirror, Prefix: d.Fabric.Prefix(),
+			Heartbeat: d.Fabric.Heartbeat(), OwnerTimeout: d.Fabric.OwnerTimeout()}
+	}
+	f, err := NewFrontend(cfg)
+	if err != nil {
+		if mirror != nil {
+			mirror.Close()
+		}
+		return err
+	}
+	if d.OnClose != nil {
+		d.OnClose(func() {
+			f.Close()
+			if mirror != nil {
+				mirror.Close()
+			}
+		})
+	}
+	f.Mount(mux)
+	if d.OnShutdown != nil {
+		d.OnShutdown(f.Shutdown)
+	}
+	return nil
+}
+
+// newConfiguredBackend: a client of an upstream agent-protocol server.
+// Options: url (required), assistant_id, transport (sse | websocket),
+// headers, timeout, max_event_bytes, max_pending_events, keep_streams,
+// keep_stream_idle.
+func newConfiguredBackend(opts *yaml.Node, d protocol.BackendDeps) (canonical.Backend, error) {
+	var c BackendConfig
+	if err := protocol.DecodeOptions(opts, &c); err != nil {
+		return nil, err
+	}
+	c.Logger = d.Log.With("protocol", "agent")
+	return NewBackend(c)
+}
+
+// writeRefusal writes the protocol's error frame; its ErrorCode has no
+// unauthenticated, so a missing key reads as permission_denied.
+func writeRefusal(w http.ResponseWriter, _ *http.Request, ref protocol.Refusal) {
+	name := ref.Code.String()
+	if ref.Code == canonical.CodeUnauthenticated {
+		name = canonical.CodePermissionDenied.String()
+	}
+	protocol.WriteJSONRefusal(w, ref, map[string]any{"type": "error", "id": nil, "error": name, "message": ref.Message})
+}

@@ -1,0 +1,65 @@
+package glide
+
+import (
+	"net/http"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/protocol"
+)
+
+// Protocol is Glide as the program sees it: GET
+// /v1/language/{router}/chatStream ({router} is a bridge target), backend
+// type "glide", refusals as Glide's {name, message} error.
+var Protocol = protocol.Protocol{
+	Name:       "glide",
+	Paths:      []string{"/v1/language/"},
+	Mount:      mountFrontend,
+	NewBackend: newConfiguredBackend,
+	WriteRefusal: func(w http.ResponseWriter, _ *http.Request, ref protocol.Refusal) {
+		protocol.WriteJSONRefusal(w, ref, map[string]string{"name": ref.Code.String(), "message": ref.Message})
+	},
+	Client: newClient,
+}
+
+// newClient is the backend pointed at our frontend's chatStream for the
+// target (its router), sending cancels.
+func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
+	u := "ws://" + strings.TrimPrefix(c.Base, "http://")
+	if rest, ok := strings.CutPrefix(c.Base, "https://"); ok {
+		u = "wss://" + rest
+	}
+	be, err := NewBackend(BackendConfig{URL: u + "/v1/language/" + c.Target + "/chatStream", SendCancel: true})
+	if err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
+// mountFrontend: Shutdown closes idle connections with 1001 when the
+// server's shutdown begins; busy ones close after their runs end
+// (bridge.Drain cancels the rest at the shutdown timeout).
+func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
+	fe := NewFrontend(FrontendConfig{Runner: d.Runner, Logger: d.Log})
+	fe.Mount(mux)
+	if d.OnShutdown != nil {
+		d.OnShutdown(fe.Shutdown)
+	}
+	if d.OnClose != nil {
+		d.OnClose(fe.Close)
+	}
+	return nil
+}
+
+// newConfiguredBackend: options url (ws://host/v1/language/<router>/chatStream)
+// and the limits of BackendConfig.
+func newConfiguredBackend(opts *yaml.Node, d protocol.BackendDeps) (canonical.Backend, error) {
+	var c BackendConfig
+	if err := protocol.DecodeOptions(opts, &c); err != nil {
+		return nil, err
+	}
+	c.Logger = d.Log
+	return NewBackend(c)
+}

@@ -1,0 +1,199 @@
+// Package protocol is the shape of a wire protocol as the rest of the
+// program sees it: each adapter exports one Protocol value (its name, its
+// frontend, its backend factory, its refusal form), and the list in package
+// protocols is the only place outside an adapter's folder that names one.
+// The model is connect-go's protocol values: what differs per protocol is
+// data, not a switch on its name.
+//
+// The package imports no adapter and not the bridge, so both can import it.
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
+)
+
+// Protocol is one adapter's contribution to the program. Fields a protocol
+// has no use for stay nil.
+type Protocol struct {
+	// Name is the protocol's name: the frontends.<name> config block, the
+	// backends' type, the conformance matrix's row and column.
+	Name string
+	// Paths are the URL path prefixes the frontend serves; a request under
+	// one (the longest that matches) is this protocol's, for refusals.
+	Paths []string
+	// ContentTypes are Content-Type prefixes that make a request this
+	// protocol's on any path (gRPC and Connect framing), checked before
+	// Paths.
+	ContentTypes []string
+	// Mount registers the frontend's handlers; nil: no frontend.
+	Mount func(mux *http.ServeMux, d FrontendDeps) error
+	// NewBackend builds a backend of this type from its config options;
+	// nil: no backend.
+	NewBackend BackendFactory
+	// WrapRoute wraps the backend of a route with xml: true (the XML
+	// action-stream decoder); nil for every other protocol.
+	WrapRoute func(be canonical.Backend, d BackendDeps) canonical.Backend
+	// WriteRefusal answers, in the protocol's own error form, a request the
+	// server refuses before the frontend sees it (401, 403, 415); nil:
+	// WriteCanonicalRefusal.
+	WriteRefusal func(w http.ResponseWriter, r *http.Request, ref Refusal)
+	// Client returns a client of the frontend that reads what it writes
+	// back as canonical events, for the conformance runner and the bench
+	// harness; nil: none. Where the backend is a client of the protocol, it
+	// is the client. One with a Close method is closed after use.
+	Client func(c ClientConfig) (canonical.Backend, error)
+}
+
+// ClientConfig points a protocol's client at a server.
+type ClientConfig struct {
+	// Base is the server's URL (http://host:port).
+	Base string
+	// Target is the bridge target, for protocols that name it in the URL
+	// or the session rather than in each request.
+	Target string
+	// HTTPClient carries the client's HTTP requests (a protocol over
+	// gRPC needs one speaking HTTP/2).
+	HTTPClient *http.Client
+}
+
+// Refusal is a request refused before any frontend saw it.
+type Refusal struct {
+	Status  int
+	Code    canonical.Code
+	Message string
+}
+
+// BackendFactory builds a backend from its config options.
+type BackendFactory func(opts *yaml.Node, deps BackendDeps) (canonical.Backend, error)
+
+// BackendDeps is what a backend constructor may use.
+type BackendDeps struct {
+	Log    *slog.Logger
+	Tools  canonical.Tools
+	Runner canonical.Runner
+}
+
+// FrontendDeps is what a frontend may use.
+type FrontendDeps struct {
+	Log    *slog.Logger
+	Runner canonical.Runner
+	// Observer serves a thread's events on any instance, from the replay
+	// log then live (agent-protocol subscribers, reconnects).
+	Observer canonical.Observer
+	// CheckThread claims a thread for the caller's API key, or refuses
+	// (not found) another key's thread; frontends that keep thread state
+	// of their own call it before serving a thread.
+	CheckThread func(ctx context.Context, thread string) error
+	Tools       canonical.Tools
+	// Fabric is the instance's NATS side; nil in servers without one.
+	Fabric Fabric
+	// Ready reports whether the instance takes new runs (not draining,
+	// its NATS connection up), for readiness endpoints of the protocol's.
+	Ready func() bool
+	// OnShutdown registers a function called when shutdown begins (e.g. to
+	// close idle WebSockets with 1001); see http.Server.RegisterOnShutdown.
+	OnShutdown func(func())
+	// Options is the frontend's block under frontends.<name> in the config
+	// (nil when absent), for DecodeOptions.
+	Options *yaml.Node
+	// OnClose registers a function called after runs have drained, which
+	// the server waits for (bounded) before it exits: hijacked connections
+	// flush their last frames and close there.
+	OnClose func(func())
+	// Metrics are the server's; a frontend that counts protocol events
+	// (slow-consumer cut-offs) takes its counters from here.
+	Metrics *metrics.Metrics
+}
+
+// Fabric is what a frontend that keeps thread state of its own (the agent
+// protocol's) uses of the instance's NATS side.
+type Fabric interface {
+	// ThreadStore holds thread state shared by the instances.
+	ThreadStore() canonical.ThreadStore
+	// Alone says that no other instance can share this one's NATS.
+	Alone() bool
+	// Dial opens a NATS connection of the frontend's own.
+	Dial(name string, extra ...nats.Option) (*nats.Conn, error)
+	// Prefix is the instances' subject prefix.
+	Prefix() string
+	// Heartbeat is how often a run's owner says it is alive, and
+	// OwnerTimeout how long its silence may last.
+	Heartbeat() time.Duration
+	OwnerTimeout() time.Duration
+}
+
+// DecodeOptions decodes an options node into an adapter's Config, refusing
+// unknown keys (with their line).
+func DecodeOptions(opts *yaml.Node, into any) error {
+	if opts == nil || opts.Kind == 0 {
+		return nil
+	}
+	data, err := yaml.Marshal(opts)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("options (from line %d): %s", opts.Line, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return nil
+}
+
+// WriteCanonicalRefusal writes the canonical error form,
+// {"code": name, "message": msg}, with a Bearer challenge on a 401.
+func WriteCanonicalRefusal(w http.ResponseWriter, _ *http.Request, ref Refusal) {
+	WriteJSONRefusal(w, ref, map[string]string{"code": ref.Code.String(), "message": ref.Message})
+}
+
+// WriteJSONRefusal writes body as an HTTP API's JSON error, with a Bearer
+// challenge (WWW-Authenticate) when the request lacked a valid key.
+func WriteJSONRefusal(w http.ResponseWriter, ref Refusal, body any) {
+	if ref.Code == canonical.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="interlingua"`)
+	}
+	WriteJSON(w, ref.Status, body)
+}
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// For returns the protocol whose ContentTypes or longest Paths prefix claim
+// r, or nil.
+func For(all []Protocol, r *http.Request) *Protocol {
+	ct := r.Header.Get("Content-Type")
+	for i := range all {
+		for _, c := range all[i].ContentTypes {
+			if strings.HasPrefix(ct, c) {
+				return &all[i]
+			}
+		}
+	}
+	var best *Protocol
+	longest := 0
+	for i := range all {
+		for _, p := range all[i].Paths {
+			if len(p) > longest && strings.HasPrefix(r.URL.Path, p) {
+				best, longest = &all[i], len(p)
+			}
+		}
+	}
+	return best
+}
