@@ -92,6 +92,16 @@ func (b *Bridge) Targets() []canonical.TargetInfo { return b.router.Targets() }
 
 // Run implements canonical.Runner. It takes ownership of req.
 func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	start := b.now() // the request's arrival: time to first delta counts from here
+	s, err := b.run(ctx, req, start)
+	if err != nil {
+		b.logRefused(ctx, req, start, err)
+	}
+	return s, err
+}
+
+// run is Run: the stream, or the reason the run did not start.
+func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Time) (canonical.Stream, error) {
 	rt, be, ok := b.router.Resolve(req.GetTarget())
 	if !ok {
 		return nil, canonical.Errorf(canonical.CodeNotFound, "unknown target %q", req.GetTarget())
@@ -131,7 +141,7 @@ func (b *Bridge) Run(ctx context.Context, req *canonical.Request) (canonical.Str
 		span.End()
 		return nil, err
 	}
-	return b.meter(ctx, s, req, target, rt.Backend, span, release), nil
+	return b.meter(ctx, s, req, target, rt.Backend, start, span, release), nil
 }
 
 // admitKey counts a run against its API key's max_runs; release undoes it.

@@ -142,6 +142,7 @@ func (b *Bridge) subject(parts ...string) string {
 
 // serveRemoteStart takes a run placed here by another instance.
 func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
+	start := b.now()
 	req := &canonical.Request{}
 	if err := proto.Unmarshal(msg.Data, req); err != nil {
 		respondError(msg, canonical.Errorf(canonical.CodeInvalidArgument, "run request does not decode: %v", err))
@@ -158,26 +159,29 @@ func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
 	}
 	ctx, span := tracing.Tracer().Start(tracing.FromNATS(context.Background(), msg), "interlingua.run.owner",
 		trace.WithAttributes(attribute.String("interlingua.backend", rt.Backend), attribute.String("interlingua.run", req.GetRunId())))
+	// The instance running the run logs and counts it too, as frontend
+	// "remote" (its client's instance has its own line).
+	ctx = context.WithValue(ctx, frontendKey{}, "remote")
 	s, err := b.runLocal(ctx, rt, be, req, true, nil)
 	if err != nil {
 		span.End()
+		b.logRefused(ctx, req, start, err)
 		respondError(msg, canonical.AsError(err))
 		return
 	}
+	s = b.meter(ctx, s, req, req.GetTarget(), rt.Backend, start, span, func() {})
 	if err := msg.Respond(nil); err != nil {
-		span.End()
 		_ = s.Close()
 		return
 	}
 	b.cluster.wg.Add(1)
-	go b.pump(s, span)
+	go b.pump(s)
 }
 
 // pump drives a run owned for another instance; run.Recv publishes each
 // event, which is how the client gets it.
-func (b *Bridge) pump(s canonical.Stream, span trace.Span) {
+func (b *Bridge) pump(s canonical.Stream) {
 	defer b.cluster.wg.Done()
-	defer span.End()
 	defer s.Close()
 	for {
 		if _, err := s.Recv(); err != nil {

@@ -41,6 +41,7 @@ type metered struct {
 	b                         *Bridge
 	target, frontend, backend string
 	thread, run               string
+	key                       string // the API key's name ("" with auth off)
 	start                     time.Time
 	last                      int64 // the previous delta's stamp (unix ns)
 	delta                     bool  // a delta has passed
@@ -53,11 +54,14 @@ type metered struct {
 	done                      bool
 }
 
-func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string, span trace.Span, release func()) canonical.Stream {
+// meter wraps a run's stream; start is the request's arrival, from which
+// time to first delta and duration count (a backend whose Start waits for
+// the upstream's first byte would otherwise show none of that wait).
+func (b *Bridge) meter(ctx context.Context, s canonical.Stream, req *canonical.Request, target, backend string, start time.Time, span trace.Span, release func()) canonical.Stream {
 	fe := frontendOf(ctx)
 	return &metered{
 		Stream: s, b: b, target: target, frontend: fe, backend: backend, span: span, release: release,
-		thread: req.GetThreadId(), run: req.GetRunId(), start: b.now(),
+		thread: req.GetThreadId(), run: req.GetRunId(), start: start, key: keyName(ctx),
 		ttfd:     b.metrics.TimeToFirstDelta.WithLabelValues(fe, backend),
 		interval: b.metrics.DeltaInterval.Series(fe, backend).Tally(),
 	}
@@ -122,9 +126,9 @@ func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
 	case canonical.StatusCancelled:
 		outcome = "cancelled"
 	}
-	m.b.metrics.Runs.WithLabelValues(m.target, m.frontend, m.backend, outcome).Inc()
-	m.b.metrics.Events.WithLabelValues(m.frontend, m.backend).Add(float64(m.events))
 	code := canonical.Code(e.GetCode())
+	m.b.metrics.Runs.WithLabelValues(m.target, m.frontend, m.backend, outcome, code.String()).Inc()
+	m.b.metrics.Events.WithLabelValues(m.frontend, m.backend).Add(float64(m.events))
 	if code != canonical.CodeOK {
 		m.b.metrics.Errors.WithLabelValues(code.String()).Inc()
 	}
@@ -133,7 +137,46 @@ func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
 		m.span.SetStatus(codes.Error, code.String()+": "+e.GetMessage())
 	}
 	m.span.End()
-	m.b.log.Info("run end", "thread", m.thread, "run", m.run, "target", m.target,
-		"pair", m.frontend+":"+m.backend, "outcome", outcome, "code", code.String(), "events", m.events,
-		"ttfd", m.firstDelta, "duration", m.b.now().Sub(m.start))
+	args := []any{"thread", m.thread, "run", m.run, "target", m.target, "pair", m.frontend + ":" + m.backend,
+		"outcome", outcome, "code", code.String(), "events", m.events,
+		"ttfd_ms", millis(m.firstDelta), "duration_ms", millis(m.b.now().Sub(m.start))}
+	if code != canonical.CodeOK {
+		args = append(args, "error", e.GetMessage())
+	}
+	if m.key != "" {
+		args = append(args, "key", m.key)
+	}
+	m.b.log.Info("run end", args...)
+}
+
+// millis is d in milliseconds, for logs: a JSON log writes a Duration as
+// integer nanoseconds, which nobody reads as time.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// logRefused logs and counts a run that did not start (unknown target, a
+// key at its limit, an upstream down when its backend starts...): it ends
+// as a failure like any run, with its one run-end line.
+func (b *Bridge) logRefused(ctx context.Context, req *canonical.Request, start time.Time, err error) {
+	e := canonical.AsError(err)
+	fe, backend := frontendOf(ctx), "none"
+	if rt, _, ok := b.router.Resolve(req.GetTarget()); ok {
+		backend = rt.Backend
+	}
+	b.metrics.Runs.WithLabelValues(req.GetTarget(), fe, backend, "refused", e.Code.String()).Inc()
+	b.metrics.Errors.WithLabelValues(e.Code.String()).Inc()
+	args := []any{"thread", req.GetThreadId(), "run", req.GetRunId(), "target", req.GetTarget(), "pair", fe + ":" + backend,
+		"outcome", "refused", "code", e.Code.String(), "events", 0, "duration_ms", millis(b.now().Sub(start)), "error", e.Message}
+	if k := keyName(ctx); k != "" {
+		args = append(args, "key", k)
+	}
+	b.log.Info("run end", args...)
+}
+
+// keyName is the name of the caller's API key ("" with auth off); logs
+// carry it, never the key.
+func keyName(ctx context.Context) string {
+	if p := canonical.PrincipalFrom(ctx); p != nil {
+		return p.Name
+	}
+	return ""
 }

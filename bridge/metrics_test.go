@@ -22,7 +22,7 @@ func TestMetricsPerServer(t *testing.T) {
 		echoRun(t, b.URL)
 	}
 	ma, mb := scrapeMetrics(t, a.URL), scrapeMetrics(t, b.URL)
-	const runs = `interlingua_runs_total{backend="scripted",frontend="native",outcome="completed",target="echo"}`
+	const runs = `interlingua_runs_total{backend="scripted",code="ok",frontend="native",outcome="completed",target="echo"}`
 	if got := metricValue(t, ma, runs); got != 1 {
 		t.Errorf("first server: %s %v, want 1", runs, got)
 	}

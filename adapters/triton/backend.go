@@ -202,8 +202,9 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	b.log.Debug("triton request", "run", req.GetRunId(), "model", model, "endpoint", b.cfg.Endpoint)
 	resp, err := b.client.Do(hreq)
 	if err != nil {
+		e := b.transportError(ctx, "POST", err) // before cancel: it tells our cancellation from the upstream's failure
 		cancel()
-		return nil, b.transportError(ctx, "POST", err)
+		return nil, e
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		ce := b.httpError(resp)

@@ -25,17 +25,23 @@ type Instance struct {
 // a loopback port and a temporary folder unless set.
 func Start(t testing.TB, cfg *bridge.Config) *Instance {
 	t.Helper()
-	return start(t, cfg, "http")
+	return start(t, cfg, "http", nil)
+}
+
+// StartLogged is Start with the server logging to log.
+func StartLogged(t testing.TB, cfg *bridge.Config, log *slog.Logger) *Instance {
+	t.Helper()
+	return start(t, cfg, "http", log)
 }
 
 // StartTLS is Start for a config with TLS: the URL is https and readiness
 // is not awaited over HTTP (the caller's client needs the certificate).
 func StartTLS(t testing.TB, cfg *bridge.Config) *Instance {
 	t.Helper()
-	return start(t, cfg, "https")
+	return start(t, cfg, "https", nil)
 }
 
-func start(t testing.TB, cfg *bridge.Config, scheme string) *Instance {
+func start(t testing.TB, cfg *bridge.Config, scheme string, log *slog.Logger) *Instance {
 	t.Helper()
 	c := bridge.DefaultConfig()
 	if cfg != nil {
@@ -54,9 +60,12 @@ func start(t testing.TB, cfg *bridge.Config, scheme string) *Instance {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
+	switch {
+	case log != nil:
+	case testing.Verbose():
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	default:
+		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := bridge.NewServer(ctx, c, log)

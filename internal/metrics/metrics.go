@@ -20,7 +20,8 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18) // 50µs .. ~6.
 type Metrics struct {
 	registry *prometheus.Registry
 
-	// Runs counts runs ended, by target, frontend, backend and outcome.
+	// Runs counts runs ended, by target, frontend, backend, outcome and
+	// canonical code (ok for a run that did not fail).
 	Runs *prometheus.CounterVec
 	// Events counts canonical events delivered to frontends.
 	Events *prometheus.CounterVec
@@ -42,8 +43,8 @@ func New() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "interlingua_runs_total", Help: "Runs ended, by target, frontend, backend and outcome.",
-		}, []string{"target", "frontend", "backend", "outcome"}),
+			Name: "interlingua_runs_total", Help: "Runs ended (refused ones included), by target, frontend, backend, outcome and code.",
+		}, []string{"target", "frontend", "backend", "outcome", "code"}),
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "interlingua_events_total", Help: "Canonical events delivered to frontends.",
 		}, []string{"frontend", "backend"}),

@@ -1,0 +1,123 @@
+package bridge_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// runEnds returns the "run end" log lines written so far, decoded.
+func (l *lockedBuffer) runEnds(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(l.b.Bytes(), []byte("\n")) {
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil && m["msg"] == "run end" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func tritonBackend(t *testing.T, cfg *bridge.Config, name, url string) {
+	var opts yaml.Node
+	if err := yaml.Unmarshal([]byte("url: "+url+"\nmodel: m\nmetadata: off\n"), &opts); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends[name] = bridge.BackendConfig{Type: "triton", Options: *opts.Content[0]}
+	cfg.Routes = append(cfg.Routes, bridge.Route{Target: name, Backend: name})
+}
+
+// Every run gets one run-end line and a count by outcome and code, however
+// it ends: refused before it starts (unknown target), failed as its
+// backend starts (upstream down), or completed; time to first delta counts
+// from the request's arrival, so an upstream slow to answer at all (the
+// Triton backend's Start waits for its first byte) shows in it; durations
+// are milliseconds under keys that say so.
+func TestRunEndLogged(t *testing.T) {
+	peer := tritonpeer.New(tritonpeer.Model{Name: "m", Chunks: []string{"ok"}})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond) // before any byte of the answer
+		peer.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String()
+	l.Close()
+	cfg := bridge.DefaultConfig()
+	tritonBackend(t, &cfg, "slow", slow.URL)
+	tritonBackend(t, &cfg, "down", down)
+	var logs lockedBuffer
+	inst := bridgetest.StartLogged(t, &cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	run := func(target string) { postRun(t, inst.URL, `{"target":"`+target+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`) }
+	run("slow")
+	run("down")
+	run("nope")
+	ends := logs.runEnds(t)
+	if len(ends) != 3 {
+		t.Fatalf("%d run-end lines, want 3: %v", len(ends), ends)
+	}
+	for i, want := range []struct{ target, outcome, code, errHas string }{
+		{"slow", "completed", "ok", ""},
+		{"down", "refused", "unavailable", "connect"},
+		{"nope", "refused", "not_found", `unknown target "nope"`},
+	} {
+		e := ends[i]
+		if e["target"] != want.target || e["outcome"] != want.outcome || e["code"] != want.code {
+			t.Errorf("line %d: %v; want target %s outcome %s code %s", i, e, want.target, want.outcome, want.code)
+		}
+		if msg, _ := e["error"].(string); want.errHas != "" && !strings.Contains(msg, want.errHas) {
+			t.Errorf("line %d: error %q lacks %q", i, msg, want.errHas)
+		}
+		if _, ok := e["duration_ms"].(float64); !ok {
+			t.Errorf("line %d: duration_ms %v is not a number of milliseconds", i, e["duration_ms"])
+		}
+	}
+	if ttfd, _ := ends[0]["ttfd_ms"].(float64); ttfd < 300 {
+		t.Errorf("ttfd_ms %v for an upstream that took 300 ms to answer", ends[0]["ttfd_ms"])
+	}
+	resp, err := http.Get(inst.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{
+		`interlingua_runs_total{backend="none",code="not_found",frontend="native",outcome="refused",target="nope"} 1`,
+		`interlingua_runs_total{backend="down",code="unavailable",frontend="native",outcome="refused",target="down"} 1`,
+		`interlingua_runs_total{backend="slow",code="ok",frontend="native",outcome="completed",target="slow"} 1`,
+	} {
+		if !strings.Contains(string(m), series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
