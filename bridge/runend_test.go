@@ -78,7 +78,9 @@ func TestRunEndLogged(t *testing.T) {
 	tritonBackend(t, &cfg, "down", down)
 	var logs lockedBuffer
 	inst := bridgetest.StartLogged(t, &cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
-	run := func(target string) { postRun(t, inst.URL, `{"target":"`+target+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`) }
+	run := func(target string) {
+		postRun(t, inst.URL, `{"target":"`+target+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`)
+	}
 	run("slow")
 	run("down")
 	run("nope")
