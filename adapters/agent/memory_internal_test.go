@@ -303,3 +303,41 @@ func TestEncodedCheckpointLetsGoOfValues(t *testing.T) {
 		t.Fatalf("values read back from the JSON: %s, want %s", valuesJSON(got, nil), valuesJSON(values, nil))
 	}
 }
+
+// headCountingStore counts the head records written; it stores nothing.
+type headCountingStore struct {
+	canonical.ThreadStore
+	heads int
+}
+
+func (s *headCountingStore) Put(_ context.Context, _, key string, _ []byte, rev uint64) (uint64, error) {
+	if key == headKey {
+		s.heads++
+	}
+	return rev + 1, nil
+}
+
+// A save saveLoop was asked for is not made when a snapshot taken after
+// the ask has been written since (a run's end, saved at once, was written
+// a second time after its client saw it); one asked for after that
+// written snapshot is made.
+func TestSaveMadeRedundantIsSkipped(t *testing.T) {
+	store := &headCountingStore{}
+	f, err := NewFrontend(Config{Runner: nopRunner{}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	th := newThread(f, "t")
+	th.rt.known = true
+	asked := th.rt.snapshots
+	th.persist() // saveNow's save, after the ask
+	th.persistUnlessSaved(asked)
+	if store.heads != 1 {
+		t.Fatalf("%d heads written, want 1: the asked save was redundant", store.heads)
+	}
+	th.persistUnlessSaved(th.rt.snapshots)
+	if store.heads != 2 {
+		t.Fatalf("%d heads written, want 2: a save asked after the last written one is made", store.heads)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,6 +99,10 @@ type runtime struct {
 
 	saving    bool // saveLoop runs
 	saveAgain bool // saveLoop is to save once more
+	// snapshots counts the saves' snapshots, and saved is the number of
+	// the one whose head was written last: a save saveLoop was asked for
+	// before a snapshot that has been written since has nothing to add.
+	snapshots, saved uint64
 	// seqAhead is added to the thread's seq in a save: the frames of a
 	// run's terminal event, saved before they are appended (endSaved).
 	seqAhead uint64
@@ -1231,8 +1236,9 @@ func (t *Thread) saveLoop() {
 			return
 		}
 		t.rt.saveAgain = false
+		asked := t.rt.snapshots
 		t.mu.Unlock()
-		t.persist()
+		t.persistUnlessSaved(asked)
 	}
 }
 
@@ -1241,13 +1247,25 @@ func (t *Thread) saveLoop() {
 // lists them, then it removes the checkpoints MaxCheckpoints let go. Saves
 // are ordered: each takes its snapshot after the previous one was written.
 // A save that fails leaves what it did not write for the next one.
-func (t *Thread) persist() {
+func (t *Thread) persist() { t.persistUnlessSaved(math.MaxUint64) }
+
+// persistUnlessSaved is persist, but for a save asked for when asked
+// snapshots had been taken, and made redundant by one taken after and
+// written since: a run's end, saved at once (endSaved), could otherwise be
+// written a second time, the whole state again, after its client saw it.
+func (t *Thread) persistUnlessSaved(asked uint64) {
 	store := t.f.cfg.Store
 	if store == nil {
 		return
 	}
 	t.rt.persistMu.Lock()
 	defer t.rt.persistMu.Unlock()
+	t.mu.Lock()
+	redundant := t.rt.saved > asked
+	t.mu.Unlock()
+	if redundant {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.f.cfg.StoreTimeout)
 	defer cancel()
 	// Optimistic concurrency: the head is written only over the revision
@@ -1269,7 +1287,7 @@ func (t *Thread) persist() {
 		newRev, err := store.Put(ctx, t.id, headKey, snap.head, snap.rev)
 		if err == nil {
 			t.mu.Lock()
-			t.rt.rev = newRev
+			t.rt.rev, t.rt.saved = newRev, snap.number
 			// Only appended to meanwhile (or cut at maxDropped: those expire).
 			t.rt.dropped = t.rt.dropped[min(len(snap.dropped), len(t.rt.dropped)):]
 			t.mu.Unlock()
@@ -1289,6 +1307,7 @@ func (t *Thread) persist() {
 
 // saveSnapshot is what one save writes, taken under t.mu.
 type saveSnapshot struct {
+	number      uint64 // of the thread's snapshots, from 1
 	head        []byte
 	rev         uint64   // the head's revision it replaces
 	checkpoints []string // the ids of those not saved yet
@@ -1305,7 +1324,8 @@ func (t *Thread) snapshot() (*saveSnapshot, error) {
 		return nil, nil
 	}
 	rec := t.savedRecordLocked()
-	snap := &saveSnapshot{rev: t.rt.rev, dropped: slices.Clone(t.rt.dropped)}
+	t.rt.snapshots++
+	snap := &saveSnapshot{number: t.rt.snapshots, rev: t.rt.rev, dropped: slices.Clone(t.rt.dropped)}
 	cps := t.rt.rec.Checkpoints
 	rec.CheckpointIDs = make([]string, len(cps))
 	for i := range cps {
