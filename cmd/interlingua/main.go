@@ -61,14 +61,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// versionString is the version and, from the build info, the VCS
+// revision it was built from (with "+dirty" for uncommitted changes).
 func versionString() string {
-	if version != "" {
-		return version
+	v := version
+	bi, ok := debug.ReadBuildInfo()
+	if v == "" && ok && bi.Main.Version != "" {
+		v = bi.Main.Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	if v == "" {
+		v = "(devel)"
 	}
-	return "(devel)"
+	if !ok {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	short := rev[:min(len(rev), 12)]
+	if rev == "" || strings.Contains(v, short) { // Go's pseudo-version names it already
+		return v
+	}
+	return v + " (" + short + dirty + ")"
 }
 
 // setFlags collects repeated --set key=value flags.
