@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/conformance/profile"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
@@ -55,6 +56,10 @@ type Protocol struct {
 	// harness; nil: none. Where the backend is a client of the protocol, it
 	// is the client. One with a Close method is closed after use.
 	Client func(c ClientConfig) (canonical.Backend, error)
+	// Conformance is what the protocol's wire keeps of a run, with the
+	// stated degradations, for the conformance runner; nil: not in the
+	// matrix.
+	Conformance *profile.Profile
 }
 
 // ClientConfig points a protocol's client at a server.

@@ -24,6 +24,7 @@ var Protocol = protocol.Protocol{
 	NewBackend:   newConfiguredBackend,
 	WriteRefusal: writeRefusal,
 	Client:       newClient,
+	Conformance:  conformanceProfile,
 }
 
 // newClient is the backend pointed at our frontend, asking for every

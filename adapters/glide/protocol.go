@@ -21,7 +21,8 @@ var Protocol = protocol.Protocol{
 	WriteRefusal: func(w http.ResponseWriter, _ *http.Request, ref protocol.Refusal) {
 		protocol.WriteJSONRefusal(w, ref, map[string]string{"name": ref.Code.String(), "message": ref.Message})
 	},
-	Client: newClient,
+	Client:      newClient,
+	Conformance: conformanceProfile,
 }
 
 // newClient is the backend pointed at our frontend's chatStream for the

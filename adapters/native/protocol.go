@@ -24,4 +24,5 @@ var Protocol = protocol.Protocol{
 	Client: func(c protocol.ClientConfig) (canonical.Backend, error) {
 		return nativeclient.New(c.Base, c.HTTPClient), nil
 	},
+	Conformance: conformanceProfile,
 }

@@ -37,4 +37,5 @@ var Protocol = protocol.Protocol{
 		}
 		return be, nil
 	},
+	Conformance: conformanceProfile,
 }

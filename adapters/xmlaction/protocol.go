@@ -26,4 +26,5 @@ var Protocol = protocol.Protocol{
 	Client: func(c protocol.ClientConfig) (canonical.Backend, error) {
 		return NewClient(c.Base, c.HTTPClient), nil
 	},
+	Conformance: conformanceProfile,
 }

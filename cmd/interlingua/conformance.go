@@ -52,7 +52,7 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var (
 		mode      = fs.String("mode", "bridge", "`mode`: bridge, cluster or server")
-		protocol  = fs.String("protocol", "", "server mode: the frontend `protocol` to test (native, triton, evergreen, glide, xml)")
+		protocol  = fs.String("protocol", "", "server mode: the frontend `protocol` to test ("+strings.Join(runner.FrontendProtocols(), ", ")+")")
 		target    = fs.String("target", "", "server mode: the server's base `URL`, e.g. http://127.0.0.1:8080")
 		known     = fs.String("known-failing", "", "`file` of case patterns expected to fail (one per line, # comments); they still run, and a pass is reported")
 		trace     = fs.Bool("trace", false, "record wire bytes on both sides and the canonical events of each case, with relative timestamps (runs one case at a time); shown for failures, for every case with -v")

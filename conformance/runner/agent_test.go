@@ -33,7 +33,7 @@ func TestAgentBackendWebSocket(t *testing.T) {
 
 // The agent backend's stated degradations the suite's cases do not reach,
 // checked through the whole stack: each synthetic case's expected
-// transcript is derived with agentBack, so a backend that loses more (or
+// transcript is derived with the agent profile's Back, so a backend that loses more (or
 // less) fails it.
 func TestAgentBackDegradations(t *testing.T) {
 	text := func(s string) *cv1.Item { return &cv1.Item{Kind: &cv1.Item_Text{Text: &cv1.Text{Text: s}}} }
@@ -54,9 +54,9 @@ func TestAgentBackDegradations(t *testing.T) {
 	wantCodes := map[string]string{"fail-between-messages": "unknown", "error-then-same-failure": "resource_exhausted",
 		"refused-invalid": "invalid_argument", "refused-permission": "permission_denied", "refused-unimplemented": "unimplemented"}
 	for _, c := range cs {
-		want := agentBack(driver.Ideal(c.GetResponse(), "p"), c)
+		want := profiles[backendAgent].Back(driver.Ideal(c.GetResponse(), "p"), c)
 		if w, ok := wantCodes[c.GetName()]; ok && want.GetCode() != w {
-			t.Errorf("%s: agentBack says code %q, want %q", c.GetName(), want.GetCode(), w)
+			t.Errorf("%s: the agent profile's Back says code %q, want %q", c.GetName(), want.GetCode(), w)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

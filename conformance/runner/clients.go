@@ -80,18 +80,6 @@ func (c protocolClient) observer() observer {
 	return o
 }
 
-// frontendProtocols are the frontend protocols of the default matrix: the
-// protocols with a client, in the list's order.
-var frontendProtocols = func() []string {
-	var out []string
-	for _, p := range protocols.All {
-		if p.Client != nil {
-			out = append(out, p.Name)
-		}
-	}
-	return out
-}()
-
 // newClient returns the client of frontend protocol name.
 func newClient(name string, o clientOptions) (client, error) {
 	p := protocols.Get(name)
@@ -100,7 +88,7 @@ func newClient(name string, o clientOptions) (client, error) {
 	}
 	// A protocol multiplexing by design (gRPC's HTTP/2 streams) needs
 	// HTTP/2 whatever the case asks.
-	hc, tr := newHTTPClient(o.multiplex || profiles[name].multiplex)
+	hc, tr := newHTTPClient(o.multiplex || profiles[name].Multiplex)
 	if len(o.tritonBody) > 0 {
 		hc.Transport = addKeys{tr, o.tritonBody}
 	}

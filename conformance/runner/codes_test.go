@@ -133,7 +133,7 @@ func TestErrorCodesThroughEveryFrontend(t *testing.T) {
 						ideal = &cv1.Transcript{Status: transcript.Failed, Code: code.String(),
 							Blocks: []*cv1.Block{{Type: transcript.Text, Text: "partial"}}}
 					}
-					want := transcript.Normalize(profiles[p].front(ideal, c))
+					want := transcript.Normalize(profiles[p].Front(ideal, c))
 					x := &executor{env: &serverEnv{url: srv.URL}}
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					got, _, problems := x.once(ctx, cl, &canonical.Request{Target: "t",

@@ -113,10 +113,10 @@ func (x *executor) run(ctx context.Context, j job) *Result {
 // does not apply.
 func (x *executor) expected(j job) (*cv1.Transcript, string) {
 	fe := profiles[j.frontend]
-	if j.c.GetClient().GetReplay() && !fe.replay {
+	if j.c.GetClient().GetReplay() && !fe.Replay {
 		return nil, "the " + j.frontend + " protocol has no replay"
 	}
-	if fe.noParameters && (len(j.c.GetRequest().GetParameters().GetFields()) > 0 ||
+	if fe.NoParameters && (len(j.c.GetRequest().GetParameters().GetFields()) > 0 ||
 		(j.backend == "server" && len(j.c.GetRequest().GetServerParameters().GetFields()) > 0)) {
 		return nil, "the " + j.frontend + " protocol's requests carry no parameters, and this case needs some"
 	}
@@ -128,10 +128,10 @@ func (x *executor) expected(j job) (*cv1.Transcript, string) {
 		}
 	}
 	t := driver.Ideal(j.c.GetResponse(), j.c.GetRequest().GetPrompt())
-	if be := profiles[j.backend]; be != nil && be.back != nil {
-		t = be.back(t, j.c)
+	if be := profiles[j.backend]; be != nil && be.Back != nil {
+		t = be.Back(t, j.c)
 	}
-	return transcript.Normalize(fe.front(t, j.c)), ""
+	return transcript.Normalize(fe.Front(t, j.c)), ""
 }
 
 // request builds the client's request.
@@ -178,7 +178,7 @@ func (x *executor) exec(ctx context.Context, j job, want *cv1.Transcript, res *R
 	_, server := x.env.(*serverEnv)
 	// One connection for concurrent runs: by the protocol's design, or
 	// over h2c, which our own server speaks (a server under test need not).
-	oneConn := n > 1 && (profiles[j.frontend].multiplex || !server)
+	oneConn := n > 1 && (profiles[j.frontend].Multiplex || !server)
 	co := clientOptions{base: base, target: x.env.target(j.backend, j.c), multiplex: oneConn}
 	if v, ok := j.c.GetRequest().GetParameters().GetFields()["include_reasoning"]; ok {
 		co.tritonBody = map[string]any{"include_reasoning": v.AsInterface()}
@@ -189,7 +189,7 @@ func (x *executor) exec(ctx context.Context, j job, want *cv1.Transcript, res *R
 	}
 	defer cl.close()
 
-	checkCancel := cb.GetCancel() && profiles[j.backend] != nil && profiles[j.backend].upstreamCancel
+	checkCancel := cb.GetCancel() && profiles[j.backend] != nil && profiles[j.backend].UpstreamCancel
 	if checkCancel {
 		x.cancelMu.Lock()
 		defer x.cancelMu.Unlock()

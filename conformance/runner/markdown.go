@@ -11,7 +11,7 @@ import (
 // WriteMarkdown writes the report as Markdown: the pass count per pair
 // (the matrix), the features each case covers, the stated degradations of
 // every protocol (the projections the expected transcripts are derived
-// with, profiles.go), and the failures. It has no timings, so a generated
+// with, each protocol's Conformance), and the failures. It has no timings, so a generated
 // file changes only when results or the suite do.
 func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
@@ -72,8 +72,8 @@ func writeMatrix(b *strings.Builder, r *Report) {
 	bes := writeMatrixTable(b, r)
 	b.WriteString("\nBackend upstreams in the matrix:\n\n")
 	for _, be := range bes {
-		if p := profiles[be]; p != nil && p.upstream != "" {
-			fmt.Fprintf(b, "- %s: %s.\n", be, p.upstream)
+		if p := profiles[be]; p != nil && p.Upstream != "" {
+			fmt.Fprintf(b, "- %s: %s.\n", be, p.Upstream)
 		}
 	}
 	b.WriteString("\n")
@@ -169,18 +169,18 @@ func writeDegradations(b *strings.Builder, r *Report) {
 			bes = append(bes, res.Backend)
 		}
 	}
-	b.WriteString("## Stated degradations\n\nThe expected transcript of every pair is the case's ideal transcript projected through these (conformance/runner/profiles.go), so each is tested by every case that exercises its feature.\n\n")
+	b.WriteString("## Stated degradations\n\nThe expected transcript of every pair is the case's ideal transcript projected through these (each protocol's profile, adapters/<protocol>/conformance.go), so each is tested by every case that exercises its feature.\n\n")
 	b.WriteString("### As a frontend (what that protocol's client reads back)\n\n| protocol | feature | degradation |\n|---|---|---|\n")
 	for _, fe := range fes {
-		for _, d := range profiles[fe].frontNotes {
-			fmt.Fprintf(b, "| %s | %s | %s |\n", fe, d.feature, mdEscape(d.text))
+		for _, d := range profiles[fe].FrontNotes {
+			fmt.Fprintf(b, "| %s | %s | %s |\n", fe, d.Feature(), mdEscape(d.Text()))
 		}
 	}
 	if len(bes) > 0 {
 		b.WriteString("\n### As a backend (what the bridge reads from that upstream)\n\n| protocol | feature | degradation |\n|---|---|---|\n")
 		for _, be := range bes {
-			for _, d := range profiles[be].backNotes {
-				fmt.Fprintf(b, "| %s | %s | %s |\n", be, d.feature, mdEscape(d.text))
+			for _, d := range profiles[be].BackNotes {
+				fmt.Fprintf(b, "| %s | %s | %s |\n", be, d.Feature(), mdEscape(d.Text()))
 			}
 		}
 	}

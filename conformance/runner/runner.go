@@ -269,7 +269,7 @@ func plan(opts Options) ([]job, error) {
 			return nil, errors.New("server mode needs --target URL")
 		}
 		p := profiles[opts.Protocol]
-		if p == nil || p.front == nil {
+		if p == nil || p.Front == nil {
 			return nil, fmt.Errorf("--protocol %q: not a frontend protocol (known: %s)", opts.Protocol, strings.Join(frontendProtocols, ", "))
 		}
 		for _, c := range opts.Cases {
@@ -291,12 +291,12 @@ func plan(opts Options) ([]job, error) {
 		bes = backendProtocols
 	}
 	for _, f := range fes {
-		if p := profiles[f]; p == nil || p.front == nil {
+		if p := profiles[f]; p == nil || p.Front == nil {
 			return nil, fmt.Errorf("frontend %q: unknown (known: %s)", f, strings.Join(frontendProtocols, ", "))
 		}
 	}
 	for _, b := range bes {
-		if p := profiles[b]; p == nil || p.back == nil {
+		if p := profiles[b]; p == nil || p.Back == nil {
 			return nil, fmt.Errorf("backend %q: unknown (known: %s)", b, strings.Join(backendProtocols, ", "))
 		}
 	}
@@ -311,9 +311,6 @@ func plan(opts Options) ([]job, error) {
 	}
 	return out, nil
 }
-
-// backendProtocols are the backend protocols of the matrix.
-var backendProtocols = []string{backendCanonical, backendTriton, backendEvergreen, backendGlide, backendAgent}
 
 // applies reports whether case c runs on a pair (backend "" in server
 // mode): common cases everywhere, a protocol's own cases on its frontend,

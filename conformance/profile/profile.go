@@ -1,0 +1,119 @@
+// Package profile states what a protocol's wire keeps of a run, for the
+// conformance runner. The expected transcript of a pair is derived from
+// the case's response definition: the ideal transcript, projected through
+// the backend's Back (what the bridge receives from that upstream) and then
+// the frontend's Front (what that protocol's client decodes from our
+// frontend). The projections are the stated degradations, written once in
+// each adapter's profile (Protocol.Conformance); every case checks them, so
+// an adapter that loses more (or less) than it states fails.
+package profile
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/conformance/cases"
+	"github.com/interlingua-dev/interlingua/conformance/transcript"
+	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+)
+
+// Degradation is a stated loss: what happens to a feature (or features)
+// on a protocol's wire, as the frontend renders it (and that protocol's
+// client reads it back) or as the backend reads it from its upstream. It
+// is a pair, {feature, text}, so that the profiles' tables stay one line a
+// row.
+type Degradation [2]string
+
+// Feature is the feature (or comma-separated features) the loss is of.
+func (d Degradation) Feature() string { return d[0] }
+
+// Text says what happens to it.
+func (d Degradation) Text() string { return d[1] }
+
+// Projection maps a transcript onto what one side of a wire keeps of it.
+type Projection func(t *cv1.Transcript, c *cases.Case) *cv1.Transcript
+
+// Profile is what a protocol's wire keeps of a run.
+type Profile struct {
+	// Front projects the bridge's transcript onto what this protocol's
+	// client sees; nil: no frontend.
+	Front Projection
+	// Back projects the ideal transcript onto what the bridge receives
+	// from this protocol's upstream; nil: no backend.
+	Back Projection
+	// FrontNotes and BackNotes state the degradations, for the table.
+	FrontNotes, BackNotes []Degradation
+	// Replay: the frontend can read a thread's events again.
+	Replay bool
+	// UpstreamCancel: a cancelled run's cancel reaches the upstream.
+	UpstreamCancel bool
+	// Upstream says what the backend column's upstream is.
+	Upstream string
+	// NoParameters: the protocol's requests carry no parameters.
+	NoParameters bool
+	// Multiplex: concurrent runs share one connection by the protocol's
+	// own design (WebSocket ids, HTTP/2 streams); the others are HTTP/1.1
+	// protocols, whose runs share one only over h2c.
+	Multiplex bool
+}
+
+// Clone returns a deep copy of t.
+func Clone(t *cv1.Transcript) *cv1.Transcript { return proto.Clone(t).(*cv1.Transcript) }
+
+// Identity is the projection of a lossless wire.
+func Identity(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript { return Clone(t) }
+
+// HasText reports whether anything of t reaches a text-only wire before
+// its end (a Triton response was sent).
+func HasText(t *cv1.Transcript) bool {
+	for _, b := range t.GetBlocks() {
+		if b.GetType() == transcript.Text && b.GetText() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// JoinedText returns t's root text, joined.
+func JoinedText(t *cv1.Transcript) string {
+	var sb strings.Builder
+	for _, b := range t.GetBlocks() {
+		if b.GetType() == transcript.Text {
+			sb.WriteString(b.GetText())
+		}
+	}
+	return sb.String()
+}
+
+// TextOnly keeps t's outcome and its text as one text block.
+func TextOnly(t *cv1.Transcript, text string) *cv1.Transcript {
+	out := &cv1.Transcript{Status: t.GetStatus(), Code: t.GetCode()}
+	if text != "" {
+		out.Blocks = []*cv1.Block{{Type: transcript.Text, Text: text}}
+	}
+	return out
+}
+
+// BoolParam returns the case's request parameter name as a bool.
+func BoolParam(c *cases.Case, name string) bool {
+	v := c.GetRequest().GetParameters().GetFields()[name]
+	return v.GetBoolValue()
+}
+
+// CancelledByCode: a wire that ends runs with a status code cannot tell a
+// run failed with "canceled" from a cancelled one; its client reads the
+// latter.
+func CancelledByCode(t *cv1.Transcript) *cv1.Transcript {
+	if t.GetStatus() == transcript.Failed && t.GetCode() == canonical.CodeCanceled.String() {
+		t.Status = transcript.Cancelled
+	}
+	return t
+}
+
+// HTTPConcurrency is the "concurrent" degradation of an HTTP/1.1 protocol.
+var HTTPConcurrency = Degradation{"concurrent", "HTTP/1.1 carries one run per connection: concurrent runs share one connection only over h2c (our server speaks it; bridge and cluster modes use it, server mode does not)"}
+
+// NoReplay is the "replay" degradation of a protocol without replay.
+var NoReplay = Degradation{"replay", "none: the protocol has no replay"}
