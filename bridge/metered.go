@@ -166,6 +166,9 @@ func (b *Bridge) logRefused(ctx context.Context, req *canonical.Request, start t
 	b.metrics.Errors.WithLabelValues(e.Code.String()).Inc()
 	args := []any{"thread", req.GetThreadId(), "run", req.GetRunId(), "target", req.GetTarget(), "pair", fe + ":" + backend,
 		"outcome", "refused", "code", e.Code.String(), "events", 0, "duration_ms", millis(b.now().Sub(start)), "error", e.Message}
+	if e.Cause != nil && e.Cause.Error() != e.Message { // the detail kept from the client (an upstream's address)
+		args = append(args, "cause", e.Cause.Error())
+	}
 	if k := keyName(ctx); k != "" {
 		args = append(args, "key", k)
 	}

@@ -90,7 +90,7 @@ func TestRunEndLogged(t *testing.T) {
 	}
 	for i, want := range []struct{ target, outcome, code, errHas string }{
 		{"slow", "completed", "ok", ""},
-		{"down", "refused", "unavailable", "connect"},
+		{"down", "refused", "unavailable", "the upstream did not answer"},
 		{"nope", "refused", "not_found", `unknown target "nope"`},
 	} {
 		e := ends[i]
@@ -103,6 +103,13 @@ func TestRunEndLogged(t *testing.T) {
 		if _, ok := e["duration_ms"].(float64); !ok {
 			t.Errorf("line %d: duration_ms %v is not a number of milliseconds", i, e["duration_ms"])
 		}
+	}
+	// The upstream's address is in the log's cause, not in what the client got.
+	if c, _ := ends[1]["cause"].(string); !strings.Contains(c, "connection refused") || !strings.Contains(c, "127.0.0.1") {
+		t.Errorf("refused run's cause %q lacks the upstream's address and error", ends[1]["cause"])
+	}
+	if msg, _ := ends[1]["error"].(string); strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("the client's message names the upstream: %q", msg)
 	}
 	if ttfd, _ := ends[0]["ttfd_ms"].(float64); ttfd < 300 {
 		t.Errorf("ttfd_ms %v for an upstream that took 300 ms to answer", ends[0]["ttfd_ms"])

@@ -232,7 +232,10 @@ func (b *Backend) transportError(ctx context.Context, what string, err error) *c
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: fmt.Sprintf("triton backend: %s %s: %v", what, b.redacted(), err), Cause: err}
+	// The upstream's address stays in the cause, for the log: a client is
+	// told what failed, not where our upstreams are.
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "triton backend: the upstream did not answer",
+		Cause: fmt.Errorf("%s %s: %w", what, b.redacted(), err)}
 }
 
 // httpError reads an error response: an SSE body (a first response that
@@ -427,7 +430,8 @@ func (s *stream) readError(err error) *canonical.Error {
 	if s.ctx.Err() != nil {
 		return canonical.AsError(s.ctx.Err())
 	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: fmt.Sprintf("triton backend: reading the response from %s: %v", s.b.redacted(), err), Cause: err}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "triton backend: the upstream's response broke off",
+		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
 }
 
 // release closes the upstream request, once.
