@@ -4,6 +4,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/driver"
+	agentpeer "github.com/interlingua-dev/interlingua/conformance/peers/agent"
 	"github.com/interlingua-dev/interlingua/conformance/profile"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
@@ -12,7 +13,8 @@ import (
 // conformanceProfile is what the protocol's wire keeps of a run, checked
 // by the conformance runner (conformance/profile).
 var conformanceProfile = &profile.Profile{
-	Front: conformanceFront, Back: conformanceBack, Replay: true, UpstreamCancel: true,
+	NewPeer: newConformancePeer,
+	Front:   conformanceFront, Back: conformanceBack, Replay: true, UpstreamCancel: true,
 	Upstream: "the reference agent-protocol peer (conformance/peers/agent), one assistant per case, a thread per run, over SSE (the runner's tests repeat the column over WebSocket)",
 	FrontNotes: []profile.Degradation{
 		{"error-before", "run.start's error response: the agent protocol's error codes are few, so the client reads back invalid_argument (for every code a client can fix: invalid_argument, not_found, already_exists, failed_precondition, out_of_range, resource_exhausted), permission_denied (also unauthenticated), unimplemented, or unknown (the rest)"},
@@ -128,4 +130,22 @@ func conformanceBack(t *cv1.Transcript, c *cases.Case) *cv1.Transcript {
 		}
 	}
 	return out
+}
+
+// newConformancePeer is the reference agent-protocol peer (conformance/
+// peers/agent): the case is the upstream's assistant, a backend per case,
+// and every run is a thread of its own (the bridge's thread id).
+func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
+	scripts := map[string]agentpeer.Script{}
+	for _, c := range cs {
+		scripts[c.GetName()] = driver.AgentScript(c.GetResponse(), c.GetRequest().GetPrompt())
+	}
+	peer, err := agentpeer.NewWithConfig(agentpeer.Config{Scripts: scripts})
+	if err != nil {
+		return nil, err
+	}
+	return &profile.Peer{Handler: peer.Handler(), PerCase: true, Cancelled: peer.Cancelled(), Close: peer.Close, // ends its runs and event streams
+		Backend: func(addr, name string) map[string]any {
+			return map[string]any{"url": "http://" + addr, "assistant_id": name, "transport": "sse"}
+		}}, nil
 }

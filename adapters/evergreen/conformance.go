@@ -1,6 +1,10 @@
 package evergreen
 
 import (
+	"net/http"
+
+	"github.com/interlingua-dev/interlingua/conformance/driver"
+	evergreenpeer "github.com/interlingua-dev/interlingua/conformance/peers/evergreen"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -13,7 +17,8 @@ import (
 // conformanceProfile is what the protocol's wire keeps of a run, checked
 // by the conformance runner (conformance/profile).
 var conformanceProfile = &profile.Profile{
-	Front: conformanceFront, Back: conformanceBack, UpstreamCancel: true, Multiplex: true,
+	NewPeer: newConformancePeer,
+	Front:   conformanceFront, Back: conformanceBack, UpstreamCancel: true, Multiplex: true,
 	Upstream: "the reference Evergreen peer (conformance/peers/evergreen), requested outputs response, reasoning and tool_calls",
 	FrontNotes: []profile.Degradation{
 		{"text", "a response whose first part is text is one text leaf: its text blocks join into one, and parts of other outputs that start while it streams are delivered after it"},
@@ -119,4 +124,21 @@ func conformanceBack(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 		out.Status, out.Code = transcript.Completed, ""
 	}
 	return profile.CancelledByCode(out)
+}
+
+// newConformancePeer is the reference Evergreen peer (conformance/peers/
+// evergreen), a script per case, behind one backend asking for every
+// output.
+func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
+	scripts := map[string]evergreenpeer.Script{}
+	for _, c := range cs {
+		scripts[c.GetName()] = driver.EvergreenScript(c.GetResponse(), c.GetRequest().GetPrompt())
+	}
+	peer := evergreenpeer.New(scripts)
+	mux := http.NewServeMux()
+	mux.Handle(peer.Handler())
+	return &profile.Peer{Handler: mux, Cancelled: peer.Cancelled(),
+		Backend: func(addr, _ string) map[string]any {
+			return map[string]any{"url": "http://" + addr, "outputs": []string{OutputResponse, OutputReasoning, OutputToolCalls}}
+		}}, nil
 }

@@ -3,6 +3,8 @@ package glide
 import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
+	"github.com/interlingua-dev/interlingua/conformance/driver"
+	glidepeer "github.com/interlingua-dev/interlingua/conformance/peers/glide"
 	"github.com/interlingua-dev/interlingua/conformance/profile"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
@@ -11,7 +13,8 @@ import (
 // conformanceProfile is what the protocol's wire keeps of a run, checked
 // by the conformance runner (conformance/profile).
 var conformanceProfile = &profile.Profile{
-	Front: conformanceFront, Back: conformanceBack, NoParameters: true, Multiplex: true,
+	NewPeer: newConformancePeer,
+	Front:   conformanceFront, Back: conformanceBack, NoParameters: true, Multiplex: true,
 	Upstream: "the reference Glide peer (conformance/peers/glide)",
 	FrontNotes: []profile.Degradation{
 		{"text", "text only; consecutive text blocks join into one message's chunks"},
@@ -78,4 +81,19 @@ func conformanceBack(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 		out.Status, out.Code = transcript.Failed, canonical.CodeUnavailable.String()
 	}
 	return out
+}
+
+// newConformancePeer is the reference Glide peer (conformance/peers/
+// glide), a router per case, each behind a backend of its own (the
+// router is in the URL).
+func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
+	routers := map[string]glidepeer.Router{}
+	for _, c := range cs {
+		routers[c.GetName()] = driver.GlideRouter("hang-"+c.GetName(), c.GetResponse(), c.GetRequest().GetPrompt())
+	}
+	peer := glidepeer.New(glidepeer.Config{Routers: routers})
+	return &profile.Peer{Handler: peer, PerCase: true, Close: peer.Close, // ends hanging requests
+		Backend: func(addr, name string) map[string]any {
+			return map[string]any{"url": "ws://" + addr + "/v1/language/" + name + "/chatStream"}
+		}}, nil
 }

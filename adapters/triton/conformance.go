@@ -3,6 +3,9 @@ package triton
 import (
 	"strings"
 
+	"github.com/interlingua-dev/interlingua/conformance/driver"
+	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/profile"
@@ -13,7 +16,8 @@ import (
 // conformanceProfile is what the protocol's wire keeps of a run, checked
 // by the conformance runner (conformance/profile).
 var conformanceProfile = &profile.Profile{
-	Front: conformanceFront, Back: conformanceBack, UpstreamCancel: true,
+	NewPeer: newConformancePeer,
+	Front:   conformanceFront, Back: conformanceBack, UpstreamCancel: true,
 	Upstream: "the reference Triton peer (conformance/peers/triton)",
 	FrontNotes: []profile.Degradation{
 		{"text", "all root text is one text_output stream: the client reads one text block"},
@@ -98,4 +102,16 @@ func conformanceBack(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 		}
 	}
 	return out
+}
+
+// newConformancePeer is the reference Triton peer (conformance/peers/
+// triton), a model per case, behind one backend.
+func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
+	var models []tritonpeer.Model
+	for _, c := range cs {
+		models = append(models, driver.TritonModel(c.GetName(), c.GetResponse(), c.GetRequest().GetPrompt()))
+	}
+	peer := tritonpeer.New(models...)
+	return &profile.Peer{Handler: peer, Cancelled: peer.Cancelled(),
+		Backend: func(addr, _ string) map[string]any { return map[string]any{"url": "http://" + addr} }}, nil
 }

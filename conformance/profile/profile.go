@@ -9,6 +9,7 @@
 package profile
 
 import (
+	"net/http"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -57,6 +58,28 @@ type Profile struct {
 	// own design (WebSocket ids, HTTP/2 streams); the others are HTTP/1.1
 	// protocols, whose runs share one only over h2c.
 	Multiplex bool
+	// NewPeer starts the protocol's reference upstream playing the cases'
+	// response definitions (conformance/peers); nil: no backend column.
+	NewPeer func(cs []*cases.Case) (*Peer, error)
+}
+
+// Peer is a protocol's reference upstream.
+type Peer struct {
+	// Handler serves the peer (over HTTP/1.1 and h2c).
+	Handler http.Handler
+	// PerCase: a backend per case, whose options name it. Otherwise one
+	// backend serves every case, and a case's route names the case as
+	// its model.
+	PerCase bool
+	// Backend returns the options of a backend reaching the peer at addr
+	// (host:port), for case name ("" when not PerCase).
+	Backend func(addr, name string) map[string]any
+	// Cancelled reports the names of the cases whose run the peer saw
+	// cancelled; nil when the protocol cannot tell its upstream.
+	Cancelled <-chan string
+	// Close ends what the peer holds open (hanging requests, event
+	// streams) before its server closes; nil: nothing.
+	Close func()
 }
 
 // Clone returns a deep copy of t.

@@ -17,7 +17,7 @@ import (
 func TestAgentBackendWebSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	opts := Options{Mode: ModeBridge, Frontends: []string{"native", "agent"}, Backends: []string{backendAgent}, agentTransport: "websocket"}
+	opts := Options{Mode: ModeBridge, Frontends: []string{"native", "agent"}, Backends: []string{"agent"}, backendOptions: map[string]map[string]any{"agent": {"transport": "websocket"}}}
 	if raceEnabled {
 		opts.Skip = heavyCases
 	}
@@ -54,14 +54,14 @@ func TestAgentBackDegradations(t *testing.T) {
 	wantCodes := map[string]string{"fail-between-messages": "unknown", "error-then-same-failure": "resource_exhausted",
 		"refused-invalid": "invalid_argument", "refused-permission": "permission_denied", "refused-unimplemented": "unimplemented"}
 	for _, c := range cs {
-		want := profiles[backendAgent].Back(driver.Ideal(c.GetResponse(), "p"), c)
+		want := profiles["agent"].Back(driver.Ideal(c.GetResponse(), "p"), c)
 		if w, ok := wantCodes[c.GetName()]; ok && want.GetCode() != w {
 			t.Errorf("%s: the agent profile's Back says code %q, want %q", c.GetName(), want.GetCode(), w)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Mode: ModeBridge, Frontends: []string{"native", "agent"}, Backends: []string{backendAgent}, Cases: cs})
+	rep, err := Run(ctx, Options{Mode: ModeBridge, Frontends: []string{"native", "agent"}, Backends: []string{"agent"}, Cases: cs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,9 +75,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, when set, gets a line per finished case.
 	Progress io.Writer
-	// agentTransport is the agent backends' transport in bridge and
-	// cluster modes: sse (default) or websocket (tests).
-	agentTransport string
+	// backendOptions are added to the options of a protocol's backends in
+	// bridge and cluster modes, by protocol (tests: the agent backends'
+	// transport).
+	backendOptions map[string]map[string]any
 }
 
 // Outcomes of a case.
@@ -216,7 +217,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		e = &serverEnv{url: strings.TrimRight(opts.Target, "/")}
 	default:
 		st, err := startStack(stackOptions{cluster: opts.Mode == ModeCluster, natsURL: opts.NATSURL, cases: rep.Cases, trace: opts.Trace, log: opts.Logger,
-			agentTransport: opts.agentTransport})
+			backendOptions: opts.backendOptions})
 		if err != nil {
 			return nil, fmt.Errorf("starting the system under test: %w", err)
 		}

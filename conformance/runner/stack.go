@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -21,20 +22,14 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/driver"
-	agentpeer "github.com/interlingua-dev/interlingua/conformance/peers/agent"
-	evergreenpeer "github.com/interlingua-dev/interlingua/conformance/peers/evergreen"
-	glidepeer "github.com/interlingua-dev/interlingua/conformance/peers/glide"
-	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
+	"github.com/interlingua-dev/interlingua/conformance/profile"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
-// The backend protocols a stack serves, by the prefix of their targets.
-const (
-	backendCanonical = "canonical"
-	backendTriton    = "triton"
-	backendGlide     = "glide"
-	backendEvergreen = "evergreen"
-	backendAgent     = "agent"
-)
+// backendCanonical is the backend of the in-process canonical upstream;
+// the other backends a stack serves are the protocols' reference peers,
+// by the protocol's name. Each is the prefix of its targets.
+const backendCanonical = "canonical"
 
 // pairTarget is the target that routes case c to backend protocol be.
 func pairTarget(be, c string) string { return be + "." + c }
@@ -87,13 +82,10 @@ type stack struct {
 	driverFabric *bridge.Fabric // cluster mode: the driver's own connection
 	driverBridge *bridge.Bridge
 
-	tritonPeer    *tritonpeer.Server
-	glidePeer     *glidepeer.Peer
-	evergreenPeer *evergreenpeer.Peer
-	agentPeer     *agentpeer.Peer
-	peerSrv       []*http.Server
-	peerWG        sync.WaitGroup
-	relays        []*relay
+	peers   map[string]*profile.Peer // by protocol
+	peerSrv []*http.Server
+	peerWG  sync.WaitGroup
+	relays  []*relay
 
 	states  map[string]*caseState // by case name
 	byName  map[string]*cases.Case
@@ -107,9 +99,58 @@ type stackOptions struct {
 	cases   []*cases.Case
 	trace   bool
 	log     *slog.Logger
-	// agentTransport is the agent backends' transport: sse (default) or
-	// websocket.
-	agentTransport string
+	// backendOptions are added to the options of a protocol's backends,
+	// by protocol (tests: the agent backends' transport).
+	backendOptions map[string]map[string]any
+}
+
+// startPeers starts the reference peer of every protocol that has one and
+// configures the backends and routes reaching it: a case's target is
+// pairTarget(protocol, case).
+func (s *stack) startPeers(cfg *bridge.Config, opts stackOptions) error {
+	s.peers = map[string]*profile.Peer{}
+	for _, p := range protocols.All {
+		if p.Conformance == nil || p.Conformance.NewPeer == nil {
+			continue
+		}
+		peer, err := p.Conformance.NewPeer(opts.cases)
+		if err != nil {
+			return fmt.Errorf("%s peer: %w", p.Name, err)
+		}
+		s.peers[p.Name] = peer
+		addr, err := s.servePeer(peer.Handler)
+		if err != nil {
+			return err
+		}
+		addr = s.upstreamAddr(addr)
+		backend := func(name, caseName string) error {
+			o := peer.Backend(addr, caseName)
+			maps.Copy(o, opts.backendOptions[p.Name])
+			var n yaml.Node
+			if err := n.Encode(o); err != nil {
+				return err
+			}
+			cfg.Backends[name] = bridge.BackendConfig{Type: p.Name, Options: n}
+			return nil
+		}
+		if !peer.PerCase {
+			if err := backend(p.Name, ""); err != nil {
+				return err
+			}
+		}
+		for _, c := range opts.cases {
+			n, target := c.GetName(), pairTarget(p.Name, c.GetName())
+			if !peer.PerCase {
+				cfg.Routes = append(cfg.Routes, bridge.Route{Target: target, Backend: p.Name, Model: n})
+				continue
+			}
+			if err := backend(target, n); err != nil {
+				return err
+			}
+			cfg.Routes = append(cfg.Routes, bridge.Route{Target: target, Backend: target})
+		}
+	}
+	return nil
 }
 
 // startStack starts everything; close stops it.
@@ -130,99 +171,16 @@ func startStack(opts stackOptions) (st *stack, err error) {
 		s.byName[c.GetName()] = c
 	}
 
-	// Reference peers, one script per case.
-	var models []tritonpeer.Model
-	routers := map[string]glidepeer.Router{}
-	for _, c := range opts.cases {
-		r, prompt := c.GetResponse(), c.GetRequest().GetPrompt()
-		models = append(models, driver.TritonModel(c.GetName(), r, prompt))
-		latch := "hang-" + c.GetName()
-		routers[c.GetName()] = driver.GlideRouter(latch, r, prompt)
-	}
-	s.tritonPeer = tritonpeer.New(models...)
-	s.glidePeer = glidepeer.New(glidepeer.Config{Routers: routers})
-	tritonAddr, err := s.servePeer(s.tritonPeer)
-	if err != nil {
-		return s, err
-	}
-	glideAddr, err := s.servePeer(s.glidePeer)
-	if err != nil {
-		return s, err
-	}
-	evergreenScripts := map[string]evergreenpeer.Script{}
-	for _, c := range opts.cases {
-		evergreenScripts[c.GetName()] = driver.EvergreenScript(c.GetResponse(), c.GetRequest().GetPrompt())
-	}
-	s.evergreenPeer = evergreenpeer.New(evergreenScripts)
-	path, h := s.evergreenPeer.Handler()
-	mux := http.NewServeMux()
-	mux.Handle(path, h)
-	evergreenAddr, err := s.servePeer(mux)
-	if err != nil {
-		return s, err
-	}
-	agentScripts := map[string]agentpeer.Script{}
-	for _, c := range opts.cases {
-		agentScripts[c.GetName()] = driver.AgentScript(c.GetResponse(), c.GetRequest().GetPrompt())
-	}
-	if s.agentPeer, err = agentpeer.NewWithConfig(agentpeer.Config{Scripts: agentScripts}); err != nil {
-		return s, err
-	}
-	agentAddr, err := s.servePeer(s.agentPeer.Handler())
-	if err != nil {
-		return s, err
-	}
-	agentURL := "http://" + s.upstreamAddr(agentAddr)
-	agentTransport := opts.agentTransport
-	if agentTransport == "" {
-		agentTransport = "sse"
-	}
-
 	cfg := bridge.DefaultConfig()
 	cfg.Backends = map[string]bridge.BackendConfig{}
 	cfg.Routes = nil
-	addBackend := func(name, typ string, options map[string]any) error {
-		var n yaml.Node
-		if options != nil {
-			if err := n.Encode(options); err != nil {
-				return err
-			}
-		}
-		cfg.Backends[name] = bridge.BackendConfig{Type: typ, Options: n}
-		return nil
-	}
 	// The canonical upstream is hosted by the driver's bridge; the
 	// instances know its backend by name only (a scripted stand-in, never
 	// run: they host every backend but it).
-	if err := addBackend(backendCanonical, "scripted", nil); err != nil {
-		return s, err
-	}
+	cfg.Backends[backendCanonical] = bridge.BackendConfig{Type: "scripted"}
 	cfg.Routes = append(cfg.Routes, bridge.Route{Target: backendCanonical + ".*", Backend: backendCanonical, Model: "echo"})
-	if err := addBackend(backendTriton, "triton", map[string]any{"url": "http://" + s.upstreamAddr(tritonAddr)}); err != nil {
+	if err := s.startPeers(&cfg, opts); err != nil {
 		return s, err
-	}
-	if err := addBackend(backendEvergreen, "evergreen", map[string]any{"url": "http://" + s.upstreamAddr(evergreenAddr),
-		"outputs": []string{"response", "reasoning", "tool_calls"}}); err != nil {
-		return s, err
-	}
-	for _, c := range opts.cases {
-		n := c.GetName()
-		cfg.Routes = append(cfg.Routes,
-			bridge.Route{Target: pairTarget(backendTriton, n), Backend: backendTriton, Model: n},
-			bridge.Route{Target: pairTarget(backendEvergreen, n), Backend: backendEvergreen, Model: n},
-			bridge.Route{Target: pairTarget(backendGlide, n), Backend: pairTarget(backendGlide, n)},
-			bridge.Route{Target: pairTarget(backendAgent, n), Backend: pairTarget(backendAgent, n)},
-		)
-		url := "ws://" + s.upstreamAddr(glideAddr) + "/v1/language/" + n + "/chatStream"
-		if err := addBackend(pairTarget(backendGlide, n), "glide", map[string]any{"url": url}); err != nil {
-			return s, err
-		}
-		// The case is the upstream's assistant; every run is a thread of
-		// its own (the bridge's thread id).
-		if err := addBackend(pairTarget(backendAgent, n), "agent",
-			map[string]any{"url": agentURL, "assistant_id": n, "transport": agentTransport}); err != nil {
-			return s, err
-		}
 	}
 	var hosted []string
 	for name := range cfg.Backends {
@@ -444,11 +402,10 @@ func (s *stack) close() {
 	if s.driverFabric != nil {
 		s.driverFabric.Close()
 	}
-	if s.glidePeer != nil {
-		s.glidePeer.Close() // ends hanging requests: their client is gone
-	}
-	if s.agentPeer != nil {
-		s.agentPeer.Close() // ends its runs and event streams
+	for _, p := range s.peers {
+		if p.Close != nil {
+			p.Close() // hanging requests and event streams: their client is gone
+		}
 	}
 	for _, srv := range s.peerSrv {
 		_ = srv.Close()

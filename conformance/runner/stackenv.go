@@ -27,13 +27,8 @@ func (s *stack) drainCancels(be string, c *cases.Case) {
 		break
 	}
 	var ch <-chan string
-	switch be {
-	case backendTriton:
-		ch = s.tritonPeer.Cancelled()
-	case backendEvergreen:
-		ch = s.evergreenPeer.Cancelled()
-	case backendAgent:
-		ch = s.agentPeer.Cancelled()
+	if p := s.peers[be]; p != nil {
+		ch = p.Cancelled
 	}
 	for ch != nil {
 		select {
@@ -46,39 +41,32 @@ func (s *stack) drainCancels(be string, c *cases.Case) {
 }
 
 // cancelSeen waits for the upstream's report of the cancel: the canonical
-// upstream's, the Triton peer's, the Evergreen peer's or the agent peer's
-// (the backend's REST cancel). A Glide upstream cannot be told (chatStream
-// has no cancel).
+// upstream's or the reference peer's (Peer.Cancelled; the agent peer's is
+// the backend's REST cancel). A peer without one cannot be told (Glide's
+// chatStream has no cancel).
 func (s *stack) cancelSeen(be string, c *cases.Case, d time.Duration) (bool, bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var ch <-chan string
-	switch be {
-	case backendCanonical:
+	if be == backendCanonical {
 		select {
 		case <-s.states[c.GetName()].cancelled:
 			return true, true
 		case <-t.C:
 			return false, true
 		}
-	case backendTriton:
-		ch = s.tritonPeer.Cancelled()
-	case backendEvergreen:
-		ch = s.evergreenPeer.Cancelled()
-	case backendAgent:
-		ch = s.agentPeer.Cancelled() // the REST cancel of the run
 	}
-	if ch != nil {
-		for {
-			select {
-			case name := <-ch:
-				if name == c.GetName() {
-					return true, true
-				}
-			case <-t.C:
-				return false, true
+	p := s.peers[be]
+	if p == nil || p.Cancelled == nil {
+		return false, false
+	}
+	for {
+		select {
+		case name := <-p.Cancelled:
+			if name == c.GetName() {
+				return true, true
 			}
+		case <-t.C:
+			return false, true
 		}
 	}
-	return false, false
 }
