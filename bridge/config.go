@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -300,6 +301,12 @@ func LoadConfig(file string) (Config, error) {
 // ParseConfig parses YAML config data; name prefixes error messages.
 func ParseConfig(name string, data []byte) (Config, error) {
 	var c Config
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err == nil && len(doc.Content) > 0 {
+		if errs := checkConfigNode(doc.Content[0], reflect.TypeOf(c), ""); len(errs) > 0 {
+			return Config{}, fmt.Errorf("config %s: %w", name, errors.Join(errs...))
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
@@ -376,6 +383,9 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen: %q is not host:port (e.g. localhost:8080, :8080)", c.Listen))
 	}
 	if c.ShutdownTimeout < 0 || c.BodyTimeout < 0 || c.WriteTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown_timeout, body_timeout, write_timeout: must not be negative"))

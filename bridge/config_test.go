@@ -20,6 +20,10 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"bad glob", "backends:\n  s:\n    type: scripted\nroutes:\n  - target: '[x'\n    backend: s\n", []string{"line 5", "bad glob"}},
 		{"backend without type", "backends:\n  s: {}\n", []string{"backends.s.type is empty"}},
 		{"unknown frontend", "frontends:\n  nope: {}\n", []string{"frontends.nope: unknown frontend"}},
+		{"unknown key, closest suggested", "nats:\n  replay_max_ags: 1h\n", []string{"line 2", "nats", `unknown key "replay_max_ags"`, `did you mean "replay_max_age"`}},
+		{"duration without unit", "shutdown_timeout: 30\n", []string{"line 1", "shutdown_timeout", "has no unit: write 30s"}},
+		{"whole number wanted, no Go type", "nats:\n  publish_queue: lots\n", []string{"line 2", "nats.publish_queue", `want a whole number, got "lots"`}},
+		{"bool wanted", "nats:\n  url: x\nroutes:\n  - target: a\n    backend: b\n    xml: maybe\n", []string{"line 6", "routes[0].xml", "want true or false"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -30,6 +34,11 @@ func TestParseConfigRefuses(t *testing.T) {
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			for _, goType := range []string{"int64", "time.Duration", "bridge.", "!!str"} {
+				if strings.Contains(err.Error(), goType) {
+					t.Errorf("error %q shows Go's or YAML's type names (%s)", err, goType)
 				}
 			}
 		})
@@ -99,8 +108,10 @@ func TestValidate(t *testing.T) {
 	}
 	c.Log.Level = "loud"
 	c.NATS.SubjectPrefix = "a.b"
+	c.Listen = "localhost"
 	err := c.Validate()
-	if err == nil || !strings.Contains(err.Error(), "log.level") || !strings.Contains(err.Error(), "nats.subject_prefix") {
+	if err == nil || !strings.Contains(err.Error(), "log.level") || !strings.Contains(err.Error(), "nats.subject_prefix") ||
+		!strings.Contains(err.Error(), `listen: "localhost" is not host:port`) {
 		t.Fatalf("got %v", err)
 	}
 }

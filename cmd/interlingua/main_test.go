@@ -178,7 +178,7 @@ func TestSIGTERMLetsRunsFinish(t *testing.T) {
 func TestBadConfigRefusedAtStart(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct{ name, yaml, want string }{
-		{"unknown key", "listen: 127.0.0.1:0\nlisen: x\n", "line 2: field lisen not found"},
+		{"unknown key", "listen: 127.0.0.1:0\nlisen: x\n", `line 2: unknown key "lisen" (did you mean "listen"?)`},
 		{"unknown backend", "backends:\n  s:\n    type: scripted\nroutes:\n  - target: echo\n    backend: typo\n", `line 6: routes[0].backend: unknown backend "typo"`},
 		{"unknown backend type", "backends:\n  s:\n    type: nope\nroutes:\n  - target: echo\n    backend: s\n", `backends.s.type: unknown type "nope"`},
 		{"bad yaml", "routes: [\n", "line"},
