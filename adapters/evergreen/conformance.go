@@ -1,7 +1,12 @@
 package evergreen
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/interlingua-dev/interlingua/conformance/driver"
 	evergreenpeer "github.com/interlingua-dev/interlingua/conformance/peers/evergreen"
@@ -132,7 +137,7 @@ func conformanceBack(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
 	scripts := map[string]evergreenpeer.Script{}
 	for _, c := range cs {
-		scripts[c.GetName()] = driver.EvergreenScript(c.GetResponse(), c.GetRequest().GetPrompt())
+		scripts[c.GetName()] = conformanceScript(c.GetResponse(), c.GetRequest().GetPrompt())
 	}
 	peer := evergreenpeer.New(scripts)
 	mux := http.NewServeMux()
@@ -141,4 +146,72 @@ func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
 		Backend: func(addr, _ string) map[string]any {
 			return map[string]any{"url": "http://" + addr, "outputs": []string{OutputResponse, OutputReasoning, OutputToolCalls}}
 		}}, nil
+}
+
+// conformanceScript is the reference Evergreen peer's script for r: text
+// blocks are response parts (a fragment per delta, runes possibly cut
+// across fragments), reasoning blocks reasoning parts, data and refs
+// response parts, tool calls and tool activity tool_calls parts (the
+// Interlingua tool-event JSON); the failure is the session's abort status;
+// non-terminal errors and interrupts have no Evergreen form and are left
+// out.
+func conformanceScript(r *cv1.Response, prompt string) evergreenpeer.Script {
+	sc := evergreenpeer.Script{Delay: time.Duration(r.GetDelayMs()) * time.Millisecond, Hang: r.GetHang()}
+	var open *evergreenpeer.Part // the text or reasoning part items append to
+	text := func(output string, deltas []string) {
+		if len(deltas) == 0 {
+			return
+		}
+		if open == nil || open.Output != output {
+			sc.Parts = append(sc.Parts, evergreenpeer.Part{Output: output})
+			open = &sc.Parts[len(sc.Parts)-1]
+		}
+		for _, d := range deltas {
+			open.Fragments = append(open.Fragments, []byte(d))
+		}
+	}
+	add := func(p evergreenpeer.Part) {
+		sc.Parts = append(sc.Parts, p)
+		open = nil
+	}
+	tool := func(v map[string]any) {
+		data, _ := json.Marshal(v)
+		add(evergreenpeer.Part{Output: evergreenpeer.ToolCalls, Mime: "application/json", Fragments: [][]byte{data}})
+	}
+	if r.GetEcho() {
+		text(evergreenpeer.Response, driver.Words(prompt))
+	}
+	for _, it := range r.GetItems() {
+		switch k := it.GetKind().(type) {
+		case *cv1.Item_Text:
+			text(evergreenpeer.Response, driver.Deltas(k.Text))
+		case *cv1.Item_Reasoning:
+			text(evergreenpeer.Reasoning, driver.Deltas(k.Reasoning))
+		case *cv1.Item_ToolCall:
+			tool(map[string]any{"type": "tool_call", "id": k.ToolCall.GetId(), "name": k.ToolCall.GetName(), "arguments": driver.Full(k.ToolCall.GetArguments())})
+		case *cv1.Item_Tool:
+			t := k.Tool
+			tool(map[string]any{"type": "tool_started", "id": t.GetId(), "name": t.GetName(), "input": t.GetInput().AsInterface()})
+			for _, o := range t.GetOutput() {
+				tool(map[string]any{"type": "tool_output", "id": t.GetId(), "delta": o})
+			}
+			if f := t.GetFailure(); f != nil {
+				e := driver.FailureError(f)
+				tool(map[string]any{"type": "tool_failed", "id": t.GetId(), "error": map[string]any{"code": e.Code.String(), "message": e.Message}})
+			} else {
+				tool(map[string]any{"type": "tool_finished", "id": t.GetId(), "output": t.GetResult().AsInterface()})
+			}
+		case *cv1.Item_Data:
+			add(evergreenpeer.Part{Output: evergreenpeer.Response, Mime: k.Data.GetMime(), Fragments: [][]byte{driver.DataBytes(k.Data)}})
+		case *cv1.Item_Ref:
+			add(evergreenpeer.Part{Output: evergreenpeer.Response, Mime: k.Ref.GetMime(), Ref: k.Ref.GetUri()})
+		case *cv1.Item_Message, *cv1.Item_Error:
+			open = nil // what follows is a part of its own
+		}
+	}
+	if f := r.GetFailure(); f != nil {
+		e := driver.FailureError(f)
+		sc.Abort = connect.NewError(connect.Code(e.Code), errors.New(e.Message))
+	}
+	return sc
 }

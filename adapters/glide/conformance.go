@@ -1,6 +1,9 @@
 package glide
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/driver"
@@ -89,11 +92,49 @@ func conformanceBack(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
 	routers := map[string]glidepeer.Router{}
 	for _, c := range cs {
-		routers[c.GetName()] = driver.GlideRouter("hang-"+c.GetName(), c.GetResponse(), c.GetRequest().GetPrompt())
+		routers[c.GetName()] = conformanceRouter("hang-"+c.GetName(), c.GetResponse(), c.GetRequest().GetPrompt())
 	}
 	peer := glidepeer.New(glidepeer.Config{Routers: routers})
 	return &profile.Peer{Handler: peer, PerCase: true, Close: peer.Close, // ends hanging requests
 		Backend: func(addr, name string) map[string]any {
 			return map[string]any{"url": "ws://" + addr + "/v1/language/" + name + "/chatStream"}
 		}}, nil
+}
+
+// conformanceRouter is the reference Glide peer's router for r. Glide's frames
+// are JSON text, so deltas are re-cut at rune boundaries; a non-terminal
+// error item is a model failing mid-stream (model_unavailable, then the
+// next model streams the rest); a failure is the last model failing
+// (model_unavailable, then all_models_unavailable); a hang waits on a latch
+// no one opens (the peer ends it when the client disconnects).
+func conformanceRouter(hangLatch string, r *cv1.Response, prompt string) glidepeer.Router {
+	delay := time.Duration(r.GetDelayMs()) * time.Millisecond
+	var models []glidepeer.Model
+	cur := glidepeer.Model{ID: "model-1"}
+	if r.GetEcho() && len(r.GetItems()) == 0 {
+		cur.Steps = append(cur.Steps, glidepeer.Step{Echo: true, Delay: delay})
+	} else if r.GetEcho() {
+		for _, w := range driver.Words(prompt) {
+			cur.Steps = append(cur.Steps, glidepeer.Step{Text: w, Delay: delay})
+		}
+	}
+	for _, it := range r.GetItems() {
+		switch k := it.GetKind().(type) {
+		case *cv1.Item_Text:
+			for _, d := range driver.WholeRunes(driver.Deltas(k.Text)) {
+				cur.Steps = append(cur.Steps, glidepeer.Step{Text: d, Delay: delay})
+			}
+		case *cv1.Item_Error:
+			cur.Steps = append(cur.Steps, glidepeer.Step{Unavailable: driver.FailureError(k.Error).Message})
+			models = append(models, cur)
+			cur = glidepeer.Model{ID: "model-" + strconv.Itoa(len(models)+1)}
+		}
+	}
+	if r.GetHang() {
+		cur.Steps = append(cur.Steps, glidepeer.Step{Wait: hangLatch})
+	}
+	if f := r.GetFailure(); f != nil {
+		cur.Steps = append(cur.Steps, glidepeer.Step{Unavailable: driver.FailureError(f).Message})
+	}
+	return glidepeer.Router{Models: append(models, cur)}
 }

@@ -2,6 +2,7 @@ package triton
 
 import (
 	"strings"
+	"time"
 
 	"github.com/interlingua-dev/interlingua/conformance/driver"
 	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
@@ -109,9 +110,37 @@ func conformanceBack(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
 	var models []tritonpeer.Model
 	for _, c := range cs {
-		models = append(models, driver.TritonModel(c.GetName(), c.GetResponse(), c.GetRequest().GetPrompt()))
+		models = append(models, conformanceModel(c.GetName(), c.GetResponse(), c.GetRequest().GetPrompt()))
 	}
 	peer := tritonpeer.New(models...)
 	return &profile.Peer{Handler: peer, Cancelled: peer.Cancelled(),
 		Backend: func(addr, _ string) map[string]any { return map[string]any{"url": "http://" + addr} }}, nil
+}
+
+// conformanceModel is the reference Triton peer's script for r: the text
+// deltas as raw responses (a rune may be cut across two), the failure as
+// Triton's error object after them (status 500 when nothing came before),
+// the delay, hang and write size. A pure echo uses the peer's own echo, so
+// the prompt that reached the peer is what comes back.
+func conformanceModel(name string, r *cv1.Response, prompt string) tritonpeer.Model {
+	m := tritonpeer.Model{
+		Name:      name,
+		Delay:     time.Duration(r.GetDelayMs()) * time.Millisecond,
+		WriteSize: int(r.GetWriteBytes()),
+		Hang:      r.GetHang(),
+	}
+	if !(r.GetEcho() && len(r.GetItems()) == 0) {
+		m.Chunks = driver.TextDeltas(r, prompt)
+		if m.Chunks == nil {
+			m.Chunks = []string{} // nil would echo
+		}
+	}
+	if f := r.GetFailure(); f != nil {
+		m.ErrorMessage = driver.FailureError(f).Message
+		m.ErrorAt = len(m.Chunks)
+		if m.Chunks == nil { // echo: after the prompt's words
+			m.ErrorAt = len(driver.Words(prompt))
+		}
+	}
+	return m
 }

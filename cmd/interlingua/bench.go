@@ -25,9 +25,10 @@ const benchUsage = `Usage:
 in-process instance (frontend protocol FRONTEND, backend protocol BACKEND)
 and, alternating round by round, the same load straight at BACKEND's
 reference peer (when FRONTEND = BACKEND), and reports both side by side.
-FRONTEND: triton, evergreen, glide, xml, native, agent. BACKEND:
-triton, evergreen, glide, agent (upstream peers), scripted, xml (no
-direct path). Output: a markdown table, or with --json one object with pair,
+FRONTEND: %s.
+BACKEND: %s
+(those with an upstream peer have a direct path). Output: a markdown
+table, or with --json one object with pair,
 streams, deltas, direct (null without a direct path), bridged (each
 deltas_per_sec, ttfd_p50_us, ttfd_p99_us, delta_p50_us, delta_p99_us,
 rss_bytes, ...), throughput_ratio, added_delta_p50_us, added_delta_p99_us.
@@ -74,7 +75,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
 	)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
+		fmt.Fprintf(stderr, benchUsage, strings.Join(bench.Frontends, ", "), strings.Join(bench.Backends, ", "))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
