@@ -67,7 +67,23 @@ func BenchmarkDecodeDeltaWire(b *testing.B) {
 
 // BenchmarkDecodeDelta: one SSE event to one canonical BlockDelta event
 // (backend direction, including the canonical event's allocations).
-func BenchmarkDecodeDelta(b *testing.B) {
+func BenchmarkDecodeDelta(b *testing.B) { benchmarkDecode(b, frame) }
+
+// trtllmFrame is a response of TensorRT-LLM's ensemble: its outputs not
+// asked for come before text_output.
+var trtllmFrame = []byte(`data: {"batch_index":0,"context_logits":0.0,"cum_log_probs":0.0,"generation_logits":0.0,"model_name":"ensemble","model_version":"1","output_log_probs":[0.0,0.0,0.0],"text_output":" token"}` + "\n\n")
+
+// BenchmarkDecodeDeltaTRTLLM: BenchmarkDecodeDelta for TensorRT-LLM's
+// responses.
+func BenchmarkDecodeDeltaTRTLLM(b *testing.B) { benchmarkDecode(b, trtllmFrame) }
+
+// BenchmarkDecodeDeltaEscaped: BenchmarkDecodeDelta for a delta whose
+// text has an escape (a newline).
+func BenchmarkDecodeDeltaEscaped(b *testing.B) {
+	benchmarkDecode(b, []byte(`data: {"model_name":"ensemble","model_version":"1","text_output":" token\n"}`+"\n\n"))
+}
+
+func benchmarkDecode(b *testing.B, frame []byte) {
 	d := newStreamDecoder(false, 1<<20, 200, "run-")
 	out, err := d.Feed(frame, nil)
 	if err != nil {

@@ -89,7 +89,7 @@ type errorBody struct {
 
 // appendError appends Triton's error object.
 func appendError(b []byte, msg string) []byte {
-	out, err := json.Marshal(errorBody{Error: msg}, writeOptions...)
+	out, err := json.Marshal(errorBody{Error: msg}, writeOptions)
 	if err != nil {
 		out = []byte(`{"error":"internal error"}`)
 	}

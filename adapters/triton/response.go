@@ -12,16 +12,31 @@ import (
 // responseOptions: members are read in order, so of duplicates the last
 // wins, as our reading of Triton's responses always had it; string bytes
 // pass as the upstream wrote them (rapidjson writes model output raw, and
-// a rune may be split across responses: stringBytes keeps its bytes).
-var responseOptions = []json.Options{json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true)}
+// a rune may be split across responses: stringBytes keeps its bytes). One
+// joined value, as the Decoder's Reset joins what it is given each time.
+var responseOptions = json.JoinOptions(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 // responseReader reads Triton response objects (reference section 3) with
 // one reused Decoder; f.text is its buffer, valid until the next read.
 type responseReader struct {
-	src  bytes.Reader
+	src  bytes.Buffer // the response, which the Decoder reads in place
 	dec  *json.Decoder
 	text []byte
+
+	// known is what the stream's responses repeat before text_output's
+	// value: the model's name and version and, from TensorRT-LLM, its
+	// outputs not asked for (zeros), the same bytes in every response,
+	// up to and with the name "text_output". A response that begins with
+	// them is read as knownHead and the rest (doc): those members set no
+	// field, so this reads what the whole response reads, without reading
+	// them again (TestKnownPrefix). They were read by the Decoder, whose
+	// state after them (inside the object, a value next) is knownHead's.
+	known []byte
+	doc   []byte
 }
+
+// knownHead stands for a known prefix.
+const knownHead = `{"text_output"`
 
 // read reads a response: text_output (a string, or an array of strings
 // for a multi-element output, concatenated), error, model_name and
@@ -29,15 +44,29 @@ type responseReader struct {
 // counts; other members are skipped. A NUL byte ends the input, as in
 // rapidjson's in-memory streams.
 func (r *responseReader) read(data []byte, f *responseFields, meta bool) error {
-	*f = responseFields{}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		data = data[:i]
 	}
-	r.src.Reset(data)
+	if !meta && len(r.known) > 0 && bytes.HasPrefix(data, r.known) {
+		r.doc = append(append(r.doc[:0], knownHead...), data[len(r.known):]...)
+		if r.object(r.doc, f, false, false) == nil {
+			return nil
+		}
+		// An error is worded and placed in the whole response.
+	}
+	return r.object(data, f, meta, !meta)
+}
+
+// object reads the response data; with record set, the bytes up to its
+// first text_output's value become the known prefix if the members before
+// it set no field.
+func (r *responseReader) object(data []byte, f *responseFields, meta, record bool) error {
+	*f = responseFields{}
+	r.src = *bytes.NewBuffer(data)
 	if r.dec == nil {
-		r.dec = json.NewDecoder(&r.src, responseOptions...)
+		r.dec = json.NewDecoder(&r.src, responseOptions)
 	} else {
-		r.dec.Reset(&r.src, responseOptions...)
+		r.dec.Reset(&r.src, responseOptions)
 	}
 	d := r.dec
 	if d.PeekKind() != '{' {
@@ -51,7 +80,13 @@ func (r *responseReader) read(data []byte, f *responseFields, meta bool) error {
 		if err != nil {
 			return badResponse(rapidError(data, d, err, false))
 		}
-		if serr := r.member(data, unquoted(name), f, meta); serr != nil {
+		key := unquoted(name)
+		if record && string(key) == "text_output" {
+			if record = false; !f.setAny() {
+				r.known = append(r.known[:0], data[:d.InputOffset()]...)
+			}
+		}
+		if serr := r.member(data, key, f, meta); serr != nil {
 			return badResponse(serr)
 		}
 	}

@@ -36,6 +36,17 @@ type Encoder = jsontext.Encoder
 // Token is one JSON token read by a Decoder or written by an Encoder.
 type Token = jsontext.Token
 
+// The delimiter tokens, for writing an object or array token by token.
+var (
+	BeginObject = jsontext.BeginObject
+	EndObject   = jsontext.EndObject
+	BeginArray  = jsontext.BeginArray
+	EndArray    = jsontext.EndArray
+)
+
+// String is the token of the JSON string s (escaped when written).
+func String(s string) Token { return jsontext.String(s) }
+
 // Kind is the kind of a token or value: '{', '[', '"', '0', 't', 'f', 'n'.
 type Kind = jsontext.Kind
 
