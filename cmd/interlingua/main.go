@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -91,6 +92,24 @@ func versionString() string {
 	return v + " (" + short + dirty + ")"
 }
 
+// envAPIKeys turns auth on from the environment, for a container started
+// without a config file: INTERLINGUA_API_KEY holds a key,
+// INTERLINGUA_API_KEY_FILE names a file holding one (a mounted secret).
+// A config that already reads the variable is left as it is.
+func envAPIKeys(cfg *bridge.Config, lookup func(string) (string, bool)) {
+	for _, src := range []struct{ env, name string }{{"INTERLINGUA_API_KEY", "env"}, {"INTERLINGUA_API_KEY_FILE", "file"}} {
+		v, ok := lookup(src.env)
+		if !ok || v == "" || slices.ContainsFunc(cfg.Auth.Keys, func(k bridge.APIKey) bool { return k.Env == src.env }) {
+			continue
+		}
+		k := bridge.APIKey{Name: src.name, Env: src.env}
+		if src.name == "file" {
+			k = bridge.APIKey{Name: src.name, File: v}
+		}
+		cfg.Auth.Keys = append(cfg.Auth.Keys, k)
+	}
+}
+
 // setFlags collects repeated --set key=value flags.
 type setFlags []string
 
@@ -140,6 +159,7 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua:", err)
 		return 1
 	}
+	envAPIKeys(&cfg, os.LookupEnv)
 	for flagName, v := range map[string]string{"listen": *listen, "data_dir": *dataDir, "nats.url": *natsURL, "log.level": *logLevel, "log.format": *logFormat, "host_backends": *hostBEs} {
 		if v != "" {
 			_ = cfg.Set(flagName, v)

@@ -234,3 +234,39 @@ func netDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr
 type execCmd = exec.Cmd
 
 func newCmd(bin string, args ...string) *exec.Cmd { return exec.Command(bin, args...) }
+
+// A container started without a config file turns auth on from the
+// environment (INTERLINGUA_API_KEY, or INTERLINGUA_API_KEY_FILE naming a
+// mounted secret), so it may listen on 0.0.0.0; clients need the key.
+func TestEnvAPIKeys(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(secret, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--listen", "0.0.0.0:"+strings.Split(addr, ":")[1], "--data-dir", t.TempDir(), "--log-level", "error")
+	cmd.Env = append(os.Environ(), "INTERLINGUA_API_KEY=from-env", "INTERLINGUA_API_KEY_FILE="+secret)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitReady(t, "http://"+addr)
+	for key, want := range map[string]int{"": 401, "nope": 401, "from-env": 200, "from-file": 200} {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/runs", strings.NewReader(`{"target":"echo","inputs":[]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("key %q: status %d, want %d (daemon: %s)", key, resp.StatusCode, want, stderr.String())
+		}
+	}
+}
