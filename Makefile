@@ -135,9 +135,10 @@ clean:
 
 ## conformance: the full bridge matrix through the CLI; fails when docs/conformance.md is stale.
 conformance:
-	@tmp=$$(mktemp) && $(GO) run ./cmd/interlingua conformance --mode bridge --report markdown > $$tmp && \
-	if ! diff -q docs/conformance.md $$tmp >/dev/null; then diff docs/conformance.md $$tmp | head -20; rm -f $$tmp; \
-		echo "docs/conformance.md is stale: run 'make conformance-doc'"; exit 1; fi; rm -f $$tmp; \
+	@set -e; tmp=$$(mktemp); trap 'rm -f $$tmp' EXIT; \
+	$(GO) run ./cmd/interlingua conformance --mode bridge --report markdown > $$tmp; \
+	if ! diff -q docs/conformance.md $$tmp >/dev/null; then diff docs/conformance.md $$tmp | head -20; \
+		echo "docs/conformance.md is stale: run 'make conformance-doc'"; exit 1; fi; \
 	echo "conformance: bridge matrix passed, docs/conformance.md up to date"
 
 conformance-doc:

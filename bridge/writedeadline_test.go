@@ -22,7 +22,7 @@ func TestStalledReaderCutOff(t *testing.T) {
 	inst := bridgetest.Start(t, &cfg)
 	addr := strings.TrimPrefix(inst.URL, "http://")
 	big := strings.Repeat("x", 4096)
-	for _, tc := range []struct{ path, body string }{
+	for i, tc := range []struct{ path, body string }{
 		{"/v2/models/stream/generate_stream", `{"text_input":"x","stream":true,"parameters":{"deltas":100000,"delta_text":"` + big + `"}}`},
 		{"/v1/xml/stream", `{"target":"stream","input":"x","parameters":{"deltas":100000,"delta_text":"` + big + `"}}`},
 	} {
@@ -40,33 +40,39 @@ func TestStalledReaderCutOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Never read. The run starts, fills the socket's buffers, and
-			// its next write must fail within the timeout.
+			// Never read. The run fills the socket's buffers, its next
+			// write fails within the timeout, and the run ends.
+			waitCutoffs(t, inst.URL, i+1)
 			deadline := time.Now().Add(20 * time.Second)
-			started := false
-			for {
-				n := inst.Bridge().Running()
-				if n > 0 {
-					started = true
-				}
-				if started && n == 0 {
-					break
-				}
+			for inst.Bridge().Running() != 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("run still running (started %v) 20 s after its client stopped reading", started)
+					t.Fatal("run still running 20 s after its client was cut off")
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
 	}
-	resp, err := http.Get(inst.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	m, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(m), `interlingua_slow_consumer_cutoffs_total{protocol="http"} 2`) {
-		t.Fatalf("cut-offs not counted:\n%s", grepLines(string(m), "slow_consumer"))
+}
+
+// waitCutoffs waits up to 20 s for /metrics to count n HTTP cut-offs.
+func waitCutoffs(t *testing.T, base string, n int) {
+	t.Helper()
+	want := `interlingua_slow_consumer_cutoffs_total{protocol="http"} ` + strconv.Itoa(n)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(m), want+"\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 20 s:\n%s", want, grepLines(string(m), "slow_consumer"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
