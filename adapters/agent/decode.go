@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -65,7 +67,7 @@ type Decoder struct {
 	// emitted before that next event.
 	held *canonical.Event
 	env  wireEnvelope // the frame being decoded
-	seq  uint64       // env.Seq's buffer
+	rd   *frameReader
 }
 
 // nsDec is the open message and block of one upstream namespace.
@@ -84,13 +86,17 @@ type nsDec struct {
 	jsonBlock bool   // a block type the canonical model lacks, sent whole at finish
 }
 
-// wireEnvelope is an Event envelope as received. Seq points at the
-// Decoder's noSeq-filled buffer: left so, the frame has none (nil: null).
+// wireEnvelope is an Event envelope as received, read by its
+// UnmarshalJSONFrom token by token (no reflection: most frames are
+// deltas). Members are read as the library reads them into a struct of
+// these types (a string or null; seq an unsigned integer, timestamp a
+// number, or null), a member of another type being an error, and names
+// case-sensitive; of repeated names the last wins whole.
 type wireEnvelope struct {
-	Type   string     `json:"type"`
-	Seq    *uint64    `json:"seq"`
-	Method string     `json:"method"`
-	Params wireParams `json:"params"`
+	Type   string
+	Seq    uint64 // noSeq when absent or null
+	Method string
+	Params wireParams
 }
 
 // noSeq marks an absent seq (no seq of the protocol's, a js-uint, is it).
@@ -105,63 +111,391 @@ type wireError struct {
 }
 
 type wireParams struct {
-	Namespace []string  `json:"namespace"`
-	Timestamp float64   `json:"timestamp"`
-	Node      string    `json:"node"`
-	Data      frameData `json:"data"`
+	Namespace []string
+	Timestamp float64
+	Node      string
+	Data      frameData
+	// The last frame's node and namespace: a frame with the same ones
+	// (most) shares their strings instead of copying them again.
+	lastNode string
+	lastNS   []string
+	text     textReader
 }
+
+// errMemberType is a member of a type the frame's struct does not take.
+var errMemberType = errors.New("agent upstream: a member of another type")
 
 // frameData is params.data: its bytes, a slice of the frame, and the
 // members of a content-block-delta, read on the way (one pass over the
-// frame, for most of a run's frames). rawOnly skips the latter: the
-// general path's second reading of a frame whose data is not as a delta's.
+// frame, for most of a run's frames).
 type frameData struct {
-	frame   []byte // the frame being read
-	rawOnly bool
-	raw     json.Value
-	delta   deltaData
-	index   int64       // delta.Index's buffer; noIndex when absent
-	body    wireDeltaIn // delta.Delta's buffer
-}
-
-// deltaData is a content-block-delta, read without maps or allocations
-// (the pointers are to frameData's buffers).
-type deltaData struct {
-	Event string       `json:"event"`
-	Index *int64       `json:"index"`
-	Delta *wireDeltaIn `json:"delta"`
+	frame []byte // the frame being read
+	raw   json.Value
+	// isDelta says data is a content-block-delta with an integer index and
+	// a delta object, each member of the type read here.
+	isDelta bool
+	index   int64
+	delta   wireDeltaIn
 }
 
 // wireDeltaIn is a delta as received.
 type wireDeltaIn struct {
-	Type      string `json:"type"`
-	Text      string `json:"text"`
-	Reasoning string `json:"reasoning"`
-	Args      string `json:"args"`
-	Data      string `json:"data"`
+	Type      string
+	Text      string
+	Reasoning string
+	Args      string
+	Data      string
 }
 
-// noIndex marks an absent index.
-const noIndex = math.MinInt64
+// reset readies env for frame, keeping the last node and namespace and
+// the text buffer.
+func (env *wireEnvelope) reset(frame []byte) {
+	p := &env.Params
+	*env = wireEnvelope{Seq: noSeq, Params: wireParams{lastNode: p.lastNode, lastNS: p.lastNS, text: p.text, Data: frameData{frame: frame}}}
+}
 
-// UnmarshalJSONFrom reads data. Its bytes are the frame's from the
-// decoder's offset before the value to the one after (the colon and
-// whitespace between the name and the value trimmed).
-func (f *frameData) UnmarshalJSONFrom(dec *json.Decoder) error {
+// frameReader reads the frames of a Decoder through one JSON decoder.
+type frameReader struct {
+	buf bytes.Buffer // over the frame being read (the decoder reads it in place)
+	dec json.Decoder
+}
+
+// errTrailing is a frame with more than one JSON value.
+var errTrailing = errors.New("agent upstream: data after the frame's object")
+
+// read reads frame, one JSON object, into env.
+func (r *frameReader) read(frame []byte, env *wireEnvelope) error {
+	r.buf = *bytes.NewBuffer(frame)
+	r.dec.Reset(&r.buf, peerJSON)
+	if err := env.UnmarshalJSONFrom(&r.dec); err != nil {
+		return err
+	}
+	if _, err := r.dec.ReadToken(); err != io.EOF {
+		return errTrailing
+	}
+	return nil
+}
+
+// release lets go of the frame read.
+func (r *frameReader) release() {
+	r.buf = bytes.Buffer{}
+	r.dec.Reset(&r.buf)
+}
+
+// UnmarshalJSONFrom reads the envelope object.
+func (env *wireEnvelope) UnmarshalJSONFrom(dec *json.Decoder) error {
+	r := &env.Params.text
+	r.dec = dec
+	defer func() { r.dec = nil }()
+	return r.object(false, func() error {
+		switch string(r.buf) {
+		case "type":
+			err := r.mustString()
+			if string(r.buf) == "event" {
+				env.Type = "event"
+			} else {
+				env.Type = string(r.buf)
+			}
+			return err
+		case "seq":
+			var err error
+			env.Seq, err = readUint(dec)
+			return err
+		case "method":
+			err := r.mustString()
+			env.Method = internMethod(r.buf)
+			return err
+		case "params":
+			return env.Params.read(r)
+		}
+		return dec.SkipValue()
+	})
+}
+
+// read reads params (null: none), replacing what an earlier params
+// member of the frame held.
+func (p *wireParams) read(r *textReader) error {
+	p.Namespace, p.Timestamp, p.Node = nil, 0, ""
+	p.Data = frameData{frame: p.Data.frame}
+	return r.object(true, func() error {
+		switch string(r.buf) {
+		case "namespace":
+			return p.readNamespace(r)
+		case "timestamp":
+			var err error
+			p.Timestamp, err = readFloat(r.dec)
+			return err
+		case "node":
+			err := r.mustString()
+			if string(r.buf) != p.lastNode {
+				p.lastNode = string(r.buf)
+			}
+			p.Node = p.lastNode
+			return err
+		case "data":
+			return p.Data.read(r)
+		}
+		return r.dec.SkipValue()
+	})
+}
+
+// readNamespace reads the namespace (null: none). Strings equal to the
+// last frame's are its strings.
+func (p *wireParams) readNamespace(r *textReader) error {
+	dec := r.dec
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		p.Namespace = nil
+		return err
+	}
+	if dec.PeekKind() != '[' {
+		return errMemberType
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	last := p.lastNS
+	var ns []string // nil while the elements are last's
+	same := 0
+	for dec.PeekKind() != ']' {
+		if err := r.mustString(); err != nil {
+			return err
+		}
+		if ns == nil && same < len(last) && string(r.buf) == last[same] {
+			same++
+			continue
+		}
+		if ns == nil {
+			ns = append(make([]string, 0, same+1), last[:same]...)
+		}
+		ns = append(ns, string(r.buf))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	switch {
+	case ns != nil:
+		p.lastNS = ns
+	case same == len(last):
+		ns = last
+	default:
+		ns = last[:same:same]
+	}
+	p.Namespace = ns
+	return nil
+}
+
+// read reads data. Its bytes are the frame's from the decoder's offset
+// before the value to the one after (the colon and whitespace between
+// the name and the value trimmed).
+func (f *frameData) read(r *textReader) error {
+	dec := r.dec
 	start := dec.InputOffset()
-	f.index, f.body = noIndex, wireDeltaIn{}
-	f.delta = deltaData{Index: &f.index, Delta: &f.body}
+	f.isDelta, f.index, f.delta = false, 0, wireDeltaIn{}
 	var err error
-	if !f.rawOnly && dec.PeekKind() == '{' {
-		err = json.UnmarshalDecode(dec, &f.delta)
+	if dec.PeekKind() == '{' {
+		err = f.readDelta(r)
 	} else {
 		err = dec.SkipValue()
 	}
 	end := dec.InputOffset()
+	f.raw = nil
 	if err == nil && 0 <= start && start <= end && end <= int64(len(f.frame)) {
 		f.raw = bytes.TrimLeft(f.frame[start:end], " \t\r\n:")
 	}
 	return err
+}
+
+// readDelta reads data's members as a content-block-delta's. A member of
+// another type makes it not one (isDelta false), not an error: the
+// general path reads it.
+func (f *frameData) readDelta(r *textReader) error {
+	event, index, delta, typed := false, false, false, true
+	err := r.object(false, func() error {
+		var ok bool
+		var err error
+		switch string(r.buf) {
+		case "event":
+			ok, err = r.string()
+			event = ok && string(r.buf) == "content-block-delta"
+		case "index":
+			f.index, ok, err = peerInt(r.dec)
+			index = ok
+		case "delta":
+			f.delta = wireDeltaIn{}
+			if delta = r.dec.PeekKind() == '{'; !delta {
+				return r.dec.SkipValue()
+			}
+			ok, err = f.delta.read(r)
+		default:
+			return r.dec.SkipValue()
+		}
+		typed = typed && ok
+		return err
+	})
+	f.isDelta = err == nil && event && index && delta && typed
+	return err
+}
+
+// read reads a delta object's members; ok is false when one is not a
+// string (or null).
+func (d *wireDeltaIn) read(r *textReader) (ok bool, err error) {
+	ok = true
+	err = r.object(false, func() error {
+		var field *string
+		switch string(r.buf) {
+		case "type":
+			isString, err := r.string()
+			d.Type, ok = internDeltaType(r.buf), ok && isString
+			return err
+		case "text":
+			field = &d.Text
+		case "reasoning":
+			field = &d.Reasoning
+		case "args":
+			field = &d.Args
+		case "data":
+			field = &d.Data
+		default:
+			return r.dec.SkipValue()
+		}
+		isString, err := r.string()
+		*field, ok = string(r.buf), ok && isString
+		return err
+	})
+	return ok, err
+}
+
+// textReader reads a frame's objects and strings. buf holds the text of
+// the last name or string read; it is reused frame to frame.
+type textReader struct {
+	dec *json.Decoder
+	buf []byte
+}
+
+// object reads an object, calling member for each member with its name
+// in buf to read the value; null is an empty object when nullOK, any
+// other value an error.
+func (r *textReader) object(nullOK bool, member func() error) error {
+	dec := r.dec
+	switch dec.PeekKind() {
+	case 'n':
+		if nullOK {
+			_, err := dec.ReadToken()
+			return err
+		}
+	case '{':
+		if _, err := dec.ReadToken(); err != nil {
+			return err
+		}
+		for dec.PeekKind() != '}' {
+			if err := r.mustString(); err != nil {
+				return err
+			}
+			if err := member(); err != nil {
+				return err
+			}
+		}
+		_, err := dec.ReadToken()
+		return err
+	}
+	if err := dec.SkipValue(); err != nil {
+		return err
+	}
+	return errMemberType
+}
+
+// string reads a string into buf (null: ""); ok is false, the value
+// read past, for any other kind. Invalid UTF-8 reads as U+FFFD
+// (peerJSON).
+func (r *textReader) string() (ok bool, err error) {
+	r.buf = r.buf[:0]
+	v, err := r.dec.ReadValue()
+	switch {
+	case err != nil:
+		return false, err
+	case v.Kind() == '"':
+		r.buf, _ = json.AppendUnquote(r.buf, v) // the decoder checked v: the only error is invalid UTF-8
+		return true, nil
+	}
+	return v.Kind() == 'n', nil
+}
+
+// mustString is string where another kind is an error.
+func (r *textReader) mustString() error {
+	ok, err := r.string()
+	if err == nil && !ok {
+		err = errMemberType
+	}
+	return err
+}
+
+// peerInt reads an integer in int64's range; ok is false, the value
+// skipped, for anything else (null included).
+func peerInt(dec *json.Decoder) (n int64, ok bool, err error) {
+	if dec.PeekKind() != '0' {
+		return 0, false, dec.SkipValue()
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return 0, false, err
+	}
+	n, nerr := tok.Int()
+	return n, nerr == nil, nil
+}
+
+// readUint reads an unsigned integer; null is noSeq, anything else an
+// error.
+func readUint(dec *json.Decoder) (uint64, error) {
+	tok, err := dec.ReadToken()
+	switch {
+	case err != nil:
+		return noSeq, err
+	case tok.Kind() == 'n':
+		return noSeq, nil
+	case tok.Kind() != '0':
+		return noSeq, errMemberType
+	}
+	return tok.Uint()
+}
+
+// readFloat reads a number in float64's range; null is 0, anything else
+// an error.
+func readFloat(dec *json.Decoder) (float64, error) {
+	tok, err := dec.ReadToken()
+	switch {
+	case err != nil:
+		return 0, err
+	case tok.Kind() == 'n':
+		return 0, nil
+	case tok.Kind() != '0':
+		return 0, errMemberType
+	}
+	if n, err := tok.Int(); err == nil { // a timestamp in ms: the same float64, without parsing one
+		return float64(n), nil
+	}
+	return tok.Float()
+}
+
+// internMethod is m, without a copy for the methods this version reads.
+func internMethod(m []byte) string {
+	for _, known := range [...]string{methodMessages, methodValues, methodUpdates, methodTools, methodLifecycle,
+		methodInputRequested, methodInputAnswered, methodCheckpoints, methodTasks, methodCustom} {
+		if string(m) == known {
+			return known
+		}
+	}
+	return string(m)
+}
+
+// internDeltaType is t, without a copy for the delta types of fastDelta.
+func internDeltaType(t []byte) string {
+	for _, known := range [...]string{"text-delta", "reasoning-delta", "tool-call-delta", "data-delta"} {
+		if string(t) == known {
+			return known
+		}
+	}
+	return string(t)
 }
 
 // Ended reports whether the run's terminal event has been decoded.
@@ -302,15 +636,15 @@ func (d *Decoder) notEvent(frame []byte, typ string) error {
 // feedJSON decodes a frame.
 func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	env := &d.env
-	d.seq = noSeq
-	*env = wireEnvelope{Seq: &d.seq, Params: wireParams{Data: frameData{frame: frame}}}
-	err := json.Unmarshal(frame, env, peerJSON)
-	if err != nil { // data not as a delta's: read again, keeping only its bytes
-		d.seq = noSeq
-		*env = wireEnvelope{Seq: &d.seq, Params: wireParams{Data: frameData{frame: frame, rawOnly: true}}}
-		err = json.Unmarshal(frame, env, peerJSON)
+	env.reset(frame)
+	if d.rd == nil {
+		d.rd = new(frameReader)
 	}
-	defer func() { env.Params.Data = frameData{} }() // keep no part of the frame
+	err := d.rd.read(frame, env)
+	defer func() { // keep no part of the frame
+		env.Params.Data = frameData{}
+		d.rd.release()
+	}()
 	if err != nil {
 		var probe map[string]json.Value
 		if json.Unmarshal(frame, &probe, peerJSON) != nil {
@@ -339,11 +673,11 @@ func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.Value, out [
 	if d.ended {
 		return out, nil
 	}
-	if env.Seq != nil && *env.Seq != noSeq {
-		if skip, err := d.checkSeq(*env.Seq); skip {
+	if env.Seq != noSeq {
+		if skip, err := d.checkSeq(env.Seq); skip {
 			return out, err
 		}
-		d.decoded(*env.Seq, true)
+		d.decoded(env.Seq, true)
 	}
 	p := env.Params
 	raw := p.Data.raw
@@ -663,17 +997,16 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.Value, ou
 // block of its index from the typed members read with the frame; done is
 // false for anything else, which the general path then decodes.
 func (d *Decoder) fastDelta(base *canonical.Event, data *frameData, out []*canonical.Event) (bool, []*canonical.Event) {
-	dd := &data.delta
-	if data.rawOnly || dd.Event != "content-block-delta" || dd.Delta == nil || dd.Index == nil || *dd.Index == noIndex {
+	if !data.isDelta {
 		return false, out
 	}
 	s := d.state(base.Namespace)
-	if !s.blockOpen || s.wire != *dd.Index || s.jsonBlock {
+	if !s.blockOpen || s.wire != data.index || s.jsonBlock {
 		return false, out
 	}
 	// A member of the delta absent reads as "": as the general path reads
 	// it, for a delta of the open block.
-	switch dl := dd.Delta; {
+	switch dl := &data.delta; {
 	case dl.Type == "text-delta" && s.typ == canonical.BlockText:
 		return true, d.appendText(out, base, s, dl.Text)
 	case dl.Type == "reasoning-delta" && s.typ == canonical.BlockReasoning:

@@ -310,3 +310,51 @@ func TestDecoderReadsData(t *testing.T) {
 		t.Fatalf("decoded %v (text %q)", out, text)
 	}
 }
+
+// The envelope is read token by token as the library reads it into a
+// struct: null members are empty, names may be escaped, the last of
+// repeated params wins whole, a member of another type or data after the
+// object fails the frame (named as not an event's), and a frame's
+// namespace is its own whatever the frame before it held.
+func TestDecoderReadsEnvelope(t *testing.T) {
+	const start = `{"event":"content-block-start","index":0,"content":{"type":"text","text":""}}`
+	delta := func(text string) string {
+		return `{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"` + text + `"}}`
+	}
+	frames := []string{
+		`{"type":"event","seq":null,"method":"messages","params":{"namespace":null,"timestamp":null,"node":null,"data":` + start + `}}`,
+		`{"\u0074ype":"event","method":"messages","params":{"namespace":["x"]},"params":{"data":` + delta("a") + `,"node":"n1"}}`,
+		`{"type":"event","method":"messages","params":{"namespace":["s"],"data":` + start + `}}`,
+		`{"type":"event","method":"messages","params":{"namespace":["s"],"data":` + delta("b") + `}}`,
+		`{"type":"event","method":"messages","params":{"namespace":[],"timestamp":1.5e3,"data":` + delta("c") + `}}`,
+	}
+	d := &Decoder{}
+	var out []*canonical.Event
+	for _, f := range frames {
+		var err error
+		if out, err = d.Feed([]byte(f), out); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	var got []string
+	for _, e := range out {
+		if dl := e.GetBlockDelta(); dl != nil {
+			got = append(got, strings.Join(e.GetNamespace(), "/")+":"+dl.GetText()+":"+e.GetGraphNode())
+		}
+	}
+	if strings.Join(got, " ") != ":a:n1 s:b: :c:" || out[len(out)-1].GetTimeUnixNano() != 1500*1e6 {
+		t.Fatalf("deltas %q, last %v", got, out[len(out)-1])
+	}
+	for _, f := range []string{
+		`{"type":"event","seq":1.5,"method":"messages","params":{"data":{}}}`,
+		`{"type":"event","method":7,"params":{"data":{}}}`,
+		`{"type":"event","method":"messages","params":{"namespace":[1],"data":{}}}`,
+		`{"type":"event","method":"messages","params":[]}`,
+		`{"type":"event","method":"messages","params":{"data":{}}} {}`,
+	} {
+		_, err := (&Decoder{}).Feed([]byte(f), nil)
+		if canonical.AsError(err).Code != canonical.CodeInvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", f, err)
+		}
+	}
+}

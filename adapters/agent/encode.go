@@ -2,8 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"encoding/base64"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -49,21 +52,105 @@ type wireEvent struct {
 	end    int
 }
 
-// eventFrame is the event envelope (section 3.4); event_id is the seq in
-// decimal.
+// eventFrame is the event envelope (section 3.4), written by its
+// MarshalJSONTo: {"type", "event_id" (the seq in decimal, a string),
+// "seq", "method", "params": {"namespace", "timestamp", "node" (omitted
+// when empty), "data"}}.
 type eventFrame struct {
-	Type    string      `json:"type"`
-	EventID uint64      `json:"event_id,string"`
-	Seq     uint64      `json:"seq"`
-	Method  string      `json:"method"`
-	Params  eventParams `json:"params"`
+	Type    string
+	EventID uint64
+	Seq     uint64
+	Method  string
+	Params  eventParams
 }
 
 type eventParams struct {
-	Namespace []string   `json:"namespace"`
-	Timestamp int64      `json:"timestamp"`
-	Node      string     `json:"node,omitempty"`
-	Data      json.Value `json:"data"`
+	Namespace []string // nil is []
+	Timestamp int64
+	Node      string
+	Data      json.Value
+}
+
+// MarshalJSONTo writes the envelope token by token; data, already JSON,
+// is checked and copied by the Encoder.
+func (f *eventFrame) MarshalJSONTo(enc *json.Encoder) error {
+	t := tokenWriter{enc: enc}
+	t.token(json.BeginObject)
+	t.str("type", f.Type)
+	t.str("event_id", strconv.FormatUint(f.EventID, 10))
+	t.name("seq")
+	t.token(json.Uint(f.Seq))
+	t.str("method", f.Method)
+	t.name("params")
+	t.token(json.BeginObject)
+	t.name("namespace")
+	t.token(json.BeginArray)
+	for _, s := range f.Params.Namespace {
+		t.token(json.String(s))
+	}
+	t.token(json.EndArray)
+	t.name("timestamp")
+	t.token(json.Int(f.Params.Timestamp))
+	if f.Params.Node != "" {
+		t.str("node", f.Params.Node)
+	}
+	t.name("data")
+	t.value(f.Params.Data)
+	t.token(json.EndObject)
+	t.token(json.EndObject)
+	return t.err
+}
+
+// tokenWriter writes to an Encoder, keeping the first error (nothing is
+// written after it).
+type tokenWriter struct {
+	enc *json.Encoder
+	err error
+}
+
+func (t *tokenWriter) token(tok json.Token) {
+	if t.err == nil {
+		t.err = t.enc.WriteToken(tok)
+	}
+}
+
+func (t *tokenWriter) value(v json.Value) {
+	if t.err == nil {
+		t.err = t.enc.WriteValue(v)
+	}
+}
+
+// name writes an object member's name.
+func (t *tokenWriter) name(n string) { t.token(json.String(n)) }
+
+// str writes an object member whose value is the string v.
+func (t *tokenWriter) str(n, v string) {
+	t.token(json.String(n))
+	t.token(json.String(v))
+}
+
+// frameWriter is a buffer and the JSON writer over it, pooled: newFrame
+// runs under each thread's lock, for every event of every thread.
+type frameWriter struct {
+	buf bytes.Buffer
+	enc json.Encoder
+}
+
+var frameWriters = sync.Pool{New: func() any { return new(frameWriter) }}
+
+// maxPooledFrame bounds the buffer a pooled frameWriter keeps (a values
+// frame of megabytes is not held for the next small one).
+const maxPooledFrame = 64 << 10
+
+// write is f's JSON; nil if it cannot be written. Valid until the next
+// write.
+func (fw *frameWriter) write(f *eventFrame) []byte {
+	fw.buf.Reset()
+	fw.enc.Reset(&fw.buf, wireJSON)
+	if f.MarshalJSONTo(&fw.enc) != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(fw.buf.Bytes(), []byte("\n")) // the Encoder ends a top-level value with a newline
 }
 
 // newFrame returns the envelope of w with seq. The graph node is sent on
@@ -74,12 +161,17 @@ func newFrame(seq uint64, w *wireEvent) []byte {
 	if w.method == methodMessages || w.method == methodTools {
 		f.Params.Node = w.node
 	}
-	b, err := json.Marshal(&f, wireJSON)
-	if err != nil { // data that is not JSON (a bug of its writer) is sent as null, never spliced in
+	fw := frameWriters.Get().(*frameWriter)
+	b := fw.write(&f)
+	if b == nil { // data that is not JSON (a bug of its writer) is sent as null, never spliced in
 		f.Params.Data = json.Value("null")
-		b, _ = json.Marshal(&f, wireJSON)
+		b = fw.write(&f)
 	}
-	return b
+	frame := bytes.Clone(b)
+	if fw.buf.Cap() <= maxPooledFrame {
+		frameWriters.Put(fw)
+	}
+	return frame
 }
 
 // EncoderConfig configures an Encoder.
@@ -103,7 +195,8 @@ type EncoderConfig struct {
 // It is not safe for concurrent use.
 type Encoder struct {
 	cfg     EncoderConfig
-	scratch bytes.Buffer // the data of the events of one Encode
+	scratch bytes.Buffer // the data of the events of one Encode ...
+	enc     json.Encoder // ... written through this
 	delta   blockEvent   // reused for every delta (most of a run's events) ...
 	body    wireDelta    // ... with this body: no allocation per delta
 	root    nsEnc
@@ -160,13 +253,39 @@ func (e *Encoder) add(out []wireEvent, method string, ev *canonical.Event, data 
 	if ms == 0 {
 		ms = e.cfg.Now().UnixMilli()
 	}
-	w := wireEvent{method: method, namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: ms, start: e.scratch.Len()}
-	if json.MarshalWrite(&e.scratch, data, wireJSON) != nil { // never, for the types below
-		e.scratch.Truncate(w.start)
-		e.scratch.WriteString("null")
-	}
-	w.end = e.scratch.Len()
+	w := wireEvent{method: method, namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: ms}
+	w.start, w.end = e.write(data)
 	return append(out, w)
+}
+
+// begin empties the scratch buffer for the events of one call.
+func (e *Encoder) begin() {
+	e.scratch.Reset()
+	e.enc.Reset(&e.scratch, wireJSON)
+}
+
+// write appends data's JSON to the scratch buffer and returns where it
+// is: through its MarshalJSONTo (a delta's, without reflection), else
+// marshalled.
+func (e *Encoder) write(data any) (start, end int) {
+	start = e.scratch.Len()
+	var err error
+	if m, ok := data.(json.Marshaler); ok {
+		err = m.MarshalJSONTo(&e.enc)
+	} else {
+		err = json.MarshalEncode(&e.enc, data)
+	}
+	if err != nil { // never, for the types below
+		e.scratch.Truncate(start)
+		e.scratch.WriteString("null\n")
+		e.enc.Reset(&e.scratch, wireJSON)
+	}
+	// The Encoder has written the value out, ending it with a newline.
+	end = e.scratch.Len()
+	if b := e.scratch.Bytes(); end > start && b[end-1] == '\n' {
+		end--
+	}
+	return start, end
 }
 
 // Encode appends the wire events for ev to out (zero or more; usually one).
@@ -174,7 +293,7 @@ func (e *Encoder) add(out []wireEvent, method string, ev *canonical.Event, data 
 // call. An error (a block larger than MaxBlockBytes: ResourceExhausted)
 // leaves the run unencodable; the caller ends it.
 func (e *Encoder) Encode(ev *canonical.Event, out []wireEvent) ([]wireEvent, error) {
-	e.scratch.Reset()
+	e.begin()
 	first := len(out)
 	var err error
 	if k, ok := ev.GetKind().(*canonical.KindError); ok && e.pendingErr != nil && slices.Equal(ev.GetNamespace(), e.pendingErr.namespace) {
@@ -201,7 +320,7 @@ func (e *Encoder) setData(out []wireEvent) {
 // Flush appends what the encoder still owes at the end of a stream that
 // stopped early (a message error whose run never ended).
 func (e *Encoder) Flush(out []wireEvent) []wireEvent {
-	e.scratch.Reset()
+	e.begin()
 	first := len(out)
 	out = e.flushPendingError(out, nil)
 	e.setData(out[first:])
@@ -228,9 +347,7 @@ func (e *Encoder) flushPendingError(out []wireEvent, next *canonical.Event) []wi
 		msg, code = lc.GetError().GetMessage(), canonical.Code(lc.GetError().GetCode())
 	}
 	w := *p
-	w.start = e.scratch.Len()
-	_ = json.MarshalWrite(&e.scratch, &eventError{Event: "error", Message: msg, Code: code.String()}, wireJSON)
-	w.end = e.scratch.Len()
+	w.start, w.end = e.write(&eventError{Event: "error", Message: msg, Code: code.String()})
 	return append(out, w)
 }
 
@@ -539,23 +656,68 @@ func dataType(mime string) string {
 }
 
 // blockEvent is the data of content-block-start, -delta and -finish:
-// content (a block, one of the types below) for a start and a finish,
-// delta for a delta.
+// {"event", "index", "content"} with content a block (one of the types
+// below) for a start and a finish, {"event", "index", "delta"} for a delta.
 type blockEvent struct {
-	Event   string     `json:"event"`
-	Index   uint32     `json:"index"`
-	Content any        `json:"content,omitzero"`
-	Delta   *wireDelta `json:"delta,omitzero"`
+	Event   string
+	Index   uint32
+	Content any
+	Delta   *wireDelta
 }
 
-// wireDelta is a delta: text, reasoning, args or data (base64) by type.
+// MarshalJSONTo writes the event token by token (most of a run's events
+// are deltas); a block's content is marshalled.
+func (b *blockEvent) MarshalJSONTo(enc *json.Encoder) error {
+	t := tokenWriter{enc: enc}
+	t.token(json.BeginObject)
+	t.str("event", b.Event)
+	t.name("index")
+	t.token(json.Uint(uint64(b.Index)))
+	if b.Content != nil {
+		t.name("content")
+		if t.err == nil {
+			t.err = json.MarshalEncode(enc, b.Content)
+		}
+	}
+	if b.Delta != nil {
+		t.name("delta")
+		if t.err == nil {
+			t.err = b.Delta.MarshalJSONTo(enc)
+		}
+	}
+	t.token(json.EndObject)
+	return t.err
+}
+
+// wireDelta is a delta: {"type"} and, by type, "text", "reasoning",
+// "args" or "data" (base64) with "encoding"; each omitted when empty.
 type wireDelta struct {
-	Type      string `json:"type"`
-	Text      string `json:"text,omitempty"`
-	Reasoning string `json:"reasoning,omitempty"`
-	Args      string `json:"args,omitempty"`
-	Data      []byte `json:"data,omitempty"`
-	Encoding  string `json:"encoding,omitempty"`
+	Type      string
+	Text      string
+	Reasoning string
+	Args      string
+	Data      []byte
+	Encoding  string
+}
+
+// MarshalJSONTo writes the delta token by token.
+func (d *wireDelta) MarshalJSONTo(enc *json.Encoder) error {
+	t := tokenWriter{enc: enc}
+	t.token(json.BeginObject)
+	t.str("type", d.Type)
+	for _, m := range [...]struct{ name, value string }{{"text", d.Text}, {"reasoning", d.Reasoning}, {"args", d.Args}} {
+		if m.value != "" {
+			t.str(m.name, m.value)
+		}
+	}
+	if len(d.Data) > 0 {
+		t.str("data", base64.StdEncoding.EncodeToString(d.Data))
+	}
+	if d.Encoding != "" {
+		t.str("encoding", d.Encoding)
+	}
+	t.token(json.EndObject)
+	return t.err
 }
 
 // The content blocks: text and reasoning (text always sent, even empty),

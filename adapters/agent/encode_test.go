@@ -365,3 +365,31 @@ func BenchmarkEncodeDelta(b *testing.B) {
 		}
 	}
 }
+
+// A delta's frame, written token by token, is exactly the envelope the
+// reference sends (member order included); a string the upstream sent as
+// invalid UTF-8 is U+FFFD, and data that is not JSON is null.
+func TestDeltaFrameBytes(t *testing.T) {
+	enc := NewEncoder(EncoderConfig{})
+	bld := canonical.NewBuilder()
+	var out []wireEvent
+	for _, e := range bld.StartBlock(nil, canonical.BlockText, "", "", "", "") {
+		e.Namespace = []string{"sub:1"}
+		out, _ = enc.Encode(e, out[:0])
+	}
+	delta := &canonical.Event{Namespace: []string{"sub:1"}, TimeUnixNano: fixedNow.UnixNano(), GraphNode: "agent",
+		Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Index: 0, Text: "a \"b\"\n<\xff>"}}}
+	out, err := enc.Encode(delta, out[:0])
+	if err != nil || len(out) != 1 {
+		t.Fatalf("%d events, %v", len(out), err)
+	}
+	want := `{"type":"event","event_id":"42","seq":42,"method":"messages","params":{"namespace":["sub:1"],"timestamp":1710000000000,"node":"agent",` +
+		`"data":{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"a \"b\"\n<` + "\ufffd" + `>"}}}}`
+	if got := string(newFrame(42, &out[0])); got != want {
+		t.Fatalf("frame\n got %s\nwant %s", got, want)
+	}
+	bad := wireEvent{method: methodValues, timeMs: 5, data: []byte(`{"a":`)}
+	if got := string(newFrame(7, &bad)); got != `{"type":"event","event_id":"7","seq":7,"method":"values","params":{"namespace":[],"timestamp":5,"data":null}}` {
+		t.Fatalf("frame of data that is not JSON: %s", got)
+	}
+}
