@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/protocol"
@@ -108,6 +110,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.HandleFunc("GET /v1/targets", s.serveTargets)
 	mux.Handle("GET /metrics", s.serverMetrics().Handler())
 	var handler http.Handler = mux
 	if auth != nil {
@@ -192,6 +195,56 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
+// startupFacts are what the "serving" line tells an operator: where it
+// listens, the frontends and their paths, the routes, and which NATS.
+func (s *Server) startupFacts() []any {
+	var fronts []string
+	for _, p := range protocols.All {
+		if p.Mount != nil {
+			fronts = append(fronts, p.Name+" "+strings.Join(p.Paths, ","))
+		}
+	}
+	var routes []string
+	for _, rt := range s.cfg.Routes {
+		routes = append(routes, rt.Target+"->"+rt.Backend)
+	}
+	natsMode := "external " + redact(s.cfg.NATS.URL)
+	switch {
+	case s.fabric.Alone():
+		natsMode = "embedded, in process only (no other instance can join)"
+	case s.cfg.NATS.URL == "":
+		natsMode = "embedded, listening on " + s.fabric.EmbeddedURL()
+	}
+	return []any{"listen", s.Addr(), "frontends", strings.Join(fronts, "; "), "routes", strings.Join(routes, " "),
+		"nats", natsMode, "data_dir", s.cfg.DataDir}
+}
+
+// targetList is GET /v1/targets' body.
+type targetList struct {
+	Targets []targetEntry `json:"targets"`
+}
+
+type targetEntry struct {
+	Name    string `json:"name"`
+	Backend string `json:"backend"`
+	Type    string `json:"type"` // the backend's adapter: triton, agent, scripted...
+}
+
+// serveTargets lists the targets a client may name (exact routes; glob
+// routes take names no list can hold), with their backend and its type,
+// as far as the caller's API key may use them.
+func (s *Server) serveTargets(w http.ResponseWriter, r *http.Request) {
+	p := canonical.PrincipalFrom(r.Context())
+	list := targetList{Targets: []targetEntry{}}
+	for _, t := range s.bridge.Targets() {
+		if p.Allows(t.Name) {
+			list.Targets = append(list.Targets, targetEntry{Name: t.Name, Backend: t.Backend, Type: s.cfg.Backends[t.Backend].Type})
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.MarshalWrite(w, list)
+}
+
 // Serve serves until ctx is done, then shuts down gracefully: it stops
 // accepting, lets running runs finish up to ShutdownTimeout, cancels the
 // rest (each ends with a cancelled event), waits for handlers, closes the
@@ -205,9 +258,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		errc <- s.http.Serve(s.ln)
 	}()
-	// "alone": on the embedded server without a listener no other instance
-	// can join, so what instances share only with each other is skipped.
-	s.log.Info("serving", "listen", s.Addr(), "nats", redact(s.cfg.NATS.URL), "alone", s.fabric.Alone(), "data_dir", s.cfg.DataDir)
+	s.log.Info("serving", s.startupFacts()...)
 	select {
 	case err := <-errc:
 		s.bridge.StopCluster()
