@@ -250,31 +250,34 @@ func unquoted(v json.Value) []byte {
 // stringBytes appends the bytes of the JSON string v (quoted, as a
 // Decoder read it) to dst. Unlike the library's unquoting it keeps invalid
 // UTF-8 as it came: escapes are ASCII, so only the runs between invalid
-// bytes need unescaping.
+// bytes need unescaping. A run the library refuses (a lone surrogate
+// escape) adds nothing.
 func stringBytes(dst []byte, v json.Value) []byte {
 	body := v[1 : len(v)-1]
 	if bytes.IndexByte(body, '\\') < 0 {
 		return append(dst, body...)
 	}
 	if utf8.Valid(body) {
-		var s string
-		if json.Unmarshal(v, &s) == nil {
-			dst = append(dst, s...)
-		}
-		return dst
+		return appendUnquoted(dst, v)
 	}
+	var quoted []byte
 	for len(body) > 0 {
 		n := validPrefix(body)
 		if n > 0 {
-			var s string
-			quoted := append(append(append(make([]byte, 0, n+2), '"'), body[:n]...), '"')
-			if json.Unmarshal(quoted, &s) == nil {
-				dst = append(dst, s...)
-			}
-			body = body[n:]
+			quoted = append(append(append(quoted[:0], '"'), body[:n]...), '"')
+			dst, body = appendUnquoted(dst, quoted), body[n:]
 			continue
 		}
 		dst, body = append(dst, body[0]), body[1:]
+	}
+	return dst
+}
+
+// appendUnquoted appends the text of the JSON string v to dst, or nothing
+// when the library refuses it.
+func appendUnquoted(dst, v []byte) []byte {
+	if out, err := json.AppendUnquote(dst, v); err == nil {
+		return out
 	}
 	return dst
 }

@@ -1,10 +1,13 @@
 package triton
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // TestKnownPrefix: a stream's reader, which reads a response that begins
@@ -96,4 +99,50 @@ func TestKnownPrefix(t *testing.T) {
 		t.Fatalf("the known prefix was met %d times in 80,000 responses: the test no longer exercises it", hits)
 	}
 	t.Logf("known prefix met in %d of 80,000 responses", hits)
+}
+
+// TestStringBytes: stringBytes reads what the library's Unmarshal reads
+// from each run of valid UTF-8 (nothing from a run it refuses) and keeps
+// invalid bytes as they came, on random strings the Decoder takes.
+func TestStringBytes(t *testing.T) {
+	// reference is stringBytes as first written, through json.Unmarshal.
+	reference := func(v json.Value) []byte {
+		body := v[1 : len(v)-1]
+		var dst []byte
+		for len(body) > 0 {
+			n := validPrefix(body)
+			if n == 0 {
+				dst, body = append(dst, body[0]), body[1:]
+				continue
+			}
+			var s string
+			if json.Unmarshal([]byte(`"`+string(body[:n])+`"`), &s) == nil {
+				dst = append(dst, s...)
+			}
+			body = body[n:]
+		}
+		return dst
+	}
+	pieces := []string{"a", " ", `\n`, `\"`, `\\`, `\/`, `\u00e9`, `\ud83d\ude00`, `\ud800`, "\xff", "\xf0\x9f", "é", "\t"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	checked := 0
+	for range 50_000 {
+		s := `"`
+		for range rng.IntN(6) {
+			s += pieces[rng.IntN(len(pieces))]
+		}
+		s += `"`
+		d := json.NewDecoder(bytes.NewBufferString(s), responseOptions)
+		v, err := d.ReadValue()
+		if err != nil {
+			continue
+		}
+		checked++
+		if got, want := stringBytes(nil, v), reference(v); !bytes.Equal(got, want) {
+			t.Fatalf("stringBytes(%q) = %q, want %q", v, got, want)
+		}
+	}
+	if checked < 10_000 {
+		t.Fatalf("only %d strings checked", checked)
+	}
 }
