@@ -239,18 +239,28 @@ func (s *store) apply(f *ev.NodeFragment) error {
 		n.final = seq
 	}
 	if seq != n.next {
-		hold := heldOverhead + int64(len(f.GetId()))
-		if s.bytes+s.held+hold > s.lim.MaxBytes {
-			return canonical.Errorf(canonical.CodeResourceExhausted,
-				"session would hold more than %d bytes of nodes (max_bytes) with fragments waiting for their predecessors", s.lim.MaxBytes)
-		}
-		if n.held == nil {
-			n.held = map[int32]*ev.NodeFragment{}
-		}
-		n.held[seq] = f
-		s.held += hold
-		return nil
+		return s.hold(n, f)
 	}
+	return s.releaseFrom(n, f)
+}
+
+// hold keeps f, which waits for lower seqs of n, charging what it costs.
+func (s *store) hold(n *node, f *ev.NodeFragment) error {
+	hold := heldOverhead + int64(len(f.GetId()))
+	if s.bytes+s.held+hold > s.lim.MaxBytes {
+		return canonical.Errorf(canonical.CodeResourceExhausted,
+			"session would hold more than %d bytes of nodes (max_bytes) with fragments waiting for their predecessors", s.lim.MaxBytes)
+	}
+	if n.held == nil {
+		n.held = map[int32]*ev.NodeFragment{}
+	}
+	n.held[f.GetSeq()] = f
+	s.held += hold
+	return nil
+}
+
+// releaseFrom releases f, n's next fragment, and the held ones it frees.
+func (s *store) releaseFrom(n *node, f *ev.NodeFragment) error {
 	if err := s.release(n, f); err != nil {
 		return err
 	}

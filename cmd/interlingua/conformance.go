@@ -124,6 +124,13 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		opts.Progress = stderr
 	}
+	return runConformance(opts, *report, *trace && *verbose, stdout, stderr)
+}
+
+// runConformance runs the suite and writes its report in the format
+// asked: 0 when every case passed, 1 when one failed, 2 when it could not
+// run.
+func runConformance(opts runner.Options, report string, traces bool, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	rep, err := runner.Run(ctx, opts)
@@ -131,24 +138,23 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua conformance:", err)
 		return 2
 	}
-	out := stdout
-	switch *report {
+	switch report {
 	case "junit":
-		err = runner.WriteJUnit(out, rep)
+		err = runner.WriteJUnit(stdout, rep)
 	case "markdown":
-		err = runner.WriteMarkdown(out, rep)
+		err = runner.WriteMarkdown(stdout, rep)
 	case "matrix":
-		err = runner.WriteMatrix(out, rep)
+		err = runner.WriteMatrix(stdout, rep)
 	case "json":
-		err = runner.WriteJSON(out, rep)
+		err = runner.WriteJSON(stdout, rep)
 	default:
-		err = runner.WriteText(out, rep, *trace && *verbose)
+		err = runner.WriteText(stdout, rep, traces)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "interlingua conformance:", err)
 		return 2
 	}
-	if *report != "" {
+	if report != "" {
 		// The report is on stdout; the summary goes to stderr.
 		_ = runner.WriteSummary(stderr, rep)
 	}

@@ -191,6 +191,12 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "interlingua:", err)
 		return 1
 	}
+	return runServer(cfg, stderr)
+}
+
+// runServer runs the daemon with cfg until SIGTERM or SIGINT; SIGHUP
+// reloads the TLS certificate.
+func runServer(cfg bridge.Config, stderr io.Writer) int {
 	log := bridge.NewLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -155,27 +155,8 @@ type job struct {
 // could not run (bad options, the system under test did not start).
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	start := time.Now()
-	if opts.Mode == "" {
-		opts.Mode = ModeBridge
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Parallel <= 0 {
-		opts.Parallel = 2 * runtime.GOMAXPROCS(0)
-	}
-	if opts.Trace {
-		opts.Parallel = 1
-	}
-	if opts.CaseTimeout <= 0 {
-		opts.CaseTimeout = 60 * time.Second
-	}
-	if opts.Cases == nil {
-		cs, err := cases.Load()
-		if err != nil {
-			return nil, err
-		}
-		opts.Cases = cs
+	if err := opts.defaults(); err != nil {
+		return nil, err
 	}
 	run, err := compilePatterns(opts.Run)
 	if err != nil {
@@ -224,7 +205,42 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		defer st.close()
 		e = st
 	}
-	x := &executor{env: e, opts: opts}
+	rep.Results = (&executor{env: e, opts: opts}).runAll(ctx, selected, known)
+	rep.Duration = time.Since(start)
+	return rep, nil
+}
+
+// defaults fills the options left zero.
+func (opts *Options) defaults() error {
+	if opts.Mode == "" {
+		opts.Mode = ModeBridge
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 2 * runtime.GOMAXPROCS(0)
+	}
+	if opts.Trace {
+		opts.Parallel = 1
+	}
+	if opts.CaseTimeout <= 0 {
+		opts.CaseTimeout = 60 * time.Second
+	}
+	if opts.Cases == nil {
+		cs, err := cases.Load()
+		if err != nil {
+			return err
+		}
+		opts.Cases = cs
+	}
+	return nil
+}
+
+// runAll runs the jobs, opts.Parallel at a time, and returns their
+// results in the jobs' order; known marks the known-failing ones.
+func (x *executor) runAll(ctx context.Context, selected []job, known patterns) []*Result {
+	opts := x.opts
 	results := make([]*Result, len(selected))
 	sem := make(chan struct{}, opts.Parallel)
 	var wg sync.WaitGroup
@@ -256,9 +272,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}()
 	}
 	wg.Wait()
-	rep.Results = results
-	rep.Duration = time.Since(start)
-	return rep, nil
+	return results
 }
 
 // plan lists the jobs of a mode.

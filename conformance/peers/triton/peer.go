@@ -255,42 +255,8 @@ func (m *Model) parse(body []byte) (*generateRequest, int, string) {
 			continue
 		}
 		g.got[k] = true
-		var one json.RawMessage = raw
-		var list []json.RawMessage
-		if json.Unmarshal(raw, &list) == nil {
-			if len(list) == 0 {
-				continue
-			}
-			one = list[0]
-		}
-		switch dt {
-		case "BYTES":
-			var s string
-			if json.Unmarshal(one, &s) != nil {
-				return nil, 500, "Unable to parse JSON bytes array: attempt to access JSON non-string as string"
-			}
-			if k == "text_input" {
-				g.prompt = s
-			}
-		case "BOOL":
-			var b bool
-			if json.Unmarshal(one, &b) != nil {
-				return nil, 500, "Unable to parse 'data': attempt to access JSON non-boolean as boolean"
-			}
-			switch k {
-			case "stream":
-				g.stream = b
-			case "exclude_input_in_output":
-				g.exclude = b
-			}
-		case "INT32":
-			if _, err := strconv.ParseInt(string(one), 10, 32); err != nil {
-				return nil, 500, "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"
-			}
-		case "FP32":
-			if _, err := strconv.ParseFloat(string(one), 64); err != nil {
-				return nil, 500, "Unable to parse 'data': attempt to access JSON non-number as double"
-			}
+		if code, msg := g.input(k, dt, raw); code != 0 {
+			return nil, code, msg
 		}
 	}
 	var missing []string
@@ -314,6 +280,49 @@ func (m *Model) parse(body []byte) (*generateRequest, int, string) {
 			id, len(inputs), len(got), m.Name, strings.Join(got, ","), strings.Join(missing, ","))
 	}
 	return g, 0, ""
+}
+
+// input reads one input of the request, as Triton's generate extension
+// reads it (the first element of a list); a non-zero code is the error.
+func (g *generateRequest) input(k, dt string, raw json.RawMessage) (int, string) {
+	var one json.RawMessage = raw
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		if len(list) == 0 {
+			return 0, ""
+		}
+		one = list[0]
+	}
+	switch dt {
+	case "BYTES":
+		var s string
+		if json.Unmarshal(one, &s) != nil {
+			return 500, "Unable to parse JSON bytes array: attempt to access JSON non-string as string"
+		}
+		if k == "text_input" {
+			g.prompt = s
+		}
+	case "BOOL":
+		var b bool
+		if json.Unmarshal(one, &b) != nil {
+			return 500, "Unable to parse 'data': attempt to access JSON non-boolean as boolean"
+		}
+		switch k {
+		case "stream":
+			g.stream = b
+		case "exclude_input_in_output":
+			g.exclude = b
+		}
+	case "INT32":
+		if _, err := strconv.ParseInt(string(one), 10, 32); err != nil {
+			return 500, "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"
+		}
+	case "FP32":
+		if _, err := strconv.ParseFloat(string(one), 64); err != nil {
+			return 500, "Unable to parse 'data': attempt to access JSON non-number as double"
+		}
+	}
+	return 0, ""
 }
 
 // response is one model response: text, or an error.
