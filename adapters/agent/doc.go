@@ -1,7 +1,7 @@
 // Package agent speaks the LangChain agent streaming protocol, in both
-// directions, following every "Interlingua choice" of the reference
-// (/work/shared/reference/agent-protocol.md). Versions: the schema is
-// langchain-ai/agent-protocol streaming/protocol.cddl at d9fd23d; the
+// directions, with the choices where the protocol is silent stated below.
+// Versions: the schema is
+// https://github.com/langchain-ai/agent-protocol streaming/protocol.cddl at d9fd23d; the
 // wire is the one of the generated bindings @langchain/protocol 0.0.21
 // (snake_case keys, tool-call-delta, input.answered) and of the real client
 // @langchain/langgraph-sdk 1.15.0 (ThreadStream), which the tests run.

@@ -1,8 +1,7 @@
 // Package evergreen speaks Google DeepMind's Evergreen protocol
-// (evergreen.v2, google-deepmind/evergreen-spec at 56d7b388, 2024-11-05)
-// in both directions, following the Interlingua choices of
-// shared/reference/evergreen.md where the spec is silent or contradicts
-// itself.
+// (evergreen.v2, https://github.com/google-deepmind/evergreen-spec at
+// 56d7b388, 2024-11-05) in both directions; where the spec is silent or
+// contradicts itself, the choices made are stated below.
 //
 // # Frontend: we serve evergreen.v2.EvergreenService/StartSession
 //

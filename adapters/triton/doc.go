@@ -1,9 +1,11 @@
 // Package triton speaks Triton Inference Server's generate extension
-// (docs/protocol/extension_generate.md, marked provisional upstream; the
-// behaviour followed is src/http_server.cc at commit e1db8a6, Triton
-// 2.47–2.73) and the KServe v2 health and metadata endpoints Triton
-// clients check. It works in both directions; the facts and the choices it
-// follows are in the project's reference, reference/triton-generate.md.
+// (https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_generate.md,
+// marked provisional upstream; the behaviour followed is
+// src/http_server.cc at commit e1db8a6, Triton 2.47–2.73) and the KServe
+// v2 health and metadata endpoints Triton clients check
+// (https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/).
+// It works in both directions; the choices it makes where Triton's
+// behaviour is not ours to copy are stated below.
 //
 // # Frontend: we serve Triton's HTTP API
 //

@@ -1,7 +1,8 @@
 // Package agentpeer is a reference LangChain agent-protocol thread server
 // for testing clients of the protocol (Interlingua's agent backend): it
 // plays scripted runs over the protocol's transports, written from the
-// reference (/work/shared/reference/agent-protocol.md) independently of
+// protocol (https://github.com/langchain-ai/agent-protocol, and what the
+// real client @langchain/langgraph-sdk sends and reads) independently of
 // the adapter it tests (it does not import adapters/agent).
 //
 // Scripts are named by assistant_id: the embedded testdata/<name>.jsonl

@@ -2,8 +2,9 @@
 // StartSession, google-deepmind/evergreen-spec at 56d7b38) for tests and
 // the conformance runner, driven by a script per target: the parts of each
 // output, fragment by fragment, then an abort or the end of the session.
-// It is written from the reference (shared/reference/evergreen.md)
-// independently of adapters/evergreen, so the two do not agree by
+// It is written from the spec (https://github.com/google-deepmind/evergreen-spec)
+// and the reference client @google/actionengine independently of
+// adapters/evergreen, so the two do not agree by
 // construction.
 //
 // A session: the peer reads the client's messages until the half-close

@@ -1,7 +1,8 @@
 // Package tritonpeer is a reference Triton server for tests and the
 // conformance runner: it behaves like Triton's HTTP frontend in front of a
-// decoupled (streaming) LLM model such as the TRT-LLM ensemble, as
-// reference/triton-generate.md describes it, and is driven by a small
+// decoupled (streaming) LLM model such as the TRT-LLM ensemble, as Triton's
+// src/http_server.cc (commit e1db8a6) and its qa/L0_http generate tests
+// show it, and is driven by a small
 // script per model: the text chunks to send (a chunk may end inside a
 // UTF-8 rune, as byte-level detokenizers do), delta or cumulative
 // text_output, an in-band error at a given response, a delay, and how the
