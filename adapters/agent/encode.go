@@ -129,28 +129,52 @@ func (t *tokenWriter) str(n, v string) {
 	t.token(json.String(v))
 }
 
-// frameWriter is a buffer and the JSON writer over it, pooled: newFrame
-// runs under each thread's lock, for every event of every thread.
-type frameWriter struct {
-	buf bytes.Buffer
-	enc json.Encoder
+// appendSink appends what an Encoder flushes to b. The Encoder over it
+// is not Reset between values: it flushes each top-level value as it
+// ends, followed by a newline.
+type appendSink struct{ b []byte }
+
+func (s *appendSink) Write(p []byte) (int, error) {
+	if s.b == nil {
+		s.b = make([]byte, 0, len(p)) // a frame flushed at once: its exact size
+	}
+	s.b = append(s.b, p...)
+	return len(p), nil
 }
 
-var frameWriters = sync.Pool{New: func() any { return new(frameWriter) }}
+// frameWriter is a JSON writer over a sink that collects one frame,
+// pooled: newFrame runs under each thread's lock, for every event of every
+// thread.
+type frameWriter struct {
+	sink appendSink
+	enc  *json.Encoder
+}
 
-// maxPooledFrame bounds the buffer a pooled frameWriter keeps (a values
-// frame of megabytes is not held for the next small one).
+var frameWriters = sync.Pool{New: func() any {
+	fw := new(frameWriter)
+	fw.enc = json.NewEncoder(&fw.sink, wireJSON)
+	return fw
+}}
+
+// maxPooledFrame bounds the frame whose writer is pooled again (the
+// Encoder keeps a buffer the size of the largest value it wrote).
 const maxPooledFrame = 64 << 10
 
-// write is f's JSON; nil if it cannot be written. Valid until the next
-// write.
+// write returns f's JSON in a new slice; nil if it cannot be written.
 func (fw *frameWriter) write(f *eventFrame) []byte {
-	fw.buf.Reset()
-	fw.enc.Reset(&fw.buf, wireJSON)
-	if f.MarshalJSONTo(&fw.enc) != nil {
+	fw.sink.b = nil
+	err := f.MarshalJSONTo(fw.enc)
+	frame := fw.sink.b
+	fw.sink.b = nil
+	if err != nil {
+		fw.enc.Reset(&fw.sink, wireJSON) // stopped inside the frame
 		return nil
 	}
-	return bytes.TrimSuffix(fw.buf.Bytes(), []byte("\n")) // the Encoder ends a top-level value with a newline
+	frame = bytes.TrimSuffix(frame, []byte("\n"))
+	if cap(frame)-len(frame) > 64 { // flushed in parts (a large frame): stored at its size
+		frame = bytes.Clone(frame)
+	}
+	return frame
 }
 
 // newFrame returns the envelope of w with seq. The graph node is sent on
@@ -167,11 +191,10 @@ func newFrame(seq uint64, w *wireEvent) []byte {
 		f.Params.Data = json.Value("null")
 		b = fw.write(&f)
 	}
-	frame := bytes.Clone(b)
-	if fw.buf.Cap() <= maxPooledFrame {
+	if len(b) <= maxPooledFrame {
 		frameWriters.Put(fw)
 	}
-	return frame
+	return b
 }
 
 // EncoderConfig configures an Encoder.
@@ -195,10 +218,10 @@ type EncoderConfig struct {
 // It is not safe for concurrent use.
 type Encoder struct {
 	cfg     EncoderConfig
-	scratch bytes.Buffer // the data of the events of one Encode ...
-	enc     json.Encoder // ... written through this
-	delta   blockEvent   // reused for every delta (most of a run's events) ...
-	body    wireDelta    // ... with this body: no allocation per delta
+	scratch appendSink    // the data of the events of one Encode ...
+	enc     *json.Encoder // ... written through this
+	delta   blockEvent    // reused for every delta (most of a run's events) ...
+	body    wireDelta     // ... with this body: no allocation per delta
 	root    nsEnc
 	ns      map[string]*nsEnc
 	// pendingErr is a message that ended with FinishError: its error event
@@ -228,7 +251,9 @@ func NewEncoder(cfg EncoderConfig) *Encoder {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Encoder{cfg: cfg}
+	e := &Encoder{cfg: cfg}
+	e.enc = json.NewEncoder(&e.scratch, wireJSON)
+	return e
 }
 
 func (e *Encoder) state(ns []string) *nsEnc {
@@ -260,29 +285,30 @@ func (e *Encoder) add(out []wireEvent, method string, ev *canonical.Event, data 
 
 // begin empties the scratch buffer for the events of one call.
 func (e *Encoder) begin() {
-	e.scratch.Reset()
-	e.enc.Reset(&e.scratch, wireJSON)
+	if cap(e.scratch.b) > 64<<10 {
+		e.scratch.b = nil // a values event's megabytes are not kept for the run
+	}
+	e.scratch.b = e.scratch.b[:0]
 }
 
 // write appends data's JSON to the scratch buffer and returns where it
 // is: through its MarshalJSONTo (a delta's, without reflection), else
 // marshalled.
 func (e *Encoder) write(data any) (start, end int) {
-	start = e.scratch.Len()
+	start = len(e.scratch.b)
 	var err error
 	if m, ok := data.(json.Marshaler); ok {
-		err = m.MarshalJSONTo(&e.enc)
+		err = m.MarshalJSONTo(e.enc)
 	} else {
-		err = json.MarshalEncode(&e.enc, data)
+		err = json.MarshalEncode(e.enc, data)
 	}
 	if err != nil { // never, for the types below
-		e.scratch.Truncate(start)
-		e.scratch.WriteString("null\n")
 		e.enc.Reset(&e.scratch, wireJSON)
+		e.scratch.b = append(e.scratch.b[:start], "null\n"...)
 	}
 	// The Encoder has written the value out, ending it with a newline.
-	end = e.scratch.Len()
-	if b := e.scratch.Bytes(); end > start && b[end-1] == '\n' {
+	end = len(e.scratch.b)
+	if end > start && e.scratch.b[end-1] == '\n' {
 		end--
 	}
 	return start, end
@@ -311,7 +337,7 @@ func (e *Encoder) Encode(ev *canonical.Event, out []wireEvent) ([]wireEvent, err
 // setData points the events' data into the scratch buffer, once written
 // (a write may move it).
 func (e *Encoder) setData(out []wireEvent) {
-	b := e.scratch.Bytes()
+	b := e.scratch.b
 	for i := range out {
 		out[i].data = b[out[i].start:out[i].end:out[i].end]
 	}
