@@ -92,6 +92,23 @@ func versionString() string {
 	return v + " (" + short + dirty + ")"
 }
 
+// unknownEnv returns the INTERLINGUA_* variables of environ that set
+// nothing: a misspelt one would otherwise be ignored in silence.
+func unknownEnv(environ []string) []string {
+	known := map[string]bool{"INTERLINGUA_API_KEY": true, "INTERLINGUA_API_KEY_FILE": true}
+	for _, k := range bridge.ScalarKeys() {
+		known["INTERLINGUA_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "INTERLINGUA_") && !known[name] && !strings.HasPrefix(name, "INTERLINGUA_TEST_") {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // envAPIKeys turns auth on from the environment, for a container started
 // without a config file: INTERLINGUA_API_KEY holds a key,
 // INTERLINGUA_API_KEY_FILE names a file holding one (a mounted secret).
@@ -198,6 +215,9 @@ func serve(args []string, stderr io.Writer) int {
 // reloads the TLS certificate.
 func runServer(cfg bridge.Config, stderr io.Writer) int {
 	log := bridge.NewLogger(cfg.Log, stderr)
+	for _, name := range unknownEnv(os.Environ()) {
+		log.Warn("environment variable ignored: no config key has that name", "name", name)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	stopTracing, err := tracing.Start(ctx, cfg.Tracing)

@@ -270,3 +270,11 @@ func TestEnvAPIKeys(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt INTERLINGUA_* variable is named, not ignored in silence.
+func TestUnknownEnv(t *testing.T) {
+	got := unknownEnv([]string{"INTERLINGUA_NATS_URL=x", "INTERLINGUA_NATS_ULR=x", "INTERLINGUA_API_KEY=k", "HOME=/", "INTERLINGUA_LISTEN=:1", "INTERLINGUA_TEST_X=1"})
+	if len(got) != 1 || got[0] != "INTERLINGUA_NATS_ULR" {
+		t.Fatalf("unknownEnv = %v, want [INTERLINGUA_NATS_ULR]", got)
+	}
+}
