@@ -384,6 +384,11 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", c.Log.Format))
 	}
+	if len(c.Routes) == 0 {
+		// A gateway with no route answers every request "unknown target":
+		// a config that forgot them is refused rather than served.
+		errs = append(errs, fmt.Errorf("routes: none configured; every request would fail with unknown target (add routes: [{target: ..., backend: ...}])"))
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen: %q is not host:port (e.g. localhost:8080, :8080)", c.Listen))
 	}
