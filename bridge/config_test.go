@@ -109,9 +109,10 @@ func TestValidate(t *testing.T) {
 	c.Log.Level = "loud"
 	c.NATS.SubjectPrefix = "a.b"
 	c.Listen = "localhost"
+	c.Routes = nil
 	err := c.Validate()
 	if err == nil || !strings.Contains(err.Error(), "log.level") || !strings.Contains(err.Error(), "nats.subject_prefix") ||
-		!strings.Contains(err.Error(), `listen: "localhost" is not host:port`) {
+		!strings.Contains(err.Error(), `listen: "localhost" is not host:port`) || !strings.Contains(err.Error(), "routes: none configured") {
 		t.Fatalf("got %v", err)
 	}
 }
