@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -650,9 +649,9 @@ func streamSince(p params, r *http.Request) (since uint64, has bool, bad string)
 		return s, true, ""
 	}
 	if h := r.Header.Get("Last-Event-ID"); h != "" {
-		s, err := strconv.ParseUint(strings.TrimSpace(h), 10, 64)
-		if err != nil {
-			return 0, false, "Last-Event-ID must be a decimal seq"
+		s, ok := seqText(h)
+		if !ok {
+			return 0, false, "Last-Event-ID must be a decimal seq below 2^53"
 		}
 		return s, true, ""
 	}

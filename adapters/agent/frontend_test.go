@@ -619,6 +619,43 @@ func TestWebSocketReconnectMissedEvents(t *testing.T) {
 	}
 }
 
+// Seq-like inputs follow one rule on every path, an integer in 0..2^53-1:
+// a last_event_id of 2^64-1 is refused (it reported one missed event by
+// overflow), and subscription.subscribe refuses a since that the SSE
+// request refuses.
+func TestSeqInputsOneRule(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	w := s.dialWS(t, "seqs")
+	w.send(map[string]any{"id": 1, "method": "run.start", "params": map[string]any{"assistant_id": "echo", "input": user("hi")}})
+	run := w.response(1)["result"].(map[string]any)["run_id"].(string)
+	for i, last := range []string{"18446744073709551615", "9007199254740992", "-1", "x"} {
+		w.send(map[string]any{"id": 10 + i, "method": "subscription.reconnect", "params": map[string]any{"run_id": run, "last_event_id": last}})
+		if m := w.response(10 + i); m["error"] != "invalid_argument" {
+			t.Errorf("last_event_id %s: %v", last, m)
+		}
+	}
+	for i, since := range []any{-1, 1.5, "3", true, 9007199254740992.0} {
+		w.send(map[string]any{"id": 20 + i, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages"}, "since": since}})
+		if m := w.response(20 + i); m["error"] != "invalid_argument" {
+			t.Errorf("subscribe since %v: %v", since, m)
+		}
+		resp, err := http.Post(s.URL+"/threads/seqs/stream/events", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"channels":["messages"],"since":%s}`, jsonText(since))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("SSE since %v: status %d, want 400 as subscribe refuses it", since, resp.StatusCode)
+		}
+	}
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 // TestMultitask: reject refuses, enqueue runs after the active run.
 func TestMultitask(t *testing.T) {
 	s := newServer(t, agent.Config{})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
@@ -98,6 +99,18 @@ func (p params) namespace(key string) (ns []string, present, ok bool) {
 		ns = []string{}
 	}
 	return ns, true, true
+}
+
+// Every seq-like input is read by uintParam (a JSON number: since) or
+// seqText (a string: last_event_id, Last-Event-ID), to one rule: an
+// integer in 0..2^53-1, the event ids this server gives (larger ones
+// overflowed arithmetic on them: a last_event_id of 2^64-1 reported one
+// missed event).
+
+// seqText reads a decimal seq from a string.
+func seqText(s string) (uint64, bool) {
+	u, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	return u, err == nil && u <= maxJSInt
 }
 
 // uintParam reads a JSON integer in 0..2^53-1 (not a boolean, not a float

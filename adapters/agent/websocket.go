@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -164,6 +163,16 @@ func (cn *wsConn) subscribe(cmd *command) {
 		cn.send(errorFrame(int64(cmd.id), pe))
 		return
 	}
+	// A since is read as the SSE request's is (langgraph-api's shape),
+	// then replayed from, never taken for anything it cannot be.
+	var since uint64
+	if cmd.params.has("since") {
+		var ok bool
+		if since, ok = uintParam(cmd.params["since"]); !ok {
+			cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.subscribe: since must be an integer >= 0.")))
+			return
+		}
+	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if len(cn.subs) >= cn.f.cfg.MaxSubscriptions {
@@ -179,7 +188,7 @@ func (cn *wsConn) subscribe(cmd *command) {
 		return
 	}
 	applied := th.seq
-	replay := th.replayLocked(0, cn.rd.cursor, flt.match, nil)
+	replay := th.replayLocked(since, cn.rd.cursor, flt.match, nil)
 	th.mu.Unlock()
 	cn.answerSubscription(cmd.id, id, flt, replay, applied)
 }
@@ -255,9 +264,9 @@ func (cn *wsConn) reconnect(cmd *command) {
 		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: last_event_id must be a string.")))
 		return
 	} else if present {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, fmt.Sprintf("subscription.reconnect: last_event_id %q is not an event id of this server (a decimal seq).", s))))
+		v, ok := seqText(s)
+		if !ok {
+			cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, fmt.Sprintf("subscription.reconnect: last_event_id %q is not an event id of this server (a decimal seq below 2^53).", s))))
 			return
 		}
 		after = v
