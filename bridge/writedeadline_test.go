@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -9,8 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+	"github.com/interlingua-dev/interlingua/gen/evergreen/v2/evergreenv2connect"
 )
 
 // A client that sends its request and never reads the streamed answer is
@@ -84,4 +91,38 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// An Evergreen gRPC client (HTTP/2) that stops reading its session is cut
+// off the same way: HTTP/2 flow control blocks the server's writes once the
+// client's window is full, and the write deadline ends them.
+func TestStalledEvergreenReaderCutOff(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.WriteTimeout = 300 * time.Millisecond
+	inst := bridgetest.Start(t, &cfg)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	es := evergreenv2connect.NewEvergreenServiceClient(hc, inst.URL, connect.WithGRPC()).StartSession(ctx)
+	params, _ := structpb.NewStruct(map[string]any{"deltas": 100000, "delta_text": strings.Repeat("x", 4096)})
+	cfgAny, _ := anypb.New(params)
+	if err := es.Send(&ev.SessionMessage{
+		NodeFragments: []*ev.NodeFragment{{Id: "p", ChunkFragment: &ev.Chunk{Metadata: &ev.ChunkMetadata{Mimetype: "text/plain", Role: "user"}, Payload: &ev.Chunk_Data{Data: []byte("hi")}}}},
+		Actions: []*ev.Action{{Name: "GENERATE", TargetSpec: &ev.TargetSpec{Id: "stream"}, Configs: []*anypb.Any{cfgAny},
+			Inputs: []*ev.NamedParameter{{Name: "prompt", Id: "p"}}, Outputs: []*ev.NamedParameter{{Name: "response", Id: "r"}}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Never Receive.
+	waitCutoffs(t, inst.URL, 1)
+	deadline := time.Now().Add(20 * time.Second)
+	for inst.Bridge().Running() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("run still running 20 s after its client was cut off")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
