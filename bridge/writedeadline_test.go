@@ -32,6 +32,7 @@ func TestStalledReaderCutOff(t *testing.T) {
 	for i, tc := range []struct{ path, body string }{
 		{"/v2/models/stream/generate_stream", `{"text_input":"x","stream":true,"parameters":{"deltas":100000,"delta_text":"` + big + `"}}`},
 		{"/v1/xml/stream", `{"target":"stream","input":"x","parameters":{"deltas":100000,"delta_text":"` + big + `"}}`},
+		{"/v1/runs", `{"target":"stream","parameters":{"deltas":100000,"delta_text":"` + big + `"},"inputs":[]}`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)

@@ -8,6 +8,7 @@
 // Errors before the first event are a JSON body {"code","message"} with the
 // HTTP status of the code (errors.go); after it, the stream carries them as
 // the run's terminal lifecycle event. Limits: request body (MaxRequestBytes,
-// default 4 MiB); a client that does not take an event within WriteTimeout
-// (default 30s) is cut off as a slow consumer and its run cancelled.
+// default 4 MiB); a client that does not take an event within the server's
+// write_timeout (default 30s) is cut off as a slow consumer and its run
+// cancelled (bridge/writedeadline.go).
 package native

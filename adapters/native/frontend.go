@@ -7,10 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -25,12 +23,6 @@ type Config struct {
 	Logger   *slog.Logger
 	// MaxRequestBytes bounds the request body. Default 4 MiB.
 	MaxRequestBytes int64
-	// WriteTimeout cuts off a client that does not take an event within
-	// this long (a slow consumer). Default 30s.
-	WriteTimeout time.Duration
-	// SlowConsumers counts those cut-offs in the server's metrics (a
-	// prometheus.Counter). Nil: not counted.
-	SlowConsumers interface{ Inc() }
 }
 
 // Frontend is the native NDJSON frontend.
@@ -41,7 +33,6 @@ type Frontend struct {
 // NewFrontend returns the frontend.
 func NewFrontend(cfg Config) *Frontend {
 	cfg.MaxRequestBytes = cmp.Or(cfg.MaxRequestBytes, 4<<20)
-	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,25 +140,15 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 			return
 		}
 		line = append(line, '\n')
-		_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
+		// A client that stops reading is cut off by the server's
+		// write_timeout (bridge/writedeadline.go), one mechanism for
+		// every path: the write fails and the deferred Close cancels the run.
 		if _, err := w.Write(line); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				f.countSlowConsumer()
-			}
-			return // client gone or stalled: the deferred Close cancels the run
-		}
-		if err := rc.Flush(); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				f.countSlowConsumer()
-			}
 			return
 		}
-	}
-}
-
-func (f *Frontend) countSlowConsumer() {
-	if f.cfg.SlowConsumers != nil {
-		f.cfg.SlowConsumers.Inc()
+		if err := rc.Flush(); err != nil {
+			return
+		}
 	}
 }
 

@@ -16,8 +16,7 @@ var Protocol = protocol.Protocol{
 	Name:  "native",
 	Paths: []string{"/v1/"},
 	Mount: func(mux *http.ServeMux, d protocol.FrontendDeps) error {
-		NewFrontend(Config{Runner: d.Runner, Observer: d.Observer, Logger: d.Log,
-			SlowConsumers: d.Metrics.SlowConsumers.WithLabelValues("native")}).Mount(mux)
+		NewFrontend(Config{Runner: d.Runner, Observer: d.Observer, Logger: d.Log}).Mount(mux)
 		return nil
 	},
 	WriteRefusal: protocol.WriteCanonicalRefusal,

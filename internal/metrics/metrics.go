@@ -31,8 +31,9 @@ type Metrics struct {
 	TimeToFirstDelta *prometheus.HistogramVec
 	// DeltaInterval is between consecutive content deltas of a run.
 	DeltaInterval *TallyHistogram
-	// SlowConsumers counts clients cut off for not reading fast enough,
-	// by protocol (or "websocket" for internal/wsconn's connections).
+	// SlowConsumers counts clients cut off for not reading fast enough:
+	// protocol "http" for a response write past write_timeout (every HTTP
+	// path), "websocket" for internal/wsconn's connections.
 	SlowConsumers *prometheus.CounterVec
 }
 
