@@ -301,7 +301,7 @@ func LoadConfig(file string) (Config, error) {
 // ParseConfig parses YAML config data; name prefixes error messages.
 func ParseConfig(name string, data []byte) (Config, error) {
 	var c Config
-	var doc yaml.Node
+	var doc yaml.Node // read once: checked, then for validateRoutes' lines
 	if err := yaml.Unmarshal(data, &doc); err == nil && len(doc.Content) > 0 {
 		if errs := checkConfigNode(doc.Content[0], reflect.TypeOf(c), ""); len(errs) > 0 {
 			return Config{}, fmt.Errorf("config %s: %w", name, errors.Join(errs...))
@@ -312,9 +312,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("config %s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	if err := c.validateRoutes(name, &root); err != nil {
+	if err := c.validateRoutes(name, &doc); err != nil {
 		return Config{}, err
 	}
 	return c, nil

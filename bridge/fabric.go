@@ -576,12 +576,23 @@ func (p *publisher) publishNow() { p.f.pubq.signal() }
 // run that ended here while the log elects a leader is not over for its
 // readers elsewhere, who must keep hearing that its owner is alive until
 // its last events reach them.
+// Subjects out holds already (a run still registered here) are not added
+// again.
 func (f *Fabric) UnstoredRuns(out []string) []string {
+	unstored := map[string]bool{}
+	f.acked.subjects(unstored)
+	if len(unstored) == 0 {
+		return out
+	}
+	have := make(map[string]bool, len(out))
+	for _, s := range out {
+		have[s] = true
+	}
 	events := f.cfg.SubjectPrefix + ".events."
-	n := len(out)
-	out = f.acked.subjects(out)
-	for i := n; i < len(out); i++ {
-		out[i] = f.cfg.SubjectPrefix + ".hb." + strings.TrimPrefix(out[i], events)
+	for s := range unstored {
+		if hb := f.cfg.SubjectPrefix + ".hb." + strings.TrimPrefix(s, events); !have[hb] {
+			out = append(out, hb)
+		}
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -218,22 +217,18 @@ func (l *ackedLog) failed(_ jetstream.JetStream, msg *nats.Msg, err error) {
 	time.AfterFunc(wait, l.wake)
 }
 
-// subjects appends the subjects of the messages not yet acknowledged,
-// each once.
-func (l *ackedLog) subjects(out []string) []string {
+// subjects adds to set the subjects of the messages not yet acknowledged.
+func (l *ackedLog) subjects(set map[string]bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, t := range l.threads {
-		if t.cur != nil && !slices.Contains(out, t.cur.msg.Subject) {
-			out = append(out, t.cur.msg.Subject)
+		if t.cur != nil {
+			set[t.cur.msg.Subject] = true
 		}
 		for _, m := range t.waiting {
-			if !slices.Contains(out, m.msg.Subject) {
-				out = append(out, m.msg.Subject)
-			}
+			set[m.msg.Subject] = true
 		}
 	}
-	return out
 }
 
 // abandon drops every message not yet acknowledged (the fabric is
