@@ -130,7 +130,7 @@ func presentedKey(r *http.Request) string {
 	if v := r.Header.Get("X-Api-Key"); v != "" {
 		return v
 	}
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	if isWebSocketUpgrade(r) {
 		return r.URL.Query().Get("key")
 	}
 	return ""

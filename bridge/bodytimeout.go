@@ -39,11 +39,16 @@ func bodyTimeout(next http.Handler, limit time.Duration) http.Handler {
 // that may pause for as long as its session lasts: WebSocket upgrades and
 // gRPC or Connect streams (Evergreen's bidi), which have idle timeouts.
 func streamsInput(r *http.Request) bool {
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	if isWebSocketUpgrade(r) {
 		return true
 	}
 	ct := r.Header.Get("Content-Type")
 	return strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+")
+}
+
+// isWebSocketUpgrade reports whether r asks to become a WebSocket.
+func isWebSocketUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
 // timedBody is a request body that must end by its deadline.

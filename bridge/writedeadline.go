@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +24,7 @@ func writeDeadline(next http.Handler, limit time.Duration, cutoffs prometheus.Co
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		if isWebSocketUpgrade(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -51,14 +51,20 @@ func TestStalledReaderCutOff(t *testing.T) {
 			// Never read. The run fills the socket's buffers, its next
 			// write fails within the timeout, and the run ends.
 			waitCutoffs(t, inst.URL, i+1)
-			deadline := time.Now().Add(20 * time.Second)
-			for inst.Bridge().Running() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("run still running 20 s after its client was cut off")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			waitNoRuns(t, inst)
 		})
+	}
+}
+
+// waitNoRuns waits up to 20 s for the runs of a cut-off client to end.
+func waitNoRuns(t *testing.T, inst *bridgetest.Instance) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for inst.Bridge().Running() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("run still running 20 s after its client was cut off")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -121,11 +127,5 @@ func TestStalledEvergreenReaderCutOff(t *testing.T) {
 	}
 	// Never Receive.
 	waitCutoffs(t, inst.URL, 1)
-	deadline := time.Now().Add(20 * time.Second)
-	for inst.Bridge().Running() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("run still running 20 s after its client was cut off")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitNoRuns(t, inst)
 }
