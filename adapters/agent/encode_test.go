@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -366,9 +367,10 @@ func BenchmarkEncodeDelta(b *testing.B) {
 	}
 }
 
-// A delta's frame, written token by token, is exactly the envelope the
+// A delta's frame is exactly the envelope the
 // reference sends (member order included); a string the upstream sent as
-// invalid UTF-8 is U+FFFD, and data that is not JSON is null.
+// invalid UTF-8 is U+FFFD, and data the runtime assembled that is not JSON
+// is null (jsonOrNull).
 func TestDeltaFrameBytes(t *testing.T) {
 	enc := NewEncoder(EncoderConfig{})
 	bld := canonical.NewBuilder()
@@ -388,8 +390,51 @@ func TestDeltaFrameBytes(t *testing.T) {
 	if got := string(newFrame(42, &out[0])); got != want {
 		t.Fatalf("frame\n got %s\nwant %s", got, want)
 	}
-	bad := wireEvent{method: methodValues, timeMs: 5, data: []byte(`{"a":`)}
+	bad := wireEvent{method: methodValues, timeMs: 5, data: jsonOrNull([]byte(`{"a":`))}
 	if got := string(newFrame(7, &bad)); got != `{"type":"event","event_id":"7","seq":7,"method":"values","params":{"namespace":[],"timestamp":5,"data":null}}` {
 		t.Fatalf("frame of data that is not JSON: %s", got)
 	}
+}
+
+// FuzzFrameEnvelope: the envelope newFrame writes around data is what the
+// JSON library marshals for the same members in the same order, whatever
+// the method, namespace, node and time (escapes, invalid UTF-8).
+func FuzzFrameEnvelope(f *testing.F) {
+	f.Add(uint64(1), "messages", "sub:1", "agent", int64(1710000000000), `{"a":[1,"x"]}`)
+	f.Add(uint64(0), "values", "", "", int64(-5), `null`)
+	f.Add(uint64(1<<63), "custom", "a\"\x00\xff", "n\u2028<>&", int64(0), `"s"`)
+	f.Fuzz(func(t *testing.T, seq uint64, method, ns, node string, ms int64, data string) {
+		if !json.Valid([]byte(data)) {
+			t.Skip()
+		}
+		data = string(jsonOrNull([]byte(data))) // as the Encoder and jsonOrNull write it
+		var namespace []string
+		if ns != "" {
+			namespace = strings.Split(ns, "/")
+		}
+		w := wireEvent{method: method, namespace: namespace, node: node, timeMs: ms, data: []byte(data)}
+		type params struct {
+			Namespace []string   `json:"namespace"`
+			Timestamp int64      `json:"timestamp"`
+			Node      string     `json:"node,omitempty"`
+			Data      json.Value `json:"data"`
+		}
+		ref := struct {
+			Type    string `json:"type"`
+			EventID string `json:"event_id"`
+			Seq     uint64 `json:"seq"`
+			Method  string `json:"method"`
+			Params  params `json:"params"`
+		}{"event", strconv.FormatUint(seq, 10), seq, method, params{Namespace: append([]string{}, namespace...), Timestamp: ms, Data: json.Value(data)}}
+		if method == methodMessages || method == methodTools {
+			ref.Params.Node = node
+		}
+		want, err := json.Marshal(&ref, wireJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := newFrame(seq, &w); string(got) != string(want) {
+			t.Fatalf("frame\n got %s\nwant %s", got, want)
+		}
+	})
 }

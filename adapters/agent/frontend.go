@@ -334,7 +334,7 @@ func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread,
 			// record's seq: it takes no new seq, so the next event here is
 			// the one every instance numbers rec.Seq+1.
 			t.seq = rec.Seq - 1
-			w := wireEvent{method: methodValues, namespace: []string{}, timeMs: f.cfg.Now().UnixMilli(), data: valuesJSON(rec.Values, nil)}
+			w := wireEvent{method: methodValues, namespace: []string{}, timeMs: f.cfg.Now().UnixMilli(), data: jsonOrNull(valuesJSON(rec.Values, nil))}
 			t.storeLocked(record{seq: rec.Seq, method: w.method, ns: w.namespace, frame: newFrame(rec.Seq, &w)})
 		}
 	}

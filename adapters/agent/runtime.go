@@ -312,7 +312,7 @@ func cloneValues(v map[string]json.RawMessage) map[string]json.RawMessage {
 
 // emitLocked appends a wire event the runtime synthesizes.
 func (t *Thread) emitLocked(method string, ns []string, data []byte, run string) {
-	w := wireEvent{method: method, namespace: ns, timeMs: t.f.cfg.Now().UnixMilli(), data: data}
+	w := wireEvent{method: method, namespace: ns, timeMs: t.f.cfg.Now().UnixMilli(), data: jsonOrNull(data)}
 	if ns == nil {
 		w.namespace = []string{}
 	}

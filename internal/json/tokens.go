@@ -19,3 +19,12 @@ func Float(n float64) Token { return jsontext.Float(n) }
 // Decoder's ReadValue returns it) to dst; invalid UTF-8 becomes U+FFFD
 // and an error.
 func AppendUnquote(dst, src []byte) ([]byte, error) { return jsontext.AppendUnquote(dst, src) }
+
+// AppendQuote appends s as a JSON string (escaping only what JSON requires)
+// to dst. Invalid UTF-8 is written as U+FFFD, as an Encoder with
+// AllowInvalidUTF8 writes it: for templates whose constant parts were
+// encoded once, where a delta's text is the only part that changes.
+func AppendQuote[S string | []byte](dst []byte, s S) []byte {
+	dst, _ = jsontext.AppendQuote(dst, s) // the error only reports the U+FFFD replacement
+	return dst
+}
