@@ -17,6 +17,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // Config is the daemon's configuration: a YAML file, then INTERLINGUA_*
@@ -303,7 +305,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	var c Config
 	var doc yaml.Node // read once: checked, then for validateRoutes' lines
 	if err := yaml.Unmarshal(data, &doc); err == nil && len(doc.Content) > 0 {
-		if errs := checkConfigNode(doc.Content[0], reflect.TypeOf(c), ""); len(errs) > 0 {
+		if errs := protocol.CheckNode(doc.Content[0], reflect.TypeOf(c), ""); len(errs) > 0 {
 			return Config{}, fmt.Errorf("config %s: %w", name, errors.Join(errs...))
 		}
 	}
@@ -331,9 +333,13 @@ func (c *Config) validateRoutes(name string, root *yaml.Node) error {
 			errs = append(errs, fmt.Errorf("config %s: line %d: routes[%d].backend: unknown backend %q", name, routeLine(root, i, "backend"), i, r.Backend))
 		}
 	}
-	for fn := range c.Frontends {
+	for fn, block := range c.Frontends {
 		if !knownFrontend(fn) {
 			errs = append(errs, fmt.Errorf("config %s: frontends.%s: unknown frontend (known: %s)", name, fn, strings.Join(FrontendNames(), ", ")))
+			continue
+		}
+		for _, err := range checkFrontendOptions(fn, &block) {
+			errs = append(errs, fmt.Errorf("config %s: %w", name, err))
 		}
 	}
 	for bn, b := range c.Backends {
@@ -342,6 +348,22 @@ func (c *Config) validateRoutes(name string, root *yaml.Node) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkFrontendOptions checks a frontends.<name> block against the type
+// the frontend decodes it into; a frontend that takes none refuses any.
+func checkFrontendOptions(name string, block *yaml.Node) []error {
+	if block.Kind == 0 || block.Tag == "!!null" {
+		return nil
+	}
+	newOptions := protocols.Get(name).FrontendOptions
+	if newOptions == nil {
+		if block.Kind == yaml.MappingNode && len(block.Content) == 0 {
+			return nil
+		}
+		return []error{fmt.Errorf("line %d: frontends.%s: the %s frontend takes no options", block.Line, name, name)}
+	}
+	return protocol.CheckNode(block, reflect.TypeOf(newOptions()), "frontends."+name)
 }
 
 // routeLine finds the line of routes[i].key in the YAML tree (0 if absent).

@@ -73,7 +73,7 @@ func buildBackends(cfg Config, deps protocol.BackendDeps) (map[string]canonical.
 		d.Log = deps.Log.With("backend", name)
 		be, err := p.NewBackend(&bc.Options, d)
 		if err != nil {
-			return nil, fmt.Errorf("backends.%s: %w", name, err)
+			return nil, fmt.Errorf("backends.%s.options: %w", name, err)
 		}
 		out[name] = be
 	}

@@ -91,6 +91,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	s := &Server{cfg: cfg, log: log, fabric: fabric, certs: certs}
 	s.tools = NewToolRegistry(cfg.Tools, fabric.Conn(), cfg.NATS.SubjectPrefix, log)
+	s.tools.warnUnserved(fabric.Alone(), 300*time.Millisecond)
 	lazy := &lazyRunner{}
 	backendDeps := protocol.BackendDeps{Log: log, Tools: s.tools, Runner: lazy}
 	backends, err := buildBackends(cfg, backendDeps)
@@ -150,7 +151,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		if err := p.Mount(mux, d); err != nil {
 			s.bridge.StopCluster()
 			fabric.Close()
-			return nil, fmt.Errorf("frontend %s: %w", p.Name, err)
+			return nil, fmt.Errorf("frontends.%s: %w", p.Name, err)
 		}
 	}
 	s.ln, err = net.Listen("tcp", cfg.Listen)

@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/builtin"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
@@ -96,6 +100,64 @@ func (t *ToolRegistry) call(ctx context.Context, name string, args []byte) ([]by
 
 // httpishToCode maps the HTTP-like codes NATS micro services use by
 // convention onto canonical codes.
+// warnUnserved warns, at start, of each tool the allowlist names that
+// exists nowhere: not built in, and served by no NATS micro service
+// answering $SRV.INFO within wait (with the embedded server alone none can
+// be). A service that starts later still serves it: this is a warning of
+// a likely typo, not a refusal.
+func (t *ToolRegistry) warnUnserved(alone bool, wait time.Duration) {
+	var missing []string
+	for _, name := range t.allow {
+		if _, ok := t.builtin[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	served := map[string]bool{}
+	if !alone && t.nc != nil {
+		served = t.servedSubjects(wait)
+	}
+	for _, name := range missing {
+		if !served[t.prefix+".tool."+name] {
+			t.log.Warn("tools.allow names a tool that is not built in and no NATS service serves yet; calls fail until one does",
+				"tool", name, "subject", t.prefix+".tool."+name, "built_in", strings.Join(slices.Sorted(maps.Keys(t.builtin)), ","))
+		}
+	}
+}
+
+// servedSubjects asks every NATS micro service for its endpoints
+// ($SRV.INFO) and returns the subjects they serve, collected for wait.
+func (t *ToolRegistry) servedSubjects(wait time.Duration) map[string]bool {
+	served := map[string]bool{}
+	inbox := t.nc.NewRespInbox()
+	replies := make(chan *nats.Msg, 64)
+	sub, err := t.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return served
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := t.nc.PublishRequest("$SRV.INFO", inbox, nil); err != nil {
+		return served
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-replies:
+			var info micro.Info
+			if json.Unmarshal(m.Data, &info) == nil {
+				for _, ep := range info.Endpoints {
+					served[ep.Subject] = true
+				}
+			}
+		case <-timer.C:
+			return served
+		}
+	}
+}
+
 func httpishToCode(n int) canonical.Code {
 	switch {
 	case n == 400:

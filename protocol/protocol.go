@@ -9,12 +9,13 @@
 package protocol
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
+
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -41,6 +42,11 @@ type Protocol struct {
 	ContentTypes []string
 	// Mount registers the frontend's handlers; nil: no frontend.
 	Mount func(mux *http.ServeMux, d FrontendDeps) error
+	// FrontendOptions returns a pointer to the type Mount decodes its
+	// frontends.<name> block into (FrontendDeps.Options), so the config
+	// is checked against it when it is read, with the file's lines; nil:
+	// the frontend takes no options and a block for it is refused.
+	FrontendOptions func() any
 	// NewBackend builds a backend of this type from its config options;
 	// nil: no backend.
 	NewBackend BackendFactory
@@ -140,20 +146,19 @@ type Fabric interface {
 	OwnerTimeout() time.Duration
 }
 
-// DecodeOptions decodes an options node into an adapter's Config, refusing
-// unknown keys (with their line).
+// DecodeOptions decodes an options node into an adapter's Config. Unknown
+// keys (with the closest known one), durations without a unit and values
+// of the wrong kind are refused with their line in the config file
+// (CheckNode), not a line counted from the block's start.
 func DecodeOptions(opts *yaml.Node, into any) error {
 	if opts == nil || opts.Kind == 0 {
 		return nil
 	}
-	data, err := yaml.Marshal(opts)
-	if err != nil {
-		return err
+	if errs := CheckNode(opts, reflect.TypeOf(into), ""); len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(into); err != nil {
-		return fmt.Errorf("options (from line %d): %s", opts.Line, strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := opts.Decode(into); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	return nil
 }

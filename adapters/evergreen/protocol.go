@@ -19,12 +19,13 @@ var Protocol = protocol.Protocol{
 	Paths: []string{"/evergreen.v2."},
 	// gRPC, gRPC-Web and Connect streaming requests carry their framing
 	// in the Content-Type, whatever the path.
-	ContentTypes: []string{"application/grpc", "application/connect+"},
-	Mount:        mountFrontend,
-	NewBackend:   newConfiguredBackend,
-	WriteRefusal: writeRefusal,
-	Client:       newClient,
-	Conformance:  conformanceProfile,
+	ContentTypes:    []string{"application/grpc", "application/connect+"},
+	Mount:           mountFrontend,
+	FrontendOptions: func() any { return new(FrontendConfig) },
+	NewBackend:      newConfiguredBackend,
+	WriteRefusal:    writeRefusal,
+	Client:          newClient,
+	Conformance:     conformanceProfile,
 }
 
 // newClient is the backend pointed at our frontend, asking for every

@@ -1,4 +1,4 @@
-package bridge
+package protocol
 
 import (
 	"fmt"
@@ -9,14 +9,16 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// checkConfigNode walks a config document against the type it decodes
-// into and reports, each with its line, what yaml.v3's own errors word in
+// CheckNode walks a config document (or an adapter's options block)
+// against the type it decodes into and reports, each with its line, what yaml.v3's own errors word in
 // Go's terms or let pass: an unknown key (with the closest known one), a
 // duration written as a bare number (yaml.v3 would take 30 as 30 ns), a
 // value of the wrong kind ("want a whole number", never "into int64").
 // Blocks a config holds as yaml.Node (a backend's options) belong to their
-// adapter and are not walked.
-func checkConfigNode(n *yaml.Node, t reflect.Type, path string) []error {
+// adapter and are not walked here: DecodeOptions walks them against the
+// adapter's own type. Lines are the file's: yaml.v3 keeps them on each
+// node of a block.
+func CheckNode(n *yaml.Node, t reflect.Type, path string) []error {
 	if n == nil || n.Tag == "!!null" {
 		return nil
 	}
@@ -24,7 +26,7 @@ func checkConfigNode(n *yaml.Node, t reflect.Type, path string) []error {
 	case t == reflect.TypeOf(yaml.Node{}):
 		return nil
 	case t.Kind() == reflect.Pointer:
-		return checkConfigNode(n, t.Elem(), path)
+		return CheckNode(n, t.Elem(), path)
 	case t.Kind() == reflect.Struct:
 		return checkStruct(n, t, path)
 	case t.Kind() == reflect.Map:
@@ -33,7 +35,7 @@ func checkConfigNode(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, checkConfigNode(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value))...)
+			errs = append(errs, CheckNode(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value))...)
 		}
 		return errs
 	case t.Kind() == reflect.Slice:
@@ -42,7 +44,7 @@ func checkConfigNode(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 		var errs []error
 		for i, item := range n.Content {
-			errs = append(errs, checkConfigNode(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			errs = append(errs, CheckNode(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
 		}
 		return errs
 	}
@@ -54,11 +56,7 @@ func checkStruct(n *yaml.Node, t reflect.Type, path string) []error {
 		return []error{configErr(n, path, "want a mapping of keys to values")}
 	}
 	fields := map[string]reflect.Type{}
-	for i := range t.NumField() {
-		if tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
-			fields[tag] = t.Field(i).Type
-		}
-	}
+	addFields(fields, t)
 	var errs []error
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -71,9 +69,24 @@ func checkStruct(n *yaml.Node, t reflect.Type, path string) []error {
 			errs = append(errs, configErr(k, path, msg))
 			continue
 		}
-		errs = append(errs, checkConfigNode(v, ft, joinPath(path, k.Value))...)
+		errs = append(errs, CheckNode(v, ft, joinPath(path, k.Value))...)
 	}
 	return errs
+}
+
+// addFields adds t's keys and their types to fields, those of a struct
+// tagged ",inline" as its own.
+func addFields(fields map[string]reflect.Type, t reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct:
+			addFields(fields, f.Type)
+		case name != "" && name != "-":
+			fields[name] = f.Type
+		}
+	}
 }
 
 func checkScalar(n *yaml.Node, t reflect.Type, path string) []error {
@@ -81,7 +94,7 @@ func checkScalar(n *yaml.Node, t reflect.Type, path string) []error {
 		return []error{configErr(n, path, "want a single value")}
 	}
 	switch {
-	case t == durationType:
+	case t == reflect.TypeOf(time.Duration(0)):
 		if n.Tag == "!!int" || n.Tag == "!!float" {
 			return []error{configErr(n, path, fmt.Sprintf("%s has no unit: write %ss (or ms, m, h)", n.Value, n.Value))}
 		}
