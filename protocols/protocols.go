@@ -9,6 +9,7 @@ import (
 	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/adapters/glide"
 	"github.com/interlingua-dev/interlingua/adapters/native"
+	"github.com/interlingua-dev/interlingua/adapters/responses"
 	"github.com/interlingua-dev/interlingua/adapters/scripted"
 	"github.com/interlingua-dev/interlingua/adapters/triton"
 	"github.com/interlingua-dev/interlingua/adapters/xmlaction"
@@ -26,6 +27,7 @@ var All = []protocol.Protocol{
 	glide.Protocol,
 	xmlaction.Protocol,
 	agent.Protocol,
+	responses.Protocol,
 	scripted.Protocol,
 }
 

@@ -1,0 +1,316 @@
+package responses
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
+)
+
+// BackendConfig configures a backend that calls one OpenAI-Responses
+// server (OpenAI, vLLM, Ollama, another Interlingua). Zero values mean the
+// documented defaults; options come from the backend's YAML options.
+type BackendConfig struct {
+	// URL is the API's base URL, the one that holds /responses, e.g.
+	// https://api.openai.com/v1 or http://vllm:8000/v1; required.
+	URL string `yaml:"url"`
+	// Model is the upstream model. Default: the run's target (after the
+	// route's rename).
+	Model string `yaml:"model"`
+	// APIKeyEnv names an environment variable holding the upstream's key,
+	// sent as Authorization: Bearer.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Headers are added to every upstream request.
+	Headers map[string]string `yaml:"headers"`
+	// Store is sent as store: false by default: the bridge keeps the
+	// conversation and sends it whole each time (the upstream keeps
+	// nothing); true lets the upstream store its responses too.
+	Store bool `yaml:"store"`
+	// Timeout bounds one run, from the request to the last event.
+	// Default 10m.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxEventBytes bounds one SSE event of the stream. Default 4 MiB.
+	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxOutputBytes bounds the text and arguments of one run. Default
+	// 16 MiB.
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxResponseBytes bounds an error body or a non-streamed response.
+	// Default 16 MiB.
+	MaxResponseBytes int `yaml:"max_response_bytes"`
+
+	// HTTPClient makes the requests. Default: a client with its own
+	// transport, whose idle connections Close releases.
+	HTTPClient *http.Client `yaml:"-"`
+	// Logger receives the backend's logs; discarded when nil.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Validate reports every invalid field, by its option name.
+func (c *BackendConfig) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("url: required"))
+	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("url: %q is not an http(s) URL with a host", c.URL))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	for name, v := range map[string]int{"max_event_bytes": c.MaxEventBytes, "max_output_bytes": c.MaxOutputBytes, "max_response_bytes": c.MaxResponseBytes} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative", name))
+		}
+	}
+	if c.APIKeyEnv != "" && os.Getenv(c.APIKeyEnv) == "" {
+		errs = append(errs, fmt.Errorf("api_key_env: the environment variable %s is not set", c.APIKeyEnv))
+	}
+	return errors.Join(errs...)
+}
+
+// Backend is a canonical.Backend calling a Responses server. It is safe
+// for concurrent use; its streams run no goroutines.
+type Backend struct {
+	cfg    BackendConfig
+	base   string
+	key    string
+	client *http.Client
+	own    *http.Transport
+	log    *slog.Logger
+}
+
+// NewBackend validates cfg and returns the backend.
+func NewBackend(cfg BackendConfig) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
+	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
+	cfg.MaxOutputBytes = cmp.Or(cfg.MaxOutputBytes, 16<<20)
+	cfg.MaxResponseBytes = cmp.Or(cfg.MaxResponseBytes, 16<<20)
+	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), client: cfg.HTTPClient, log: cfg.Logger}
+	if cfg.APIKeyEnv != "" {
+		b.key = os.Getenv(cfg.APIKeyEnv)
+	}
+	if b.client == nil {
+		b.own = http.DefaultTransport.(*http.Transport).Clone()
+		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256
+		b.client = &http.Client{Transport: b.own}
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	return b, nil
+}
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error {
+	if b.own != nil {
+		b.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// redacted is the base URL without credentials, for logs.
+func (b *Backend) redacted() string {
+	if u, err := url.Parse(b.base); err == nil {
+		return u.Redacted()
+	}
+	return "responses"
+}
+
+// Start implements canonical.Backend: it sends the request with stream
+// true and waits for the response headers. An upstream error before the
+// stream is returned with its canonical code and the upstream's message.
+func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	model := cmp.Or(b.cfg.Model, req.GetTarget())
+	if model == "" {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "responses backend: no model: set the backend's model option or a target")
+	}
+	body, err := encodeCreate(req, model, b.cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	hreq, herr := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/responses", bytes.NewReader(body))
+	if herr != nil {
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "responses backend: %v", herr)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if b.key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+b.key)
+	}
+	for k, v := range b.cfg.Headers {
+		hreq.Header.Set(k, v)
+	}
+	tracing.ToHTTP(ctx, hreq.Header)
+	b.log.Debug("responses request", "run", req.GetRunId(), "model", model)
+	resp, herr := b.client.Do(hreq)
+	if herr != nil {
+		e := b.transportError(ctx, herr)
+		cancel()
+		return nil, e
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := b.httpError(resp)
+		resp.Body.Close()
+		cancel()
+		return nil, e
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	s := &stream{ctx: ctx, cancel: cancel, body: resp.Body, b: b, object: mt == "application/json",
+		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxOutputBytes, req.GetRunId()+"-")}
+	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
+	return s, nil
+}
+
+// transportError is the error for a request that got no response.
+func (b *Backend) transportError(ctx context.Context, err error) *canonical.Error {
+	if ctx.Err() != nil {
+		return canonical.AsError(ctx.Err())
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "responses backend: the upstream did not answer",
+		Cause: fmt.Errorf("POST %s/responses: %w", b.redacted(), err)}
+}
+
+// httpError reads an error response in OpenAI's form (or other text).
+func (b *Backend) httpError(resp *http.Response) *canonical.Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, int64(min(b.cfg.MaxResponseBytes, 1<<20))))
+	var eb errorBody
+	msg := ""
+	if json.Unmarshal(data, &eb, json.AllowDuplicateNames(true)) == nil && eb.Error.Message != "" {
+		msg = eb.Error.Message
+	} else {
+		msg = strings.TrimSpace(strings.ToValidUTF8(string(data), "\uFFFD"))
+		if len(msg) > 512 {
+			msg = strings.ToValidUTF8(msg[:512], "")
+		}
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return canonical.WireError(codeOf(resp.StatusCode), msg)
+}
+
+// readBufSize is what one read of a streamed response takes.
+const readBufSize = 32 << 10
+
+// stream is one upstream response read as canonical events; Recv reads
+// the body, so no goroutine runs behind it.
+type stream struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	body    io.ReadCloser
+	b       *Backend
+	object  bool // the upstream answered one JSON response, not a stream
+	dec     *streamDecoder
+	buf     []byte
+	pending []*canonical.Event
+	next    int
+	once    sync.Once
+}
+
+// Recv implements canonical.Stream.
+func (s *stream) Recv() (*canonical.Event, error) {
+	for s.next == len(s.pending) {
+		if s.dec.Ended() {
+			s.release() // the terminal event ends the read: a body kept open is not waited for
+			return nil, io.EOF
+		}
+		s.pending, s.next = s.pending[:0], 0
+		if s.object {
+			s.pending = s.readObject(s.pending)
+			continue
+		}
+		if s.buf == nil {
+			s.buf = make([]byte, readBufSize)
+		}
+		n, err := s.body.Read(s.buf)
+		if n > 0 {
+			var ferr error
+			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
+				s.pending = s.dec.Fail(s.pending, ferr)
+				continue
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			var eerr error
+			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
+				s.pending = s.dec.Fail(s.pending, eerr)
+			}
+		default:
+			s.pending = s.dec.Fail(s.pending, s.readError(err))
+		}
+	}
+	ev := s.pending[s.next]
+	s.pending[s.next] = nil
+	s.next++
+	return ev, nil
+}
+
+// Buffered returns how many events Recv returns without reading.
+func (s *stream) Buffered() int { return len(s.pending) - s.next }
+
+// readObject reads a whole JSON response (a server that does not stream).
+func (s *stream) readObject(out []*canonical.Event) []*canonical.Event {
+	limit := s.b.cfg.MaxResponseBytes
+	data, err := io.ReadAll(io.LimitReader(s.body, int64(limit)+1))
+	if err != nil {
+		return s.dec.Fail(out, s.readError(err))
+	}
+	if len(data) > limit {
+		return s.dec.Fail(out, canonical.Errorf(canonical.CodeResourceExhausted, "responses backend: response exceeds max_response_bytes (%d)", limit))
+	}
+	var r response
+	if err := json.Unmarshal(data, &r, json.AllowDuplicateNames(true)); err != nil {
+		return s.dec.Fail(out, canonical.Errorf(canonical.CodeInternal, "responses backend: the upstream's response is not valid JSON: %s", jsonErrorText(err)))
+	}
+	if r.Status == "failed" || r.Status == "cancelled" {
+		return s.dec.failed(&r, out)
+	}
+	return s.dec.terminal(&r, out)
+}
+
+func (s *stream) readError(err error) *canonical.Error {
+	if s.ctx.Err() != nil {
+		return canonical.AsError(s.ctx.Err())
+	}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "responses backend: upstream stream truncated",
+		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
+}
+
+// release closes the upstream request, once.
+func (s *stream) release() {
+	s.once.Do(func() {
+		s.cancel()
+		_ = s.body.Close()
+	})
+}
+
+// Close implements canonical.Stream: it closes the upstream request.
+func (s *stream) Close() error {
+	s.release()
+	return nil
+}

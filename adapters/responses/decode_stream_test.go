@@ -1,0 +1,181 @@
+package responses
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// decodeChunks runs the stream decoder over chunks, then End.
+func decodeChunks(chunks [][]byte) ([]*canonical.Event, error) {
+	d := newStreamDecoder(1<<20, 1<<20, "run-")
+	var out []*canonical.Event
+	for _, c := range chunks {
+		var err error
+		if out, err = d.Feed(c, out); err != nil {
+			return d.Fail(out, err), err
+		}
+		if d.Ended() {
+			return out, nil
+		}
+	}
+	out, err := d.End(out)
+	if err != nil {
+		return d.Fail(out, err), err
+	}
+	return out, nil
+}
+
+// split cuts data at points a seed chooses (none to many, single bytes
+// included).
+func split(data []byte, seed uint64) [][]byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var out [][]byte
+	for len(data) > 0 {
+		n := 1 + r.IntN(min(len(data), 1+int(seed%64)))
+		out = append(out, data[:n])
+		data = data[n:]
+	}
+	return out
+}
+
+// render is the events as a golden holds them: one protojson line each.
+func render(t *testing.T, evs []*canonical.Event) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, ev := range evs {
+		line, err := protojson.MarshalOptions{}.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if err := compactJSON(&compact, line); err != nil {
+			t.Fatal(err)
+		}
+		b.Write(compact.Bytes())
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// compactJSON removes protojson's unstable spacing.
+func compactJSON(dst *bytes.Buffer, src []byte) error {
+	var v any
+	if err := jsonUnmarshalAny(src, &v); err != nil {
+		return err
+	}
+	out, err := jsonMarshalSorted(v)
+	if err != nil {
+		return err
+	}
+	dst.Write(out)
+	return nil
+}
+
+func checkGolden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Fatalf("%s differs (-want +got):\n%s", file, d)
+	}
+}
+
+// TestStreamDecoder decodes each recorded stream (testdata/stream/*.sse:
+// the reference's literal streams and the variants real servers send) to
+// the canonical events in its .events golden; every result passes the
+// Validator.
+func TestStreamDecoder(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	if len(files) == 0 {
+		t.Fatal("no streams")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, _ := decodeChunks([][]byte{data})
+			if err := canonical.Validate(evs); err != nil {
+				t.Fatalf("invalid events: %v", err)
+			}
+			checkGolden(t, strings.TrimSuffix(file, ".sse")+".events", render(t, evs))
+		})
+	}
+}
+
+// TestStreamDecoderRechunk is the property that any cutting of a stream
+// into chunks yields the same events: each recorded stream, cut at 200
+// seeds' points (single bytes, CRLF pairs and runes split included).
+func TestStreamDecoderRechunk(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, werr := decodeChunks([][]byte{data})
+		for seed := range uint64(200) {
+			got, gerr := decodeChunks(split(data, seed))
+			if (werr == nil) != (gerr == nil) {
+				t.Fatalf("%s seed %d: error depends on chunking: %v / %v", file, seed, werr, gerr)
+			}
+			if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+				t.Fatalf("%s seed %d: events depend on chunking:\n%s", file, seed, d)
+			}
+		}
+	}
+}
+
+// FuzzStreamDecoder: any input decodes without panicking to events the
+// Validator accepts, ending in one terminal event, the same for any
+// chunking.
+func FuzzStreamDecoder(f *testing.F) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, uint64(len(data)))
+	}
+	f.Add([]byte("data: {\"type\":\"response.output_text.delta\",\"delta\":\"\\ud800x\"}\n\ndata: [DONE]\n\n"), uint64(3))
+	f.Add([]byte("data: {\"type\":\"error\",\"error\":null}\n\n"), uint64(1))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		want, werr := decodeChunks([][]byte{data})
+		if err := canonical.Validate(want); err != nil {
+			t.Fatalf("invalid events: %v", err)
+		}
+		if len(want) == 0 {
+			t.Fatal("no terminal event")
+		}
+		if _, ok := canonical.TerminalOf(want[len(want)-1]); !ok {
+			t.Fatal("the last event is not terminal")
+		}
+		got, gerr := decodeChunks(split(data, seed))
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("error depends on chunking: %v / %v", werr, gerr)
+		}
+		if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+			t.Fatal(d)
+		}
+	})
+}

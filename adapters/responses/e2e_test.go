@@ -1,0 +1,276 @@
+package responses_test
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// End-to-end tests through a whole instance (embedded NATS, the thread
+// store in its JetStream bucket, every frontend mounted). Ids and times
+// are random or the clock's, and are normalized in goldens.
+
+var (
+	idPattern   = regexp.MustCompile(`\b(resp|msg|fc|fco|rs|call)_[a-z2-7]{24,32}\b`)
+	timePattern = regexp.MustCompile(`"(created_at|completed_at)":\d+`)
+)
+
+func normalize(b []byte) []byte {
+	b = idPattern.ReplaceAll(b, []byte("${1}_ID"))
+	return timePattern.ReplaceAll(b, []byte(`"$1":0`))
+}
+
+// golden compares got (normalized) with testdata/<name>, rewriting it
+// under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	got = normalize(got)
+	file := filepath.Join("testdata", name)
+	if flag.Lookup("update").Value.String() == "true" {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Fatalf("%s differs (run with -update to accept):\n%s", file, d)
+	}
+}
+
+// jsonEqual compares two JSON documents semantically.
+func jsonEqual(t *testing.T, what string, want, got []byte) {
+	t.Helper()
+	var w, g any
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("%s: want: %v", what, err)
+	}
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: got %s: %v", what, got, err)
+	}
+	if d := cmp.Diff(w, g); d != "" {
+		t.Fatalf("%s differs (-want +got):\n%s", what, d)
+	}
+}
+
+type client struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+// do sends a request and returns the status and body.
+func (c client) do(method, path, body string) (int, []byte) {
+	c.t.Helper()
+	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	hc := &http.Client{Timeout: 20 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// create posts a request that must succeed and returns the response and
+// its id.
+func (c client) create(body string) ([]byte, string) {
+	c.t.Helper()
+	status, out := c.do("POST", "/v1/responses", body)
+	if status != 200 {
+		c.t.Fatalf("POST %s: %d %s", body, status, out)
+	}
+	return out, responseID(c.t, out)
+}
+
+var firstID = regexp.MustCompile(`"id":"(resp_[a-z2-7]+)"`)
+
+// responseID is the id of the response a body (JSON or a stream) holds.
+func responseID(t *testing.T, body []byte) string {
+	t.Helper()
+	m := firstID.FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no response id in %s", body)
+	}
+	return string(m[1])
+}
+
+func (c client) want(method, path, body string, status int, wantBody string) {
+	c.t.Helper()
+	got, out := c.do(method, path, body)
+	if got != status {
+		c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, status, out)
+	}
+	if wantBody != "" {
+		jsonEqual(c.t, method+" "+path, normalize([]byte(wantBody)), normalize(out))
+	}
+}
+
+// peerConfig is the default config plus target gpt-test routed to a
+// responses backend calling the peer.
+func peerConfig(t *testing.T, p *peer) bridge.Config {
+	cfg := bridge.DefaultConfig()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("url: "+p.srv.URL+"/v1\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Backends["up"] = bridge.BackendConfig{Type: "responses", Options: *n.Content[0]}
+	cfg.Routes = append(cfg.Routes, bridge.Route{Target: "gpt-test", Backend: "up"}, bridge.Route{Target: "missing", Backend: "up"})
+	return cfg
+}
+
+// TestE2EEcho: the scripted echo target, answered whole and streamed.
+func TestE2EEcho(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	c := client{t: t, base: inst.URL}
+	out, id := c.create(`{"model":"echo","input":"tell me a joke"}`)
+	golden(t, "e2e/echo.json", out)
+	_, got := c.do("GET", "/v1/responses/"+id, "")
+	jsonEqual(t, "GET of the created response", out, got)
+
+	status, sse := c.do("POST", "/v1/responses", `{"model":"echo","input":[{"role":"user","content":[{"type":"input_text","text":"stream it"}]}],"stream":true}`)
+	if status != 200 {
+		t.Fatalf("stream: %d %s", status, sse)
+	}
+	golden(t, "e2e/echo_stream.sse", sse)
+}
+
+// TestE2EErrors: refusals in OpenAI's error form.
+func TestE2EErrors(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	c := client{t: t, base: inst.URL}
+	c.want("POST", "/v1/responses", `{"model":"nope","input":"x"}`, 404,
+		`{"error":{"message":"The model `+"`nope`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`)
+	c.want("POST", "/v1/responses", `{"input":"x"}`, 400,
+		`{"error":{"message":"Missing required parameter: 'model'.","type":"invalid_request_error","param":"model","code":null}}`)
+	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","background":true}`, 400,
+		`{"error":{"message":"Unsupported parameter: 'background': this server runs responses in the foreground only.","type":"invalid_request_error","param":"background","code":"unsupported_parameter"}}`)
+	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","tools":[{"type":"web_search"}]}`, 400,
+		`{"error":{"message":"Unsupported tool type 'web_search': this server offers function tools only.","type":"invalid_request_error","param":"tools[0].type","code":null}}`)
+	c.want("POST", "/v1/responses", `{"model":"echo","input":[{"type":"message","role":"robot","content":"x"}]}`, 400,
+		`{"error":{"message":"Invalid value: 'robot'. Supported values are: 'user', 'assistant', 'system', and 'developer'.","type":"invalid_request_error","param":"input[0].role","code":null}}`)
+	c.want("POST", "/v1/responses", `{"model":`, 400, "")
+	c.want("GET", "/v1/responses/resp_nope", "", 404,
+		`{"error":{"message":"Response with id 'resp_nope' not found.","type":"invalid_request_error","param":"response_id","code":null}}`)
+	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","previous_response_id":"resp_abc"}`, 400,
+		`{"error":{"message":"Previous response with id 'resp_abc' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
+	c.want("PUT", "/v1/responses", "", 405, "")
+}
+
+// TestE2EChain: previous_response_id continues the stored conversation
+// through a responses backend (the peer sees the whole conversation), a
+// function call round trip, store:false keeping nothing, DELETE.
+func TestE2EChain(t *testing.T) {
+	p := startPeer(t)
+	cfg := peerConfig(t, p)
+	inst := bridgetest.Start(t, &cfg)
+	c := client{t: t, base: inst.URL}
+
+	first, id1 := c.create(`{"model":"gpt-test","input":"hello","instructions":"be brief"}`)
+	golden(t, "e2e/chain_first.json", first)
+	second, id2 := c.create(`{"model":"gpt-test","input":"again","previous_response_id":"` + id1 + `","stream":true}`)
+	golden(t, "e2e/chain_second.sse", second)
+	reqs := p.requests()
+	golden(t, "e2e/chain_upstream.json", bytes.Join(reqs, []byte("\n")))
+
+	// A function call round trip, continued by the call's output.
+	tools := `"tools":[{"type":"function","name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]`
+	call, id3 := c.create(`{"model":"gpt-test","input":"weather in Paris?",` + tools + `,"previous_response_id":"` + id2 + `"}`)
+	golden(t, "e2e/tool_call.json", call)
+	answer, _ := c.create(`{"model":"gpt-test",` + tools + `,"previous_response_id":"` + id3 + `","input":[{"type":"function_call_output","call_id":"call_A","output":"15C"}]}`)
+	golden(t, "e2e/tool_answer.json", answer)
+	reqs = p.requests()
+	golden(t, "e2e/tool_upstream.json", reqs[len(reqs)-1])
+
+	// store:false keeps nothing.
+	_, id4 := c.create(`{"model":"gpt-test","input":"secret","store":false}`)
+	c.want("GET", "/v1/responses/"+id4, "", 404, "")
+	c.want("POST", "/v1/responses", `{"model":"gpt-test","input":"x","previous_response_id":"`+id4+`"}`, 400, "")
+
+	// The upstream's refusal, in OpenAI's form.
+	c.want("POST", "/v1/responses", `{"model":"missing","input":"x"}`, 404,
+		`{"error":{"message":"The model `+"`missing`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":null}}`)
+
+	// DELETE, then it is gone.
+	c.want("DELETE", "/v1/responses/"+id1, "", 200, `{"id":"`+id1+`","object":"response","deleted":true}`)
+	c.want("GET", "/v1/responses/"+id1, "", 404, "")
+	c.want("DELETE", "/v1/responses/"+id1, "", 404, "")
+	c.want("POST", "/v1/responses", `{"model":"gpt-test","input":"x","previous_response_id":"`+id1+`"}`, 400, "")
+	// The response that continued it keeps its own conversation.
+	c.want("POST", "/v1/responses", `{"model":"gpt-test","input":"still here?","previous_response_id":"`+id2+`"}`, 200, "")
+}
+
+// TestE2ETenancy: a response belongs to the API key that created it:
+// another key gets 404 for it and 400 continuing it.
+func TestE2ETenancy(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	alice := client{t: t, base: inst.URL, key: "key-a"}
+	bob := client{t: t, base: inst.URL, key: "key-b"}
+	out, id := alice.create(`{"model":"echo","input":"mine"}`)
+	bob.want("GET", "/v1/responses/"+id, "", 404, `{"error":{"message":"Response with id '`+id+`' not found.","type":"invalid_request_error","param":"response_id","code":null}}`)
+	bob.want("DELETE", "/v1/responses/"+id, "", 404, "")
+	bob.want("GET", "/v1/responses/"+id+"/input_items", "", 404, "")
+	bob.want("POST", "/v1/responses", `{"model":"echo","input":"yours?","previous_response_id":"`+id+`"}`, 400,
+		`{"error":{"message":"Previous response with id '`+id+`' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)
+	_, got := alice.do("GET", "/v1/responses/"+id, "")
+	jsonEqual(t, "alice's GET", out, got)
+	alice.want("POST", "/v1/responses", `{"model":"echo","input":"more","previous_response_id":"`+id+`"}`, 200, "")
+	client{t: t, base: inst.URL}.want("GET", "/v1/responses/"+id, "", 401,
+		`{"error":{"message":"missing or invalid API key (send Authorization: Bearer <key>)","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+}
+
+// TestE2ERestart: a stored response outlives the daemon: a new instance
+// on the same data folder serves it and continues it.
+func TestE2ERestart(t *testing.T) {
+	dir := t.TempDir()
+	var out []byte
+	var id string
+	t.Run("first", func(t *testing.T) {
+		cfg := bridge.DefaultConfig()
+		cfg.DataDir = dir
+		inst := bridgetest.Start(t, &cfg)
+		out, id = client{t: t, base: inst.URL}.create(`{"model":"echo","input":"remember me"}`)
+	})
+	t.Run("second", func(t *testing.T) {
+		cfg := bridge.DefaultConfig()
+		cfg.DataDir = dir
+		inst := bridgetest.Start(t, &cfg)
+		c := client{t: t, base: inst.URL}
+		_, got := c.do("GET", "/v1/responses/"+id, "")
+		jsonEqual(t, "GET after restart", out, got)
+		c.want("POST", "/v1/responses", `{"model":"echo","input":"again","previous_response_id":"`+id+`"}`, 200, "")
+	})
+}

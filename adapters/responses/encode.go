@@ -1,0 +1,348 @@
+package responses
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// encoder renders one run's canonical events as the Responses stream and
+// keeps the response object they describe (the snapshot every lifecycle
+// event carries, and what is stored). It is deterministic: the same events
+// give the same stream, ids and sequence numbers included, so a replay
+// from the bridge's log reproduces what the client was sent. One per
+// response; not safe for concurrent use.
+type encoder struct {
+	r         *response
+	seq       int64
+	summary   bool // reasoning as summary parts (the client set reasoning.summary)
+	emit      func(*streamEvent) error
+	maxOutput int
+	held      int // bytes of text and arguments held in the snapshot
+
+	open      int    // index of the open item in r.Output, -1 for none
+	msgOpen   bool   // the open item is a message taking more text parts
+	block     string // the open block's kind: text, reasoning, tool, skip; "" for none
+	text      strings.Builder
+	reason    canonical.FinishReason
+	usage     *canonical.Usage
+	done      bool
+	lastError *canonical.Error
+}
+
+// newEncoder returns an encoder of r (status in_progress, no output yet)
+// writing events to emit (nil: none).
+func newEncoder(r *response, summary bool, maxOutput int, emit func(*streamEvent) error) *encoder {
+	if emit == nil {
+		emit = func(*streamEvent) error { return nil }
+	}
+	r.Output = []item{}
+	return &encoder{r: r, summary: summary, maxOutput: maxOutput, emit: emit, open: -1}
+}
+
+// send numbers ev and hands it on.
+func (e *encoder) send(ev *streamEvent) error {
+	ev.SequenceNumber = e.seq
+	e.seq++
+	return e.emit(ev)
+}
+
+// start writes response.created and response.in_progress (response.queued
+// first for a background response).
+func (e *encoder) start() error {
+	if err := e.send(&streamEvent{Type: "response.created", Response: e.r}); err != nil {
+		return err
+	}
+	return e.send(&streamEvent{Type: "response.in_progress", Response: e.r})
+}
+
+// deriveID is an id of the response's items: prefix and 26 characters
+// that only the response id (unguessable itself) determines.
+func deriveID(prefix, respID string, n int, size int) string {
+	h := sha256.Sum256([]byte(respID + "/" + prefix + strconv.Itoa(n)))
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:size]))
+}
+
+// event renders one canonical event. An error is the client's (a write
+// failed) or the output limit's; the run should then end.
+func (e *encoder) event(ev *canonical.Event) error {
+	if e.done || len(ev.GetNamespace()) != 0 {
+		return nil // nested runs' content is not the response's
+	}
+	switch k := ev.GetKind().(type) {
+	case *canonical.KindBlockStart:
+		return e.blockStart(k.BlockStart)
+	case *canonical.KindBlockDelta:
+		return e.blockDelta(k.BlockDelta.GetText())
+	case *canonical.KindBlockFinish:
+		return e.blockFinish()
+	case *canonical.KindMessageFinish:
+		return e.messageFinish(k.MessageFinish)
+	case *canonical.KindLifecycle:
+		if status, ok := canonical.TerminalOf(ev); ok {
+			at := time.Now()
+			if ev.GetTimeUnixNano() != 0 {
+				at = time.Unix(0, ev.GetTimeUnixNano())
+			}
+			return e.end(status, canonical.FromProto(k.Lifecycle.GetError()), at)
+		}
+	}
+	return nil
+}
+
+func (e *encoder) cur() *item { return &e.r.Output[e.open] }
+
+// addItem appends it to the output and writes output_item.added.
+func (e *encoder) addItem(it item) error {
+	e.r.Output = append(e.r.Output, it)
+	e.open = len(e.r.Output) - 1
+	return e.send(&streamEvent{Type: "response.output_item.added", OutputIndex: ptr(e.open), Item: e.cur()})
+}
+
+// closeItem writes output_item.done for the open item with status.
+func (e *encoder) closeItem(status string) error {
+	if e.open < 0 {
+		return nil
+	}
+	it := e.cur()
+	if it.Type != "reasoning" {
+		it.Status = status
+	}
+	idx := e.open
+	e.open, e.msgOpen = -1, false
+	return e.send(&streamEvent{Type: "response.output_item.done", OutputIndex: ptr(idx), Item: it})
+}
+
+// blockStart opens an item (or a part of the open message) for a block.
+func (e *encoder) blockStart(bs *canonical.BlockStart) error {
+	if e.block != "" {
+		if err := e.blockFinish(); err != nil {
+			return err
+		}
+	}
+	e.text.Reset()
+	n := len(e.r.Output)
+	switch bs.GetType() {
+	case canonical.BlockText:
+		e.block = "text"
+		if !e.msgOpen {
+			if err := e.closeItem("completed"); err != nil {
+				return err
+			}
+			if err := e.addItem(item{Type: "message", ID: deriveID("msg_", e.r.ID, n, 16), Status: "in_progress", Role: "assistant", Content: parts{}}); err != nil {
+				return err
+			}
+			e.msgOpen = true
+		}
+		it := e.cur()
+		it.Content = append(it.Content, part{Type: "output_text", Text: ptr(""), Annotations: []json.Value{}})
+		ci := len(it.Content) - 1
+		return e.send(&streamEvent{Type: "response.content_part.added", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Part: &it.Content[ci]})
+	case canonical.BlockReasoning:
+		e.block = "reasoning"
+		return e.reasoningStart(n)
+	case canonical.BlockToolCall:
+		e.block = "tool"
+		if err := e.closeItem("completed"); err != nil {
+			return err
+		}
+		callID := bs.GetId()
+		if callID == "" {
+			callID = deriveID("call_", e.r.ID, n, 15)
+		}
+		return e.addItem(item{Type: "function_call", ID: deriveID("fc_", e.r.ID, n, 16), Status: "in_progress", CallID: callID, Name: bs.GetName(), Arguments: ptr("")})
+	}
+	e.block = "skip" // data and ref blocks: this wire's output has no place for them
+	return nil
+}
+
+// reasoningStart opens a reasoning item and its one part: a summary part,
+// or a reasoning_text content part.
+func (e *encoder) reasoningStart(n int) error {
+	if err := e.closeItem("completed"); err != nil {
+		return err
+	}
+	if err := e.addItem(item{Type: "reasoning", ID: deriveID("rs_", e.r.ID, n, 16), Summary: []part{}}); err != nil {
+		return err
+	}
+	it := e.cur()
+	if e.summary {
+		it.Summary = append(it.Summary, part{Type: "summary_text", Text: ptr("")})
+		return e.send(&streamEvent{Type: "response.reasoning_summary_part.added", ItemID: it.ID, OutputIndex: ptr(e.open), SummaryIndex: ptr(0), Part: &it.Summary[0]})
+	}
+	it.Content = parts{{Type: "reasoning_text", Text: ptr("")}}
+	return e.send(&streamEvent{Type: "response.content_part.added", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(0), Part: &it.Content[0]})
+}
+
+// blockDelta writes a delta of the open block.
+func (e *encoder) blockDelta(d string) error {
+	if e.block == "" || e.block == "skip" || d == "" {
+		return nil
+	}
+	if e.held += len(d); e.held > e.maxOutput {
+		return canonical.Errorf(canonical.CodeResourceExhausted, "the response's output exceeds max_output_bytes (%d)", e.maxOutput)
+	}
+	e.text.WriteString(d)
+	it := e.cur()
+	ev := &streamEvent{ItemID: it.ID, OutputIndex: ptr(e.open), Delta: &d}
+	switch {
+	case e.block == "text":
+		ev.Type, ev.ContentIndex, ev.Logprobs = "response.output_text.delta", ptr(len(it.Content)-1), &[]int{}
+	case e.block == "tool":
+		ev.Type = "response.function_call_arguments.delta"
+	case e.summary:
+		ev.Type, ev.SummaryIndex = "response.reasoning_summary_text.delta", ptr(0)
+	default:
+		ev.Type, ev.ContentIndex = "response.reasoning_text.delta", ptr(0)
+	}
+	return e.send(ev)
+}
+
+// blockFinish writes the open block's .done events (and its item's, but
+// for a message, which may take more parts).
+func (e *encoder) blockFinish() error {
+	kind := e.block
+	e.block = ""
+	if kind == "" || kind == "skip" {
+		return nil
+	}
+	text := e.text.String()
+	it := e.cur()
+	switch {
+	case kind == "text":
+		ci := len(it.Content) - 1
+		it.Content[ci].Text = &text
+		if err := e.send(&streamEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Text: &text, Logprobs: &[]int{}}); err != nil {
+			return err
+		}
+		return e.send(&streamEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Part: &it.Content[ci]})
+	case kind == "tool":
+		it.Arguments = &text
+		if err := e.send(&streamEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: ptr(e.open), Name: it.Name, Arguments: &text}); err != nil {
+			return err
+		}
+	case e.summary:
+		it.Summary[0].Text = &text
+		if err := e.send(&streamEvent{Type: "response.reasoning_summary_text.done", ItemID: it.ID, OutputIndex: ptr(e.open), SummaryIndex: ptr(0), Text: &text}); err != nil {
+			return err
+		}
+		if err := e.send(&streamEvent{Type: "response.reasoning_summary_part.done", ItemID: it.ID, OutputIndex: ptr(e.open), SummaryIndex: ptr(0), Part: &it.Summary[0]}); err != nil {
+			return err
+		}
+	default:
+		it.Content[0].Text = &text
+		if err := e.send(&streamEvent{Type: "response.reasoning_text.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(0), Text: &text}); err != nil {
+			return err
+		}
+		if err := e.send(&streamEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(0), Part: &it.Content[0]}); err != nil {
+			return err
+		}
+	}
+	return e.closeItem("completed")
+}
+
+// itemStatus is the status of an item a message with reason ends.
+func itemStatus(reason canonical.FinishReason) string {
+	if reason == canonical.FinishLength || reason == canonical.FinishContentFilter {
+		return "incomplete"
+	}
+	return "completed"
+}
+
+// messageFinish closes the message's items and counts its usage.
+func (e *encoder) messageFinish(mf *canonical.MessageFinish) error {
+	if e.block != "" {
+		if err := e.blockFinish(); err != nil {
+			return err
+		}
+	}
+	if r := mf.GetFinishReason(); r != canonical.FinishReason(0) {
+		e.reason = r
+	}
+	if u := mf.GetUsage(); u != nil {
+		if e.usage == nil {
+			e.usage = &canonical.Usage{}
+		}
+		e.usage.InputTokens += u.GetInputTokens()
+		e.usage.OutputTokens += u.GetOutputTokens()
+		e.usage.TotalTokens += u.GetTotalTokens()
+		e.usage.ReasoningTokens += u.GetReasoningTokens()
+		e.usage.CacheReadTokens += u.GetCacheReadTokens()
+	}
+	return e.closeItem(itemStatus(e.reason))
+}
+
+// wireUsage is the response's usage: zeros where the backend reported
+// none (usage is always present on a finished response).
+func wireUsage(u *canonical.Usage) *usage {
+	out := &usage{}
+	if u == nil {
+		return out
+	}
+	out.InputTokens, out.OutputTokens = u.GetInputTokens(), u.GetOutputTokens()
+	out.InputTokensDetails.CachedTokens = u.GetCacheReadTokens()
+	out.OutputTokensDetails.ReasoningTokens = u.GetReasoningTokens()
+	out.TotalTokens = u.GetTotalTokens()
+	if out.TotalTokens == 0 {
+		out.TotalTokens = out.InputTokens + out.OutputTokens
+	}
+	return out
+}
+
+// end closes what is open and writes the terminal events: completed,
+// incomplete (length or content filter), or an error event then failed
+// (a cancelled run's response has status cancelled).
+func (e *encoder) end(status canonical.RunStatus, rerr *canonical.Error, at time.Time) error {
+	if e.done {
+		return nil
+	}
+	if e.block != "" {
+		if err := e.blockFinish(); err != nil {
+			return err
+		}
+	}
+	if err := e.closeItem(itemStatus(e.reason)); err != nil {
+		return err
+	}
+	e.done = true
+	r := e.r
+	r.Usage = wireUsage(e.usage)
+	switch status {
+	case canonical.StatusCompleted, canonical.StatusInterrupted:
+		r.CompletedAt = ptr(at.Unix())
+		switch e.reason {
+		case canonical.FinishLength:
+			r.Status, r.IncompleteDetails = "incomplete", &incompleteDetails{Reason: "max_output_tokens"}
+			return e.send(&streamEvent{Type: "response.incomplete", Response: r})
+		case canonical.FinishContentFilter:
+			r.Status, r.IncompleteDetails = "incomplete", &incompleteDetails{Reason: "content_filter"}
+			return e.send(&streamEvent{Type: "response.incomplete", Response: r})
+		}
+		r.Status = "completed"
+		return e.send(&streamEvent{Type: "response.completed", Response: r})
+	}
+	if rerr == nil {
+		rerr = canonical.Errorf(canonical.CodeUnknown, "run failed")
+	}
+	e.lastError = rerr
+	code := failureCode(rerr.Code)
+	r.Status, r.Error = "failed", &responseError{Code: code, Message: rerr.Message}
+	if status == canonical.StatusCancelled {
+		r.Status = "cancelled"
+	}
+	if err := e.send(&streamEvent{Type: "error", Code: &code, Message: &rerr.Message, Param: json.Value("null")}); err != nil {
+		return err
+	}
+	return e.send(&streamEvent{Type: "response.failed", Response: r})
+}
+
+// fail ends the response with err (the run broke off, or the output
+// limit): what is open is closed, then the error and response.failed.
+func (e *encoder) fail(err *canonical.Error) error {
+	return e.end(canonical.StatusFailed, err, time.Now())
+}

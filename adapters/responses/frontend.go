@@ -1,0 +1,508 @@
+package responses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// FrontendConfig configures the Responses frontend. Zero values mean the
+// documented defaults; the options come from frontends.responses in the
+// daemon's config.
+type FrontendConfig struct {
+	// MaxInputBytes bounds a request's body. Default 16 MiB.
+	MaxInputBytes int64 `yaml:"max_input_bytes"`
+	// MaxOutputBytes bounds the text and arguments one response holds.
+	// Default 16 MiB.
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxStoredBytes bounds a stored response with its conversation; a
+	// conversation that outgrows it can no longer be continued (the
+	// response is answered, and stored without it). Default 32 MiB.
+	MaxStoredBytes int `yaml:"max_stored_bytes"`
+	// NoDone leaves out the data: [DONE] line after a stream's terminal
+	// event (OpenAI sends none; Open Responses requires it). Default false.
+	NoDone bool `yaml:"no_done"`
+	// StoreTimeout bounds each thread-store operation. Default 10s.
+	StoreTimeout time.Duration `yaml:"store_timeout"`
+
+	// Runner starts the runs; required.
+	Runner canonical.Runner `yaml:"-"`
+	// Store keeps stored responses (the bridge's thread store); nil: none
+	// is kept, every response is answered with store false.
+	Store canonical.ThreadStore `yaml:"-"`
+	// CheckThread refuses another API key's response (the bridge's
+	// tenancy); nil: only the record's owner is compared.
+	CheckThread func(ctx context.Context, thread string) error `yaml:"-"`
+	// Logger receives the frontend's logs; discarded when nil.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Frontend serves POST /v1/responses, GET and DELETE /v1/responses/{id},
+// and refuses what it does not support in OpenAI's error form (doc.go).
+type Frontend struct {
+	cfg   FrontendConfig
+	log   *slog.Logger
+	store *store // nil: no thread store
+}
+
+// NewFrontend returns the frontend.
+func NewFrontend(cfg FrontendConfig) *Frontend {
+	if cfg.MaxInputBytes <= 0 {
+		cfg.MaxInputBytes = 16 << 20
+	}
+	if cfg.MaxOutputBytes <= 0 {
+		cfg.MaxOutputBytes = 16 << 20
+	}
+	if cfg.MaxStoredBytes <= 0 {
+		cfg.MaxStoredBytes = 32 << 20
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 10 * time.Second
+	}
+	f := &Frontend{cfg: cfg, log: cfg.Logger}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Store != nil {
+		f.store = &store{ts: cfg.Store, check: cfg.CheckThread, max: cfg.MaxStoredBytes}
+	}
+	return f
+}
+
+// Mount registers the frontend on mux: /v1/responses and everything under
+// it (unknown paths answer OpenAI's 404).
+func (f *Frontend) Mount(mux *http.ServeMux) {
+	mux.Handle("/v1/responses", f)
+	mux.Handle("/v1/responses/", f)
+}
+
+// ServeHTTP routes a request.
+func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/responses")
+	rest = strings.TrimPrefix(rest, "/")
+	id, sub, _ := strings.Cut(rest, "/")
+	switch {
+	case rest == "" && r.Method == http.MethodPost:
+		f.create(w, r)
+	case id != "" && sub == "" && r.Method == http.MethodGet:
+		f.retrieve(w, r, id)
+	case id != "" && sub == "" && r.Method == http.MethodDelete:
+		f.remove(w, r, id)
+	case id != "" && sub == "cancel" && r.Method == http.MethodPost:
+		f.cancel(w, r, id)
+	case id != "" && sub == "input_items" && r.Method == http.MethodGet:
+		f.inputItems(w, r, id)
+	case rest == "" || (id != "" && (sub == "" || sub == "cancel" || sub == "input_items")):
+		(&apiError{status: http.StatusMethodNotAllowed, msg: fmt.Sprintf("Method %s is not allowed on %s.", r.Method, r.URL.Path)}).write(w)
+	default:
+		(&apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)}).write(w)
+	}
+}
+
+// notFound is OpenAI's answer for an unknown (or another key's) response.
+func notFound(id string) *apiError {
+	return &apiError{status: http.StatusNotFound, param: "response_id", msg: fmt.Sprintf("Response with id '%s' not found.", id)}
+}
+
+// storeCtx bounds a store operation, which outlives the client's request.
+func (f *Frontend) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), f.cfg.StoreTimeout)
+}
+
+// load reads a stored response for a GET, DELETE or cancel.
+func (f *Frontend) load(ctx context.Context, id string) (*record, uint64, *apiError) {
+	if f.store == nil {
+		return nil, 0, notFound(id)
+	}
+	ctx, cancel := f.storeCtx(ctx)
+	defer cancel()
+	rec, rev, err := f.store.load(ctx, id)
+	switch {
+	case err == nil:
+		return rec, rev, nil
+	case err.Code == canonical.CodeNotFound:
+		return nil, 0, notFound(id)
+	}
+	f.log.Warn("stored response unreadable", "thread", id, "code", err.Code.String(), "err", err)
+	return nil, 0, fromCanonical(err)
+}
+
+// retrieve answers GET /v1/responses/{id}.
+func (f *Frontend) retrieve(w http.ResponseWriter, r *http.Request, id string) {
+	rec, _, e := f.load(r.Context(), id)
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if r.URL.Query().Get("stream") == "true" {
+		invalid("stream", "Streaming a stored response again is not supported by this server: retrieve it without stream.").write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, &rec.Response)
+}
+
+// remove answers DELETE /v1/responses/{id}.
+func (f *Frontend) remove(w http.ResponseWriter, r *http.Request, id string) {
+	if _, _, e := f.load(r.Context(), id); e != nil {
+		e.write(w)
+		return
+	}
+	ctx, cancel := f.storeCtx(r.Context())
+	defer cancel()
+	if err := f.store.remove(ctx, id); err != nil {
+		fromCanonical(err).write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, &deleted{ID: id, Object: "response", Deleted: true})
+}
+
+// cancel answers POST /v1/responses/{id}/cancel: only background responses
+// can be cancelled, and this server runs none.
+func (f *Frontend) cancel(w http.ResponseWriter, r *http.Request, id string) {
+	if _, _, e := f.load(r.Context(), id); e != nil {
+		e.write(w)
+		return
+	}
+	invalid("", "Only responses created with background=true can be cancelled.").write(w)
+}
+
+// inputItems answers GET /v1/responses/{id}/input_items: the response's
+// input items, newest first unless order=asc (no paging: limit and after
+// are not read; has_more is false).
+func (f *Frontend) inputItems(w http.ResponseWriter, r *http.Request, id string) {
+	rec, _, e := f.load(r.Context(), id)
+	if e != nil {
+		e.write(w)
+		return
+	}
+	items := make([]item, len(rec.Input))
+	copy(items, rec.Input)
+	if r.URL.Query().Get("order") != "asc" {
+		for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
+			items[i], items[j] = items[j], items[i]
+		}
+	}
+	list := inputItemList{Object: "list", Data: items}
+	if len(items) > 0 {
+		list.FirstID, list.LastID = &items[0].ID, &items[len(items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, &list)
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		(&apiError{status: http.StatusInternalServerError, msg: "the response cannot be written"}).write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// readBody reads the request body up to MaxInputBytes.
+func (f *Frontend) readBody(r *http.Request) ([]byte, *apiError) {
+	limit := f.cfg.MaxInputBytes
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge,
+		msg: fmt.Sprintf("The request body exceeds the maximum size of %d bytes (max_input_bytes).", limit)}
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, invalid("", "The request body could not be read.")
+	}
+	if int64(len(body)) > limit {
+		return nil, tooLarge
+	}
+	return body, nil
+}
+
+// create answers POST /v1/responses.
+func (f *Frontend) create(w http.ResponseWriter, r *http.Request) {
+	body, e := f.readBody(r)
+	if e != nil {
+		e.write(w)
+		return
+	}
+	c, e := decodeCreate(body)
+	if e == nil {
+		e = c.validate()
+	}
+	if e == nil && c.Background != nil && *c.Background {
+		e = &apiError{status: http.StatusBadRequest, param: "background", code: "unsupported_parameter",
+			msg: "Unsupported parameter: 'background': this server runs responses in the foreground only."}
+	}
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if _, ok := f.cfg.Runner.Target(c.Model); !ok || !canonical.PrincipalFrom(r.Context()).Allows(c.Model) {
+		(&apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+			msg: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", c.Model)}).write(w)
+		return
+	}
+	p, e := f.prepare(r.Context(), c)
+	if e != nil {
+		e.write(w)
+		return
+	}
+	f.run(w, r, c, p)
+}
+
+// prepared is a create request ready to run.
+type prepared struct {
+	req *canonical.Request
+	rec *record // nil: not stored
+	rev uint64
+	r   *response
+}
+
+// prepare resolves previous_response_id, builds the run's request and, for
+// a stored response, claims its thread for the caller and writes the
+// in-progress record.
+func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *apiError) {
+	input, e := c.inputItems()
+	if e != nil {
+		return nil, e
+	}
+	var history []item
+	if c.PreviousResponseID != nil {
+		prev, _, e := f.load(ctx, *c.PreviousResponseID)
+		if e != nil {
+			if e.status != http.StatusNotFound {
+				return nil, e
+			}
+			return nil, &apiError{status: http.StatusBadRequest, param: "previous_response_id", code: "previous_response_not_found",
+				msg: fmt.Sprintf("Previous response with id '%s' not found.", *c.PreviousResponseID)}
+		}
+		if prev.Response.Status == "in_progress" || prev.Response.Status == "queued" {
+			return nil, invalid("previous_response_id", fmt.Sprintf("Previous response with id '%s' is still %s.", *c.PreviousResponseID, prev.Response.Status))
+		}
+		history = prev.conversation()
+	}
+	id := "resp_" + canonical.NewID("")
+	for i := range input {
+		if input[i].ID == "" {
+			input[i].ID = deriveID(inputPrefix(input[i].Type), id, i, 16)
+		}
+	}
+	store := f.store != nil && (c.Store == nil || *c.Store)
+	p := &prepared{req: c.canonicalRequest(append(history[:len(history):len(history)], input...)), r: newResponse(c, id, time.Now(), store)}
+	if !store {
+		return p, nil
+	}
+	p.req.ThreadId = id
+	p.rec = &record{Owner: owner(ctx), Response: *p.r, Input: input, Context: history}
+	p.rec.Response.Output = []item{}
+	sctx, cancel := f.storeCtx(ctx)
+	defer cancel()
+	if f.cfg.CheckThread != nil {
+		if err := f.cfg.CheckThread(sctx, id); err != nil {
+			return nil, fromCanonical(canonical.AsError(err))
+		}
+	}
+	rev, err := f.store.save(sctx, p.rec, 0)
+	if err != nil {
+		return nil, fromCanonical(err)
+	}
+	p.rev = rev
+	return p, nil
+}
+
+// inputPrefix is the id prefix of an input item of type t.
+func inputPrefix(t string) string {
+	switch t {
+	case "function_call":
+		return "fc_"
+	case "function_call_output":
+		return "fco_"
+	case "reasoning":
+		return "rs_"
+	}
+	return "msg_"
+}
+
+// newResponse is the response object a request starts: in progress, the
+// request's settings echoed, OpenAI's defaults where it set none.
+func newResponse(c *createRequest, id string, created time.Time, store bool) *response {
+	r := &response{
+		ID: id, Object: "response", CreatedAt: created.Unix(), Status: "in_progress", Model: c.Model,
+		Instructions: c.Instructions, MaxOutputTokens: c.MaxOutputTokens, MaxToolCalls: c.MaxToolCalls,
+		ParallelToolCalls: deref(c.ParallelToolCalls, true), PreviousResponseID: c.PreviousResponseID,
+		ServiceTier: "default", Store: store, Temperature: deref(c.Temperature, 1), TopP: deref(c.TopP, 1),
+		Text: c.Text, ToolChoice: c.ToolChoice, Tools: c.Tools, TopLogprobs: deref(c.TopLogprobs, 0),
+		Truncation: deref(c.Truncation, "disabled"), User: c.User, Metadata: c.Metadata,
+		SafetyIdentifier: c.SafetyIdentifier, PromptCacheKey: c.PromptCacheKey, Output: []item{},
+	}
+	if len(r.Text) == 0 || string(r.Text) == "null" {
+		r.Text = json.Value(`{"format":{"type":"text"}}`)
+	}
+	if len(r.ToolChoice) == 0 || string(r.ToolChoice) == "null" {
+		r.ToolChoice = json.Value(`"auto"`)
+	}
+	if r.Tools == nil {
+		r.Tools = []tool{}
+	}
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	if c.Reasoning != nil {
+		r.Reasoning = *c.Reasoning
+	}
+	return r
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// run starts the run and writes its events: as a stream, or the response
+// object at the end; a stored response's record is updated at the end.
+func (f *Frontend) run(w http.ResponseWriter, r *http.Request, c *createRequest, p *prepared) {
+	stream, err := f.cfg.Runner.Run(r.Context(), p.req)
+	if err != nil {
+		f.forget(r.Context(), p)
+		fromCanonical(canonical.AsError(err)).write(w)
+		return
+	}
+	defer stream.Close() // cancels the run if the client left
+	streaming := c.Stream != nil && *c.Stream
+	out := &writer{w: w}
+	if streaming {
+		sw, err := sse.NewWriter(w)
+		if err != nil {
+			fromCanonical(canonical.Errorf(canonical.CodeInternal, "the response cannot stream")).write(w)
+			return
+		}
+		out.sw = sw
+		sse.SetHeaders(w.Header())
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+	}
+	summary := c.Reasoning != nil && c.Reasoning.Summary != nil
+	enc := newEncoder(p.r, summary, f.cfg.MaxOutputBytes, out.event)
+	gone := f.pump(stream, enc, out)
+	f.finish(r.Context(), p, enc)
+	switch {
+	case gone:
+	case streaming:
+		if !f.cfg.NoDone {
+			_ = out.sw.Data([]byte("[DONE]"))
+		}
+		_ = out.sw.Flush()
+	case enc.lastError != nil:
+		e := fromCanonical(enc.lastError)
+		e.code = failureCode(enc.lastError.Code)
+		e.write(w)
+	default:
+		writeJSON(w, http.StatusOK, p.r)
+	}
+}
+
+// pump feeds the run's events to the encoder until the response ends; it
+// reports whether the client went away (the run is then cancelled by the
+// caller's Close, and the response is recorded as cancelled).
+func (f *Frontend) pump(stream canonical.Stream, enc *encoder, out *writer) (gone bool) {
+	ready, _ := stream.(canonical.Buffered)
+	fail := func(e *canonical.Error) bool {
+		if err := enc.fail(e); err != nil {
+			return true
+		}
+		return false
+	}
+	if err := enc.start(); err != nil {
+		return true
+	}
+	for !enc.done {
+		if out.sw != nil && out.sw.Queued() > 0 && (ready == nil || ready.Buffered() == 0) {
+			if err := out.sw.Flush(); err != nil {
+				out.failed = true
+			}
+		}
+		if out.failed {
+			enc.r.Status = "cancelled"
+			return true
+		}
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
+			}
+			return fail(canonical.AsError(err))
+		}
+		if err := enc.event(ev); err != nil {
+			if out.failed {
+				continue
+			}
+			return fail(canonical.AsError(err)) // the output limit
+		}
+	}
+	return out.failed
+}
+
+// finish records the ended response, or forgets one that is not stored.
+func (f *Frontend) finish(ctx context.Context, p *prepared, enc *encoder) {
+	if p.rec == nil {
+		return
+	}
+	p.rec.Response = *enc.r
+	sctx, cancel := f.storeCtx(ctx)
+	defer cancel()
+	if _, err := f.store.save(sctx, p.rec, p.rev); err != nil {
+		if err.Code == canonical.CodeResourceExhausted { // keep the response, without its conversation
+			p.rec.Context, p.rec.Input = nil, nil
+			if _, err2 := f.store.save(sctx, p.rec, p.rev); err2 == nil {
+				return
+			}
+		}
+		f.log.Warn("response not stored", "thread", p.r.ID, "code", err.Code.String(), "err", err)
+	}
+}
+
+// forget removes the record of a response whose run did not start.
+func (f *Frontend) forget(ctx context.Context, p *prepared) {
+	if p.rec == nil {
+		return
+	}
+	sctx, cancel := f.storeCtx(ctx)
+	defer cancel()
+	_ = f.store.remove(sctx, p.r.ID)
+}
+
+// writer writes one response's events: SSE (sw set), or nothing until
+// the end (a non-streaming response).
+type writer struct {
+	w      http.ResponseWriter
+	sw     *sse.Writer
+	failed bool // a write failed: the client is gone
+}
+
+// event queues ev as an SSE event named by its type.
+func (o *writer) event(ev *streamEvent) error {
+	if o.sw == nil || o.failed {
+		return nil
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return canonical.Errorf(canonical.CodeInternal, "an event cannot be written: %v", err)
+	}
+	if err := o.sw.QueueEvent("", ev.Type, data); err != nil {
+		o.failed = true
+		return err
+	}
+	return nil
+}
