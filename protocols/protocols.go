@@ -6,6 +6,7 @@ package protocols
 
 import (
 	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/adapters/anthropic"
 	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/adapters/glide"
 	"github.com/interlingua-dev/interlingua/adapters/native"
@@ -28,6 +29,7 @@ var All = []protocol.Protocol{
 	xmlaction.Protocol,
 	agent.Protocol,
 	responses.Protocol,
+	anthropic.Protocol,
 	scripted.Protocol,
 }
 

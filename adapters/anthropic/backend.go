@@ -1,0 +1,350 @@
+package anthropic
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
+)
+
+// BackendConfig configures a backend that calls one Anthropic Messages
+// server (Anthropic, or vLLM, sglang, Ollama, ... serving the same API).
+// Zero values mean the documented defaults; options come from the
+// backend's YAML options.
+type BackendConfig struct {
+	// BaseURL is the server's root, without /v1, as the Anthropic SDKs
+	// take it (https://api.anthropic.com); required.
+	BaseURL string `yaml:"base_url"`
+	// Model is the upstream model. Default: the run's target (after the
+	// route's rename).
+	Model string `yaml:"model"`
+	// APIKey says where the key is: an environment variable or a file
+	// (trailing newline ignored). Default: no key.
+	APIKey SecretRef `yaml:"api_key"`
+	// Auth is how the key is sent: x-api-key or bearer (Authorization:
+	// Bearer). Default x-api-key.
+	Auth string `yaml:"auth"`
+	// AnthropicVersion is the anthropic-version header. Default 2023-06-01.
+	AnthropicVersion string `yaml:"anthropic_version"`
+	// Headers are added to every upstream request.
+	Headers map[string]string `yaml:"headers"`
+	// MaxTokens is sent when the request sets none (Anthropic requires
+	// max_tokens). Default 4096.
+	MaxTokens int64 `yaml:"max_tokens"`
+	// Timeout bounds one run. Default 10m.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxEventBytes bounds one SSE event. Default 4 MiB.
+	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxToolInputBytes bounds the tool input held for its check at the
+	// block's stop. Default 16 MiB.
+	MaxToolInputBytes int `yaml:"max_tool_input_bytes"`
+
+	// HTTPClient makes the requests. Default: a client with its own
+	// transport, whose idle connections Close releases.
+	HTTPClient *http.Client `yaml:"-"`
+	// Logger receives the backend's logs; discarded when nil.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// SecretRef names where a secret is: give at most one of Env and File.
+type SecretRef struct {
+	Env  string `yaml:"env"`
+	File string `yaml:"file"`
+}
+
+// Validate reports every invalid field, by its option name.
+func (c *BackendConfig) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("base_url: required"))
+	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
+	} else if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
+		errs = append(errs, fmt.Errorf("base_url: %q ends in /v1: give the server's root, as the Anthropic SDKs take it", c.BaseURL))
+	}
+	if c.APIKey.Env != "" && c.APIKey.File != "" {
+		errs = append(errs, errors.New("api_key: give env or file, not both"))
+	}
+	if c.Auth != "" && c.Auth != "x-api-key" && c.Auth != "bearer" {
+		errs = append(errs, fmt.Errorf("auth: %q is not x-api-key or bearer", c.Auth))
+	}
+	if c.Timeout < 0 || c.MaxTokens < 0 || c.MaxEventBytes < 0 || c.MaxToolInputBytes < 0 {
+		errs = append(errs, errors.New("timeout, max_tokens, max_event_bytes, max_tool_input_bytes: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// key reads the API key.
+func (c *BackendConfig) key() (string, error) {
+	switch {
+	case c.APIKey.Env != "":
+		k := os.Getenv(c.APIKey.Env)
+		if k == "" {
+			return "", fmt.Errorf("api_key: environment variable %s is empty or unset", c.APIKey.Env)
+		}
+		return k, nil
+	case c.APIKey.File != "":
+		b, err := os.ReadFile(c.APIKey.File)
+		if err != nil {
+			return "", fmt.Errorf("api_key: %w", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
+}
+
+// Backend is a canonical.Backend calling a Messages server. It is safe
+// for concurrent use; its streams run no goroutines.
+type Backend struct {
+	cfg    BackendConfig
+	base   string
+	key    string
+	client *http.Client
+	own    *http.Transport
+	log    *slog.Logger
+}
+
+// NewBackend validates cfg, reads the key and returns the backend.
+func NewBackend(cfg BackendConfig) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	key, err := cfg.key()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Auth = cmp.Or(cfg.Auth, "x-api-key")
+	cfg.AnthropicVersion = cmp.Or(cfg.AnthropicVersion, "2023-06-01")
+	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 4096)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
+	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
+	cfg.MaxToolInputBytes = cmp.Or(cfg.MaxToolInputBytes, 16<<20)
+	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, client: cfg.HTTPClient, log: cfg.Logger}
+	if b.client == nil {
+		b.own = http.DefaultTransport.(*http.Transport).Clone()
+		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256
+		b.client = &http.Client{Transport: b.own}
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	return b, nil
+}
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error {
+	if b.own != nil {
+		b.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// redacted is the base URL without credentials, for causes.
+func (b *Backend) redacted() string {
+	if u, err := url.Parse(b.base); err == nil {
+		return u.Redacted()
+	}
+	return "anthropic"
+}
+
+// Start implements canonical.Backend: it sends the request (always
+// streaming) and waits for the response headers. An error status is
+// returned with the code of its error type.
+func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	model := cmp.Or(b.cfg.Model, req.GetTarget())
+	if model == "" {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "anthropic backend: no model: set the backend's model option or a target")
+	}
+	wire, e := encodeRequest(req, model, b.cfg.MaxTokens)
+	if e != nil {
+		return nil, e
+	}
+	body, err := json.Marshal(wire)
+	if err != nil {
+		return nil, canonical.Errorf(canonical.CodeInternal, "anthropic backend: encoding the request: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "anthropic backend: %v", err)
+	}
+	b.headers(hreq.Header, req)
+	tracing.ToHTTP(ctx, hreq.Header)
+	b.log.Debug("anthropic request", "run", req.GetRunId(), "model", model)
+	resp, err := b.client.Do(hreq)
+	if err != nil {
+		e := b.transportError(ctx, err)
+		cancel()
+		return nil, e
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ce := httpError(resp)
+		resp.Body.Close()
+		cancel()
+		return nil, ce
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body.Close()
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeInternal, "anthropic backend: the upstream answered %q, not an event stream", mt)
+	}
+	s := &stream{ctx: ctx, cancel: cancel, body: resp.Body, b: b,
+		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolInputBytes, model, req.GetRunId()+"-")}
+	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
+	return s, nil
+}
+
+// headers sets the request's headers: the key, the version, the client's
+// betas, the configured extras.
+func (b *Backend) headers(h http.Header, req *canonical.Request) {
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	h.Set("Anthropic-Version", b.cfg.AnthropicVersion)
+	if b.key != "" {
+		if b.cfg.Auth == "bearer" {
+			h.Set("Authorization", "Bearer "+b.key)
+		} else {
+			h.Set("X-Api-Key", b.key)
+		}
+	}
+	var betas []string
+	for _, v := range req.GetExtensions()[extBeta].GetListValue().GetValues() {
+		betas = append(betas, v.GetStringValue())
+	}
+	if len(betas) > 0 {
+		h.Set("Anthropic-Beta", strings.Join(betas, ","))
+	}
+	for k, v := range b.cfg.Headers {
+		h.Set(k, v)
+	}
+}
+
+// transportError is the error for a request that got no response.
+func (b *Backend) transportError(ctx context.Context, err error) *canonical.Error {
+	if ctx.Err() != nil {
+		return canonical.AsError(ctx.Err())
+	}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "anthropic backend: the upstream did not answer",
+		Cause: fmt.Errorf("POST %s: %w", b.redacted(), err)}
+}
+
+// httpError reads an error answer: Anthropic's error object, an OpenAI-
+// style gateway's {"error":{"message","type"}}, or text.
+func httpError(resp *http.Response) *canonical.Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var body struct {
+		Error *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	msg, typ := "", ""
+	if json.Unmarshal(data, &body, json.AllowInvalidUTF8(true)) == nil && body.Error != nil {
+		msg, typ = body.Error.Message, body.Error.Type
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(strings.ToValidUTF8(string(data), "\uFFFD"))
+		if len(msg) > 512 {
+			msg = strings.ToValidUTF8(msg[:512], "")
+		}
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return canonical.WireError(codeOf(resp.StatusCode, typ), msg)
+}
+
+// readBufSize is what one read of the stream takes at most.
+const readBufSize = 32 << 10
+
+// stream is one upstream response read as canonical events; Recv reads
+// the body, so no goroutine runs behind it.
+type stream struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	body    io.ReadCloser
+	b       *Backend
+	dec     *streamDecoder
+	buf     []byte
+	pending []*canonical.Event
+	next    int
+	once    sync.Once
+}
+
+// Recv implements canonical.Stream.
+func (s *stream) Recv() (*canonical.Event, error) {
+	for s.next == len(s.pending) {
+		if s.dec.Ended() {
+			s.release()
+			return nil, io.EOF
+		}
+		s.pending, s.next = s.pending[:0], 0
+		if s.buf == nil {
+			s.buf = make([]byte, readBufSize)
+		}
+		n, err := s.body.Read(s.buf)
+		if n > 0 {
+			var ferr error
+			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
+				s.pending = s.dec.Fail(s.pending, ferr)
+				continue
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			var eerr error
+			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
+				s.pending = s.dec.Fail(s.pending, eerr)
+			}
+		default:
+			s.pending = s.dec.Fail(s.pending, s.readError(err))
+		}
+	}
+	ev := s.pending[s.next]
+	s.pending[s.next] = nil
+	s.next++
+	return ev, nil
+}
+
+// Buffered returns how many events Recv returns without reading.
+func (s *stream) Buffered() int { return len(s.pending) - s.next }
+
+// readError is a read that failed: our cancellation or deadline, else the
+// upstream's connection broke (unavailable, never a completed run).
+func (s *stream) readError(err error) *canonical.Error {
+	if s.ctx.Err() != nil {
+		return canonical.AsError(s.ctx.Err())
+	}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "anthropic backend: the upstream's stream broke off",
+		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
+}
+
+func (s *stream) release() {
+	s.once.Do(func() {
+		s.cancel()
+		_ = s.body.Close()
+	})
+}
+
+// Close implements canonical.Stream: it closes the upstream request.
+func (s *stream) Close() error {
+	s.release()
+	return nil
+}

@@ -1,0 +1,541 @@
+package anthropic
+
+import (
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// How a conversation travels in a canonical request (the same layout as
+// the OpenAI Responses adapter's, so backends of either read both): the
+// input "prompt" is a node whose children are the turns in order, the
+// system prompt first as system leaves. A turn is a node of its role
+// whose leaves carry the role too: text/plain text, an image or document
+// as data (base64) or ref (URL); a tool_use is a leaf of role assistant
+// and mime MimeToolCall holding the input JSON, with metadata
+// tool_call_id and tool_name; a tool_result is a text leaf of role tool
+// with metadata tool_call_id (and is_error "true"); a thinking block is a
+// leaf of role assistant and mime MimeReasoning holding the thinking text,
+// with metadata signature when it has one; a redacted_thinking block is
+// such a leaf without text and with metadata redacted_data.
+const (
+	// MimeToolCall marks a leaf that is a tool call of an earlier turn.
+	MimeToolCall = "application/vnd.interlingua.tool-call+json"
+	// MimeReasoning marks a leaf that is reasoning of an earlier turn.
+	MimeReasoning = "application/vnd.interlingua.reasoning+text"
+
+	metaToolCallID = "tool_call_id"
+	metaToolName   = "tool_name"
+	metaIsError    = "is_error"
+	metaSignature  = "signature"
+	metaRedacted   = "redacted_data"
+	inputPrompt    = "prompt"
+)
+
+// Canonical parameter names the frontend sets and the backend reads.
+const (
+	paramMaxTokens     = "max_tokens"
+	paramTemperature   = "temperature"
+	paramTopP          = "top_p"
+	paramTopK          = "top_k"
+	paramStop          = "stop"
+	paramToolChoice    = "tool_choice"
+	paramParallelTools = "parallel_tool_calls"
+	paramUser          = "user"
+)
+
+// Extension keys: request members and event facts no canonical field
+// holds, kept so an Anthropic backend and frontend pass them on.
+const (
+	extThinking    = "anthropic.thinking"     // request: the thinking config object
+	extServerTools = "anthropic.server_tools" // request: tools of a server type, as sent
+	extBeta        = "anthropic.beta"         // request: the anthropic-beta header's values
+	// ExtSignature is the signature of a thinking block, on the reasoning
+	// block's BlockFinish event.
+	ExtSignature = "anthropic.signature"
+	// ExtRedacted is the data of a redacted_thinking block, on a
+	// reasoning block's BlockStart event (the block has no deltas).
+	ExtRedacted = "anthropic.redacted_thinking"
+	// ExtStopReason is the upstream's stop_reason and ExtStopSequence the
+	// stop sequence that matched, on MessageFinish.
+	ExtStopReason   = "anthropic.stop_reason"
+	ExtStopSequence = "anthropic.stop_sequence"
+)
+
+// decoded is a create request read and checked.
+type decoded struct {
+	req    *canonical.Request
+	model  string
+	stream bool
+}
+
+// invalid is an invalid_request_error naming the field (dotted path, as
+// Anthropic's validation messages write it).
+func invalid(field, format string, args ...any) *canonical.Error {
+	msg := fmt.Sprintf(format, args...)
+	if field != "" {
+		msg = field + ": " + msg
+	}
+	return canonical.Errorf(canonical.CodeInvalidArgument, "%s", msg)
+}
+
+var pointerRe = regexp.MustCompile(`within "(/[^"]*)"`)
+
+// jsonError turns a decoding error into a message naming the member;
+// at is the dotted path of the value decoded ("" for the body).
+func jsonError(err error, at string) *canonical.Error {
+	s := err.Error()
+	if m := pointerRe.FindStringSubmatch(s); m != nil && strings.Contains(s, "cannot unmarshal") {
+		field := strings.ReplaceAll(strings.TrimPrefix(m[1], "/"), "/", ".")
+		if at != "" {
+			field = strings.TrimSuffix(at+"."+field, ".")
+		}
+		return invalid(field, "%s", expected(s))
+	}
+	if at != "" {
+		return invalid(at, "Input is invalid")
+	}
+	for _, p := range []string{"json: ", "jsontext: "} {
+		s = strings.TrimPrefix(s, p)
+	}
+	return invalid("", "The request body is not valid JSON: %s", s)
+}
+
+// expected says what a member should have been, from the Go type a
+// decoding error names.
+func expected(s string) string {
+	_, goType, _ := strings.Cut(s, " into Go ")
+	goType, _, _ = strings.Cut(goType, " ")
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+		return "Input should be a valid integer"
+	case strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "*float"):
+		return "Input should be a valid number"
+	case goType == "string", goType == "*string":
+		return "Input should be a valid string"
+	case goType == "bool", goType == "*bool":
+		return "Input should be a valid boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "Input should be a valid list"
+	case goType != "":
+		return "Input should be a valid dictionary"
+	}
+	return "Input is invalid"
+}
+
+// decodeRequest reads a create request's body into a canonical request.
+func decodeRequest(body []byte) (*decoded, *canonical.Error) {
+	var c createRequest
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, jsonError(err, "")
+	}
+	if e := c.validate(); e != nil {
+		return nil, e
+	}
+	req := &canonical.Request{Target: c.Model, Parameters: map[string]*structpb.Value{}, Extensions: map[string]*structpb.Value{}}
+	prompt := &canonical.Node{}
+	sys, e := systemLeaves(c.System)
+	if e != nil {
+		return nil, e
+	}
+	prompt.Children = sys
+	for i, m := range c.Messages {
+		n, e := turn(m, i)
+		if e != nil {
+			return nil, e
+		}
+		prompt.Children = append(prompt.Children, n)
+	}
+	req.Inputs = []*canonical.NamedNode{{Name: inputPrompt, Node: prompt}}
+	if e := c.tools(req); e != nil {
+		return nil, e
+	}
+	c.parameters(req)
+	if e := extraParameters(body, req); e != nil {
+		return nil, e
+	}
+	return &decoded{req: req, model: c.Model, stream: c.Stream}, nil
+}
+
+// validate checks the members the frontend reads, naming the first bad
+// one, in Anthropic's words where they are known (reference section 2).
+func (c *createRequest) validate() *canonical.Error {
+	switch {
+	case c.Model == "":
+		return invalid("model", "Field required")
+	case c.MaxTokens == nil:
+		return invalid("max_tokens", "Field required")
+	case *c.MaxTokens < 1:
+		return invalid("max_tokens", "Input should be greater than or equal to 1")
+	case c.Messages == nil:
+		return invalid("messages", "Field required")
+	case len(c.Messages) == 0:
+		return invalid("messages", "List should have at least 1 item after validation, not 0")
+	case c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 1):
+		return invalid("temperature", "Input should be between 0 and 1, got %v", *c.Temperature)
+	case c.TopP != nil && (*c.TopP < 0 || *c.TopP > 1):
+		return invalid("top_p", "Input should be between 0 and 1, got %v", *c.TopP)
+	case c.TopK != nil && *c.TopK < 0:
+		return invalid("top_k", "Input should be greater than or equal to 0")
+	}
+	for i, m := range c.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return invalid(fmt.Sprintf("messages.%d.role", i), "Input should be 'user' or 'assistant'")
+		}
+		if len(m.Content) == 0 {
+			return invalid(fmt.Sprintf("messages.%d.content", i), "Field required")
+		}
+	}
+	if t := c.Thinking; t != nil {
+		switch t.Type {
+		case "enabled":
+			switch {
+			case t.BudgetTokens == nil:
+				return invalid("thinking.enabled.budget_tokens", "Field required")
+			case *t.BudgetTokens < 1024:
+				return invalid("thinking.enabled.budget_tokens", "Input should be greater than or equal to 1024")
+			case *t.BudgetTokens >= *c.MaxTokens:
+				return invalid("", "`max_tokens` must be greater than `thinking.budget_tokens`")
+			}
+		case "disabled", "adaptive":
+		default:
+			return invalid("thinking.type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'", t.Type)
+		}
+	}
+	if tc := c.ToolChoice; tc != nil {
+		switch tc.Type {
+		case "auto", "any", "none":
+		case "tool":
+			if tc.Name == "" {
+				return invalid("tool_choice.tool.name", "Field required")
+			}
+		default:
+			return invalid("tool_choice.type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'auto', 'any', 'tool', 'none'", tc.Type)
+		}
+	}
+	return nil
+}
+
+// systemLeaves reads system: a string or an array of text blocks.
+func systemLeaves(v json.Value) ([]*canonical.Node, *canonical.Error) {
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	if v.Kind() == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, invalid("system", "Input should be a valid string")
+		}
+		return []*canonical.Node{canonical.TextNode("system", s)}, nil
+	}
+	var blocks []inputBlock
+	if err := json.Unmarshal(v, &blocks); err != nil {
+		return nil, invalid("system", "Input should be a valid string or a list of text blocks")
+	}
+	var out []*canonical.Node
+	for i, b := range blocks {
+		if b.Type != "text" || b.Text == nil {
+			return nil, invalid(fmt.Sprintf("system.%d", i), "Input should be a text block with a text")
+		}
+		out = append(out, canonical.TextNode("system", *b.Text))
+	}
+	return out, nil
+}
+
+// turn reads one message into a node of its role.
+func turn(m inputMessage, i int) (*canonical.Node, *canonical.Error) {
+	n := &canonical.Node{Role: m.Role}
+	at := fmt.Sprintf("messages.%d.content", i)
+	if m.Content.Kind() == '"' {
+		var s string
+		if err := json.Unmarshal(m.Content, &s); err != nil {
+			return nil, invalid(at, "Input should be a valid string")
+		}
+		n.Children = []*canonical.Node{canonical.TextNode(m.Role, s)}
+		return n, nil
+	}
+	var blocks []inputBlock
+	if m.Content.Kind() != '[' {
+		return nil, invalid(at, "Input should be a valid string or a list of content blocks")
+	}
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+		return nil, jsonError(err, at)
+	}
+	for j := range blocks {
+		leaves, e := blockLeaves(&blocks[j], m.Role, fmt.Sprintf("%s.%d", at, j))
+		if e != nil {
+			return nil, e
+		}
+		n.Children = append(n.Children, leaves...)
+	}
+	return n, nil
+}
+
+// blockLeaves reads one content block of a turn of role.
+func blockLeaves(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.Error) {
+	switch b.Type {
+	case "text":
+		if b.Text == nil {
+			return nil, invalid(at+".text", "Field required")
+		}
+		return []*canonical.Node{canonical.TextNode(role, *b.Text)}, nil
+	case "image", "document":
+		n, e := sourceLeaf(b, role, at)
+		if e != nil {
+			return nil, e
+		}
+		return []*canonical.Node{n}, nil
+	case "tool_use":
+		return toolUseLeaf(b, role, at)
+	case "tool_result":
+		return toolResultLeaves(b, at)
+	case "thinking":
+		if b.Thinking == nil {
+			return nil, invalid(at+".thinking", "Field required")
+		}
+		n := &canonical.Node{Mime: MimeReasoning, Role: role, Payload: canonical.DataPayload([]byte(*b.Thinking))}
+		if b.Signature != "" {
+			n.Metadata = map[string]string{metaSignature: b.Signature}
+		}
+		return []*canonical.Node{n}, nil
+	case "redacted_thinking":
+		if b.Data == "" {
+			return nil, invalid(at+".data", "Field required")
+		}
+		return []*canonical.Node{{Mime: MimeReasoning, Role: role, Payload: canonical.DataPayload(nil), Metadata: map[string]string{metaRedacted: b.Data}}}, nil
+	}
+	return nil, invalid(at+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'", b.Type)
+}
+
+// sourceLeaf reads an image or document: base64 data, a URL, or (a
+// document) plain text.
+func sourceLeaf(b *inputBlock, role, at string) (*canonical.Node, *canonical.Error) {
+	s := b.Source
+	if s == nil {
+		return nil, invalid(at+".source", "Field required")
+	}
+	switch s.Type {
+	case "base64":
+		if s.MediaType == "" {
+			return nil, invalid(at+".source.media_type", "Field required")
+		}
+		data, err := base64.StdEncoding.DecodeString(s.Data)
+		if err != nil {
+			return nil, invalid(at+".source.data", "Input is not valid base64")
+		}
+		return &canonical.Node{Mime: s.MediaType, Role: role, Payload: canonical.DataPayload(data)}, nil
+	case "url":
+		if s.URL == "" {
+			return nil, invalid(at+".source.url", "Field required")
+		}
+		mime := "image/*"
+		if b.Type == "document" {
+			mime = "application/pdf"
+		}
+		return &canonical.Node{Mime: mime, Role: role, Payload: canonical.RefPayload(s.URL)}, nil
+	case "text":
+		if b.Type == "document" {
+			return canonical.TextNode(role, s.Data), nil
+		}
+	}
+	return nil, invalid(at+".source.type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'base64', 'url'", s.Type)
+}
+
+// toolUseLeaf reads a tool_use block of an assistant turn.
+func toolUseLeaf(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.Error) {
+	switch {
+	case b.ID == "":
+		return nil, invalid(at+".id", "Field required")
+	case b.Name == "":
+		return nil, invalid(at+".name", "Field required")
+	case len(b.Input) == 0:
+		return nil, invalid(at+".input", "Field required")
+	case b.Input.Kind() != '{':
+		return nil, invalid(at+".input", "Input should be a valid dictionary")
+	}
+	return []*canonical.Node{{
+		Mime: MimeToolCall, Role: role, Payload: canonical.DataPayload([]byte(b.Input)),
+		Metadata: map[string]string{metaToolCallID: b.ID, metaToolName: b.Name},
+	}}, nil
+}
+
+// toolResultLeaves reads a tool_result: its text as one tool leaf, its
+// images as tool leaves after it.
+func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.Error) {
+	if b.ToolUseID == "" {
+		return nil, invalid(at+".tool_use_id", "Field required")
+	}
+	meta := map[string]string{metaToolCallID: b.ToolUseID}
+	if b.IsError {
+		meta[metaIsError] = "true"
+	}
+	text := &canonical.Node{Mime: "text/plain", Role: "tool", Metadata: meta}
+	var extra []*canonical.Node
+	var sb strings.Builder
+	switch {
+	case len(b.Content) == 0 || string(b.Content) == "null":
+	case b.Content.Kind() == '"':
+		var s string
+		if err := json.Unmarshal(b.Content, &s); err != nil {
+			return nil, invalid(at+".content", "Input should be a valid string")
+		}
+		sb.WriteString(s)
+	default:
+		var parts []inputBlock
+		if err := json.Unmarshal(b.Content, &parts); err != nil {
+			return nil, invalid(at+".content", "Input should be a valid string or a list of content blocks")
+		}
+		for k := range parts {
+			p := &parts[k]
+			pat := fmt.Sprintf("%s.content.%d", at, k)
+			switch p.Type {
+			case "text":
+				if p.Text == nil {
+					return nil, invalid(pat+".text", "Field required")
+				}
+				sb.WriteString(*p.Text)
+			case "image", "document":
+				n, e := sourceLeaf(p, "tool", pat)
+				if e != nil {
+					return nil, e
+				}
+				n.Metadata = map[string]string{metaToolCallID: b.ToolUseID}
+				extra = append(extra, n)
+			default:
+				return nil, invalid(pat+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document'", p.Type)
+			}
+		}
+	}
+	text.Payload = canonical.DataPayload([]byte(sb.String()))
+	return append([]*canonical.Node{text}, extra...), nil
+}
+
+// tools reads tools: custom tools become ToolSpecs, server tools are kept
+// as sent for an Anthropic backend.
+func (c *createRequest) tools(req *canonical.Request) *canonical.Error {
+	var server []any
+	for i, raw := range c.Tools {
+		var t toolDef
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return invalid(fmt.Sprintf("tools.%d", i), "Input should be a valid tool definition")
+		}
+		if t.Type != "" && t.Type != "custom" {
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return invalid(fmt.Sprintf("tools.%d", i), "Input should be a valid dictionary")
+			}
+			server = append(server, v)
+			continue
+		}
+		if t.Name == "" {
+			return invalid(fmt.Sprintf("tools.%d.custom.name", i), "Field required")
+		}
+		if len(t.InputSchema) == 0 {
+			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Field required")
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
+			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid dictionary")
+		}
+		ps, err := structpb.NewStruct(schema)
+		if err != nil {
+			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid JSON Schema object")
+		}
+		req.Tools = append(req.Tools, &canonical.ToolSpec{Name: t.Name, Description: t.Description, Parameters: ps})
+	}
+	if len(server) > 0 {
+		if v := canonical.Value(server); v != nil {
+			req.Extensions[extServerTools] = v
+		}
+	}
+	return nil
+}
+
+// knownMembers are the request members MessageCreateParamsBase defines;
+// the others are extra sampling parameters (as vLLM's Messages endpoint
+// takes them).
+var knownMembers = map[string]bool{
+	"model": true, "max_tokens": true, "messages": true, "system": true, "stream": true,
+	"stop_sequences": true, "temperature": true, "top_p": true, "top_k": true, "tools": true,
+	"tool_choice": true, "thinking": true, "metadata": true, "service_tier": true,
+	"cache_control": true, "container": true, "inference_geo": true, "output_config": true,
+	"mcp_servers": true, "context_management": true,
+}
+
+// extraParameters passes the request's other scalar members on as
+// canonical parameters (strings, numbers, booleans; others are ignored).
+func extraParameters(body []byte, req *canonical.Request) *canonical.Error {
+	var all map[string]json.Value
+	if err := json.Unmarshal(body, &all); err != nil {
+		return jsonError(err, "")
+	}
+	for k, v := range all {
+		if knownMembers[k] {
+			continue
+		}
+		switch v.Kind() {
+		case '"', '0', 't', 'f':
+			var x any
+			if json.Unmarshal(v, &x) == nil {
+				if pv := canonical.Value(x); pv != nil {
+					req.Parameters[k] = pv
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// parameters sets the canonical parameters and extensions.
+func (c *createRequest) parameters(req *canonical.Request) {
+	p := req.Parameters
+	p[paramMaxTokens] = structpb.NewNumberValue(float64(*c.MaxTokens))
+	if c.Temperature != nil {
+		p[paramTemperature] = structpb.NewNumberValue(*c.Temperature)
+	}
+	if c.TopP != nil {
+		p[paramTopP] = structpb.NewNumberValue(*c.TopP)
+	}
+	if c.TopK != nil {
+		p[paramTopK] = structpb.NewNumberValue(float64(*c.TopK))
+	}
+	if len(c.StopSequences) > 0 {
+		l := make([]*structpb.Value, len(c.StopSequences))
+		for i, s := range c.StopSequences {
+			l[i] = structpb.NewStringValue(s)
+		}
+		p[paramStop] = structpb.NewListValue(&structpb.ListValue{Values: l})
+	}
+	if tc := c.ToolChoice; tc != nil {
+		switch tc.Type {
+		case "auto", "none":
+			p[paramToolChoice] = structpb.NewStringValue(tc.Type)
+		case "any":
+			p[paramToolChoice] = structpb.NewStringValue("required")
+		case "tool":
+			p[paramToolChoice] = canonical.Value(map[string]any{"type": "function", "name": tc.Name})
+		}
+		if tc.DisableParallelToolUse != nil && *tc.DisableParallelToolUse {
+			p[paramParallelTools] = structpb.NewBoolValue(false)
+		}
+	}
+	if c.Metadata != nil && c.Metadata.UserID != "" {
+		p[paramUser] = structpb.NewStringValue(c.Metadata.UserID)
+	}
+	if t := c.Thinking; t != nil {
+		m := map[string]any{"type": t.Type}
+		if t.BudgetTokens != nil {
+			m["budget_tokens"] = float64(*t.BudgetTokens)
+		}
+		if t.Display != "" {
+			m["display"] = t.Display
+		}
+		req.Extensions[extThinking] = canonical.Value(m)
+	}
+}

@@ -1,0 +1,192 @@
+package anthropic
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// sseSink writes wire events as SSE: "event: <type>" and the data, queued
+// while the run has more events at hand. The headers (200) go out with
+// the first event, so a run that fails before it gets an HTTP error.
+type sseSink struct {
+	w       http.ResponseWriter
+	sw      *sse.Writer
+	rid     string
+	started bool
+}
+
+func (s *sseSink) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	sse.SetHeaders(h)
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Request-Id", s.rid)
+	s.w.WriteHeader(http.StatusOK)
+}
+
+func (s *sseSink) event(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return canonical.Errorf(canonical.CodeInternal, "encoding %s: %v", name, err)
+	}
+	s.start()
+	return s.sw.QueueEvent("", name, data)
+}
+
+// batch is what the receiving goroutine hands the writer: the events Recv
+// returned without waiting, or the error that ended them.
+type batch struct {
+	evs []*canonical.Event
+	err error
+}
+
+// receiver reads a stream on its own goroutine (recvLoop), so the writer
+// can write pings while Recv waits. Close stops it and waits for it.
+type receiver struct {
+	stream canonical.Stream
+	out    chan batch
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func newReceiver(stream canonical.Stream) *receiver {
+	r := &receiver{stream: stream, out: make(chan batch), quit: make(chan struct{}), done: make(chan struct{})}
+	go r.recvLoop()
+	return r
+}
+
+// recvLoop receives events, a burst at a time (what Buffered says is at
+// hand), until the stream ends or the writer quits.
+func (r *receiver) recvLoop() {
+	defer close(r.done)
+	ready, _ := r.stream.(canonical.Buffered)
+	for {
+		var b batch
+		ev, err := r.stream.Recv()
+		if err != nil {
+			b.err = err
+		} else {
+			b.evs = append(b.evs, ev)
+			for ready != nil && ready.Buffered() > 0 && len(b.evs) < 256 {
+				ev, err := r.stream.Recv()
+				if err != nil {
+					b.err = err
+					break
+				}
+				b.evs = append(b.evs, ev)
+			}
+		}
+		select {
+		case r.out <- b:
+		case <-r.quit:
+			return
+		}
+		if b.err != nil {
+			return
+		}
+	}
+}
+
+// close stops the receiver: the stream is closed (unblocking Recv) and
+// the goroutine waited for.
+func (r *receiver) close() {
+	close(r.quit)
+	_ = r.stream.Close()
+	<-r.done
+}
+
+// streamRun writes the run as a Messages event stream, with a ping after
+// each PingInterval without an event.
+func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, model, rid string) {
+	sw, err := sse.NewWriter(w)
+	if err != nil {
+		f.log.Error("messages: response cannot stream", "err", err)
+		writeCanonicalError(w, canonical.AsError(err), rid)
+		return
+	}
+	out := &sseSink{w: w, sw: sw, rid: rid}
+	enc := newEncoder(out, model)
+	rc := newReceiver(stream)
+	defer rc.close()
+	ping := time.NewTimer(f.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ping.C:
+			if err := f.ping(enc, out); err != nil {
+				return
+			}
+			ping.Reset(f.cfg.PingInterval)
+			continue
+		case b := <-rc.out:
+			if f.writeBatch(enc, out, b, model) {
+				return
+			}
+			ping.Reset(f.cfg.PingInterval)
+		}
+	}
+}
+
+// ping writes a ping (after message_start, which it sends first when no
+// event has been written yet: the stream is then committed to a 200).
+func (f *Frontend) ping(enc *encoder, out *sseSink) error {
+	if err := enc.begin(); err != nil {
+		return err
+	}
+	if err := out.event("ping", typeOnly{Type: "ping"}); err != nil {
+		return err
+	}
+	return out.sw.Flush()
+}
+
+// writeBatch writes a batch's events and flushes them; it reports whether
+// the response has ended (the run's end, a failure, a client gone).
+func (f *Frontend) writeBatch(enc *encoder, out *sseSink, b batch, model string) bool {
+	for _, ev := range b.evs {
+		done, fail, err := enc.event(ev)
+		if err != nil {
+			f.log.Debug("messages: client gone", "model", model, "run", ev.GetRunId(), "err", err)
+			return true
+		}
+		if done {
+			if fail != nil {
+				f.fail(out, fail)
+				return true
+			}
+			_ = out.sw.Flush()
+			return true
+		}
+	}
+	if b.err != nil {
+		err := b.err
+		if errors.Is(err, io.EOF) {
+			err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
+		}
+		f.fail(out, canonical.AsError(err))
+		return true
+	}
+	if err := out.sw.Flush(); err != nil {
+		f.log.Debug("messages: client gone", "model", model, "err", err)
+		return true
+	}
+	return false
+}
+
+// fail reports a run's failure: Anthropic's error object with its status
+// before the first event, an error event after it (no message_stop).
+func (f *Frontend) fail(out *sseSink, e *canonical.Error) {
+	if !out.started {
+		writeCanonicalError(out.w, e, out.rid)
+		return
+	}
+	_ = out.sw.Event("", "error", appendError(nil, streamErrorTypeOf(e.Code), e.Message, ""))
+}

@@ -1,0 +1,226 @@
+package anthropic
+
+import (
+	"encoding/base64"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// outRequest is the request the backend sends.
+type outRequest struct {
+	Model         string         `json:"model"`
+	MaxTokens     int64          `json:"max_tokens"`
+	System        []textBlock    `json:"system,omitzero"`
+	Messages      []outMessage   `json:"messages"`
+	Stream        bool           `json:"stream"`
+	StopSequences []string       `json:"stop_sequences,omitzero"`
+	Temperature   *float64       `json:"temperature,omitzero"`
+	TopP          *float64       `json:"top_p,omitzero"`
+	TopK          *int64         `json:"top_k,omitzero"`
+	Tools         []any          `json:"tools,omitzero"`
+	ToolChoice    *toolChoice    `json:"tool_choice,omitzero"`
+	Thinking      *structpbValue `json:"thinking,omitzero"`
+	Metadata      *requestMeta   `json:"metadata,omitzero"`
+}
+
+// structpbValue marshals a structpb value as the JSON it holds.
+type structpbValue struct{ v *structpb.Value }
+
+// MarshalJSON writes the value's JSON, object members in sorted order.
+func (s structpbValue) MarshalJSON() ([]byte, error) {
+	return json.Marshal(s.v.AsInterface(), json.Deterministic(true))
+}
+
+type outMessage struct {
+	Role    string `json:"role"`
+	Content []any  `json:"content"`
+}
+
+type (
+	sourceBlock struct {
+		Type   string    `json:"type"`
+		Source outSource `json:"source"`
+	}
+	outSource struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type,omitzero"`
+		Data      string `json:"data,omitzero"`
+		URL       string `json:"url,omitzero"`
+	}
+	toolResultBlock struct {
+		Type      string `json:"type"`
+		ToolUseID string `json:"tool_use_id"`
+		Content   string `json:"content"`
+		IsError   bool   `json:"is_error,omitzero"`
+	}
+	outTool struct {
+		Name        string        `json:"name"`
+		Description string        `json:"description,omitzero"`
+		InputSchema structpbValue `json:"input_schema"`
+	}
+)
+
+// requestBuilder gathers the turns: consecutive leaves of one wire role
+// join one message (Anthropic merges them anyway).
+type requestBuilder struct {
+	r *outRequest
+}
+
+func (rb *requestBuilder) add(role string, block any) {
+	ms := rb.r.Messages
+	if n := len(ms); n > 0 && ms[n-1].Role == role {
+		ms[n-1].Content = append(ms[n-1].Content, block)
+		return
+	}
+	rb.r.Messages = append(ms, outMessage{Role: role, Content: []any{block}})
+}
+
+// encodeRequest is the Messages request for a canonical request: every
+// input's leaves in order (the layout of decode.go), the tools, the
+// parameters, and the extensions an Anthropic frontend kept.
+func encodeRequest(req *canonical.Request, model string, maxTokens int64) (*outRequest, *canonical.Error) {
+	r := &outRequest{Model: model, MaxTokens: maxTokens, Stream: true}
+	rb := &requestBuilder{r: r}
+	for _, in := range req.GetInputs() {
+		for _, l := range canonical.Leaves(nil, in.GetNode()) {
+			leaf(rb, l)
+		}
+	}
+	if len(r.Messages) == 0 {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "anthropic backend: the request has no message content")
+	}
+	for _, t := range req.GetTools() {
+		schema := t.GetParameters()
+		if schema == nil {
+			schema = &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object")}}
+		}
+		r.Tools = append(r.Tools, outTool{Name: t.GetName(), Description: t.GetDescription(), InputSchema: structpbValue{structpb.NewStructValue(schema)}})
+	}
+	ext := req.GetExtensions()
+	for _, v := range ext[extServerTools].GetListValue().GetValues() {
+		r.Tools = append(r.Tools, structpbValue{v})
+	}
+	if v := ext[extThinking]; v != nil {
+		r.Thinking = &structpbValue{v}
+	}
+	params(r, req.GetParameters())
+	return r, nil
+}
+
+// leaf adds one leaf of the conversation.
+func leaf(rb *requestBuilder, l *canonical.Node) {
+	role := l.GetRole()
+	meta := l.GetMetadata()
+	switch {
+	case role == "system":
+		if canonical.IsText(l) {
+			rb.r.System = append(rb.r.System, textBlock{Type: "text", Text: string(l.GetData())})
+		}
+	case l.GetMime() == MimeToolCall:
+		in := json.Value(l.GetData())
+		if in.Kind() != '{' || !json.Valid(in) {
+			in = json.Value("{}")
+		}
+		rb.add("assistant", toolUseBlock{Type: "tool_use", ID: meta[metaToolCallID], Name: meta[metaToolName], Input: in})
+	case l.GetMime() == MimeReasoning:
+		// Thinking goes back only with the signature Anthropic checks.
+		if d := meta[metaRedacted]; d != "" {
+			rb.add("assistant", redactedBlock{Type: "redacted_thinking", Data: d})
+		} else if s := meta[metaSignature]; s != "" {
+			rb.add("assistant", thinkingBlock{Type: "thinking", Thinking: string(l.GetData()), Signature: s})
+		}
+	case role == "tool" && canonical.IsText(l):
+		rb.add("user", toolResultBlock{Type: "tool_result", ToolUseID: meta[metaToolCallID], Content: string(l.GetData()), IsError: meta[metaIsError] == "true"})
+	case canonical.IsText(l):
+		if role != "assistant" {
+			role = "user"
+		}
+		rb.add(role, textBlock{Type: "text", Text: string(l.GetData())})
+	default:
+		if b, ok := mediaBlock(l); ok {
+			rb.add("user", b)
+		}
+	}
+}
+
+// mediaBlock is an image or PDF leaf as a block; other media are not
+// carried.
+func mediaBlock(l *canonical.Node) (any, bool) {
+	mime := l.GetMime()
+	typ := "image"
+	switch {
+	case mime == "application/pdf":
+		typ = "document"
+	case !strings.HasPrefix(mime, "image/"):
+		return nil, false
+	}
+	if ref := l.GetRef(); ref != "" {
+		return sourceBlock{Type: typ, Source: outSource{Type: "url", URL: ref}}, true
+	}
+	return sourceBlock{Type: typ, Source: outSource{Type: "base64", MediaType: mime, Data: base64.StdEncoding.EncodeToString(l.GetData())}}, true
+}
+
+// params sets the sampling members, stop sequences, tool choice and user.
+func params(r *outRequest, p map[string]*structpb.Value) {
+	num := func(name string) *float64 {
+		if v, ok := p[name].GetKind().(*structpb.Value_NumberValue); ok {
+			return &v.NumberValue
+		}
+		return nil
+	}
+	if v := num(paramMaxTokens); v != nil && *v >= 1 {
+		r.MaxTokens = int64(*v)
+	}
+	r.Temperature, r.TopP = num(paramTemperature), num(paramTopP)
+	if v := num(paramTopK); v != nil {
+		k := int64(*v)
+		r.TopK = &k
+	}
+	switch s := p[paramStop]; {
+	case s.GetListValue() != nil:
+		for _, v := range s.GetListValue().GetValues() {
+			if v.GetStringValue() != "" {
+				r.StopSequences = append(r.StopSequences, v.GetStringValue())
+			}
+		}
+	case s.GetStringValue() != "":
+		r.StopSequences = []string{s.GetStringValue()}
+	}
+	r.ToolChoice = toolChoiceOf(p[paramToolChoice])
+	if v, ok := p[paramParallelTools].GetKind().(*structpb.Value_BoolValue); ok && !v.BoolValue {
+		if r.ToolChoice == nil {
+			r.ToolChoice = &toolChoice{Type: "auto"}
+		}
+		t := true
+		r.ToolChoice.DisableParallelToolUse = &t
+	}
+	if u := p[paramUser].GetStringValue(); u != "" {
+		r.Metadata = &requestMeta{UserID: u}
+	}
+}
+
+// toolChoiceOf reads the canonical tool_choice (OpenAI's spelling).
+func toolChoiceOf(v *structpb.Value) *toolChoice {
+	switch v.GetStringValue() {
+	case "auto":
+		return &toolChoice{Type: "auto"}
+	case "none":
+		return &toolChoice{Type: "none"}
+	case "required", "any":
+		return &toolChoice{Type: "any"}
+	}
+	if s := v.GetStructValue(); s != nil {
+		name := s.GetFields()["name"].GetStringValue()
+		if f := s.GetFields()["function"].GetStructValue(); name == "" && f != nil {
+			name = f.GetFields()["name"].GetStringValue()
+		}
+		if name != "" {
+			return &toolChoice{Type: "tool", Name: name}
+		}
+	}
+	return nil
+}
