@@ -91,7 +91,7 @@ var pointerRe = regexp.MustCompile(`within "(/[^"]*)"`)
 // at is the dotted path of the value decoded ("" for the body).
 func jsonError(err error, at string) *canonical.Error {
 	s := err.Error()
-	if m := pointerRe.FindStringSubmatch(s); m != nil && strings.Contains(s, "cannot unmarshal") {
+	if m := pointerRe.FindStringSubmatch(s); m != nil && strings.Contains(s, " into Go ") {
 		field := strings.ReplaceAll(strings.TrimPrefix(m[1], "/"), "/", ".")
 		if at != "" {
 			field = strings.TrimSuffix(at+"."+field, ".")
