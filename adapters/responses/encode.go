@@ -248,7 +248,7 @@ func (e *encoder) blockFinish() error {
 
 // itemStatus is the status of an item a message with reason ends.
 func itemStatus(reason canonical.FinishReason) string {
-	if reason == canonical.FinishLength || reason == canonical.FinishContentFilter {
+	if reason == canonical.FinishLength || reason == canonical.FinishContentFilter || reason == canonical.FinishError {
 		return "incomplete"
 	}
 	return "completed"

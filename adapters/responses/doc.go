@@ -1,0 +1,93 @@
+// Package responses speaks the OpenAI Responses API
+// (https://platform.openai.com/docs/api-reference/responses; the shapes
+// followed are openai-node's src/resources/responses/responses.ts and Open
+// Responses' specification, https://www.openresponses.org) in both
+// directions, with its state kept in the bridge's thread store.
+//
+// # Frontend: we serve /v1/responses
+//
+//   - POST /v1/responses: input as a string or a list of items (messages
+//     with input_text / input_image / input_file parts, function_call,
+//     function_call_output, reasoning), instructions, function tools,
+//     tool_choice, max_output_tokens, temperature, top_p, reasoning,
+//     text, store, stream. Unknown members are ignored (the SDKs send
+//     members newer than ours); a member of the wrong type or value is
+//     refused with 400 in OpenAI's error form, its param naming it.
+//   - Streaming follows the order of the reference: response.created and
+//     response.in_progress carrying the whole object (output [], usage
+//     null), per item output_item.added, content_part.added, deltas,
+//     .done, content_part.done, output_item.done, then response.completed
+//     (response.incomplete for max tokens or a content filter; an error
+//     event then response.failed on failure), then data: [DONE] (Open
+//     Responses; frontends.responses.no_done leaves it out). Every event
+//     has sequence_number from 0 and an event: line equal to its type.
+//     Text blocks are output_text parts of one message item; reasoning is
+//     a reasoning item, as summary parts when the request set
+//     reasoning.summary, else as reasoning_text; a tool call is a
+//     function_call item whose call_id is the backend's (call_ + 24
+//     characters when it had none).
+//   - Ids: resp_ + 128 random bits; the ids of a response's items (msg_,
+//     fc_, rs_) are derived from it by SHA-256, so they are as unguessable
+//     and a replay of the run's events reproduces them.
+//   - store (default true): the response, its input items and the items
+//     before them in its conversation are one record of the thread store,
+//     in the thread named by the response id, which is also the run's
+//     thread: the bridge claims it for the API key that created it, and
+//     another key gets 404 on GET, DELETE and input_items and 400
+//     previous_response_not_found continuing it (the record names its key
+//     too). previous_response_id continues with the stored input and
+//     output, then the new input; instructions, tools and sampling come
+//     from the new request only. store:false writes nothing. The record is
+//     written when the run starts (status in_progress) and when it ends.
+//     Without a thread store (a frontend mounted outside the daemon, which
+//     always has one) every response is answered with store false.
+//   - GET /v1/responses/{id}, DELETE /v1/responses/{id} (the record and
+//     the thread's other records), GET /v1/responses/{id}/input_items
+//     (order asc or desc, no paging).
+//
+// Stated degradations: background is refused (400, param background,
+// code unsupported_parameter), and so is cancel of any response (only
+// background responses can be cancelled); GET with stream=true is refused
+// (a stream cannot be resumed); conversation and item_reference are
+// refused; tools other than function tools are refused; file_id parts are
+// refused (send file_data or image_url); data and ref blocks of the output,
+// tool activity run by the bridge, nested runs' content and interrupts are
+// not rendered (an interrupted run reads as completed); reasoning state of
+// earlier turns (encrypted_content) is not sent to a backend; no keepalive
+// is written while a run is silent.
+//
+// # Canonical form of a conversation
+//
+// The input "prompt" is a node whose children are the items in order,
+// instructions first as a system leaf. A message is a node of its role
+// whose leaves carry the role too; a function call is a leaf of role
+// assistant with mime MimeToolCall and metadata tool_call_id and
+// tool_name; its output a text leaf of role tool with metadata
+// tool_call_id; earlier reasoning a leaf with mime MimeReasoning. The
+// request members no canonical field holds travel as extensions
+// responses.* (text, include, truncation, max_tool_calls, top_logprobs,
+// reasoning_summary, strict_tools, prompt_cache_key, safety_identifier).
+//
+// # Backend: type responses
+//
+// POST <url>/responses with stream true and store false (option store):
+// the bridge keeps the conversation and sends it whole as input items, as
+// it does for a stateless upstream. The stream is decoded by type (the
+// data's, not the event name): unknown types, keepalive and [DONE] are
+// ignored; a repeated sequence_number is dropped and a gap fails the run;
+// an item whose .added never came starts at its first delta (Ollama);
+// .done payloads and the terminal response add what the deltas left out;
+// error (flat or nested) and response.failed fail the run with the code
+// read from their code (errors.go); response.completed, .incomplete and
+// the Codex response.done end it, and the read stops there even if the
+// body stays open. A body that ends without a terminal event fails the
+// run with unavailable "upstream stream truncated". A server that answers
+// with one JSON response instead of a stream is read whole.
+//
+// Limits: max_input_bytes (16 MiB) of a request body, max_output_bytes
+// (16 MiB) of a response's text and arguments, max_stored_bytes (32 MiB)
+// of a stored record (a response whose conversation outgrows it is stored
+// without the conversation, so it can be read but not continued);
+// backends: max_event_bytes (4 MiB) of one SSE event, max_output_bytes,
+// max_response_bytes (16 MiB), timeout (10m).
+package responses

@@ -1,0 +1,146 @@
+package responses
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// encodeCase is a run's canonical events and the stream our frontend
+// writes for them.
+type encodeCase struct {
+	name    string
+	summary bool
+	events  func(b *canonical.Builder) []*canonical.Event
+}
+
+var encodeCases = []encodeCase{
+	{name: "text", events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.Text(nil, "Hel")
+		out = b.Text(out, "lo")
+		out = b.FinishBlock(out)
+		out = b.Text(out, "second part")
+		out = b.FinishMessage(out, canonical.FinishStop, &canonical.Usage{InputTokens: 7, OutputTokens: 3, CacheReadTokens: 2})
+		return b.End(out, canonical.StatusCompleted, nil)
+	}},
+	{name: "reasoning_summary", summary: true, events: reasoningThenText},
+	{name: "reasoning_text", events: reasoningThenText},
+	{name: "tool_calls", events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.ToolCall(nil, "call_A", "get_weather")
+		out = b.ToolArgs(out, `{"city":`)
+		out = b.ToolArgs(out, `"Paris"}`)
+		out = b.ToolCall(out, "", "get_time") // no call id: one is derived
+		out = b.ToolArgs(out, `{}`)
+		out = b.FinishMessage(out, canonical.FinishToolCalls, nil)
+		return b.End(out, canonical.StatusCompleted, nil)
+	}},
+	{name: "length", events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.Text(nil, "cut sh")
+		out = b.FinishMessage(out, canonical.FinishLength, nil)
+		return b.End(out, canonical.StatusCompleted, nil)
+	}},
+	{name: "content_filter", events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.FinishMessage(b.Text(nil, "no"), canonical.FinishContentFilter, nil)
+		return b.End(out, canonical.StatusCompleted, nil)
+	}},
+	{name: "failed", events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.Text(nil, "partial")
+		return b.End(out, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "upstream down"))
+	}},
+	{name: "data_dropped", events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.Data(nil, "image/png", []byte{1, 2})
+		out = b.Text(out, "after the image")
+		return b.End(out, canonical.StatusCompleted, nil)
+	}},
+}
+
+func reasoningThenText(b *canonical.Builder) []*canonical.Event {
+	out := b.Reasoning(nil, "Greet")
+	out = b.Reasoning(out, "ing.")
+	out = b.Text(out, "Hello!")
+	out = b.FinishMessage(out, canonical.FinishStop, &canonical.Usage{InputTokens: 5, OutputTokens: 9, ReasoningTokens: 4})
+	return b.End(out, canonical.StatusCompleted, nil)
+}
+
+// testResponse is the response object of the encoder tests.
+func testResponse() *response {
+	return newResponse(&createRequest{Model: "m"}, "resp_test", time.Unix(1741476777, 0), true)
+}
+
+// TestEncoder renders each case's events as the stream in
+// testdata/encode/<case>.sse, and checks the stream's rules: sequence
+// numbers from 0 by one, every delta between its item's added and done,
+// the terminal response holding every item output_item.done carried.
+func TestEncoder(t *testing.T) {
+	for _, c := range encodeCases {
+		t.Run(c.name, func(t *testing.T) {
+			evs := c.events(canonical.NewBuilder())
+			end := evs[len(evs)-1]
+			end.TimeUnixNano = time.Unix(1741476778, 0).UnixNano()
+			var buf bytes.Buffer
+			var got []*streamEvent
+			enc := newEncoder(testResponse(), c.summary, 1<<20, func(ev *streamEvent) error {
+				data, err := json.Marshal(ev)
+				if err != nil {
+					return err
+				}
+				buf.WriteString("event: " + ev.Type + "\ndata: ")
+				buf.Write(data)
+				buf.WriteString("\n\n")
+				var back streamEvent
+				if err := json.Unmarshal(data, &back); err != nil {
+					return err
+				}
+				got = append(got, &back)
+				return nil
+			})
+			if err := enc.start(); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if err := enc.event(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !enc.done {
+				t.Fatal("no terminal event")
+			}
+			checkStreamRules(t, got)
+			checkGolden(t, filepath.Join("testdata", "encode", c.name+".sse"), buf.Bytes())
+		})
+	}
+}
+
+// checkStreamRules checks what openai-node's stream helper enforces.
+func checkStreamRules(t *testing.T, evs []*streamEvent) {
+	t.Helper()
+	open := map[string]bool{}
+	var done []*item
+	for i, ev := range evs {
+		if ev.SequenceNumber != int64(i) {
+			t.Fatalf("event %d has sequence_number %d", i, ev.SequenceNumber)
+		}
+		switch ev.Type {
+		case "response.output_item.added":
+			if *ev.OutputIndex != len(done)+len(open) {
+				t.Fatalf("output_index %d, want %d", *ev.OutputIndex, len(done)+len(open))
+			}
+			open[ev.Item.ID] = true
+		case "response.output_item.done":
+			delete(open, ev.Item.ID)
+			done = append(done, ev.Item)
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+			if !open[ev.ItemID] {
+				t.Fatalf("%s for item %s not open", ev.Type, ev.ItemID)
+			}
+		}
+	}
+	last := evs[len(evs)-1].Response
+	if last == nil || len(last.Output) != len(done) {
+		t.Fatalf("terminal response holds %d items, %d were done", len(last.Output), len(done))
+	}
+}
