@@ -94,12 +94,16 @@ test: check-generated lint unit node-test fuzz-short conformance
 ## node-deps: the real npm clients the Go tests drive (pinned by package-lock.json).
 node-deps: conformance/clients/agent/node_modules/.package-lock.json
 node-deps: conformance/clients/responses/node_modules/.package-lock.json
+node-deps: conformance/clients/anthropic/node_modules/.package-lock.json
 
 conformance/clients/agent/node_modules/.package-lock.json: conformance/clients/agent/package-lock.json
 	npm ci --prefix conformance/clients/agent --no-audit --no-fund
 
 conformance/clients/responses/node_modules/.package-lock.json: conformance/clients/responses/package-lock.json
 	npm ci --prefix conformance/clients/responses --no-audit --no-fund
+
+conformance/clients/anthropic/node_modules/.package-lock.json: conformance/clients/anthropic/package-lock.json
+	npm ci --prefix conformance/clients/anthropic --no-audit --no-fund
 
 # The Node suites run inside go test (adapters/agent TestSDK); this target
 # only makes sure their packages are installed first.
