@@ -1,0 +1,168 @@
+package anthropic
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// decodeChunks runs the backend's decoder over chunks, as stream.Recv
+// does: a Feed error or End's error fails the run.
+func decodeChunks(chunks [][]byte) []*canonical.Event {
+	d := newStreamDecoder(1<<16, 1<<16, "m", "run-")
+	out := d.b.Lifecycle(nil, canonical.StatusRunning)
+	for _, c := range chunks {
+		var err error
+		if out, err = d.Feed(c, out); err != nil {
+			return d.Fail(out, err)
+		}
+	}
+	out, err := d.End(out)
+	if err != nil {
+		out = d.Fail(out, err)
+	}
+	return out
+}
+
+// render is one line per event: kind, index, payload and extensions.
+func render(evs []*canonical.Event) string {
+	var sb strings.Builder
+	for _, ev := range evs {
+		switch k := ev.GetKind().(type) {
+		case *canonical.KindLifecycle:
+			fmt.Fprintf(&sb, "lifecycle %s", k.Lifecycle.GetStatus())
+			if e := k.Lifecycle.GetError(); e != nil {
+				fmt.Fprintf(&sb, " %s %q", canonical.Code(e.GetCode()), e.GetMessage())
+			}
+		case *canonical.KindMessageStart:
+			fmt.Fprintf(&sb, "message_start %s %s %v", k.MessageStart.GetMessageId(), k.MessageStart.GetRole(), (&structpb.Struct{Fields: k.MessageStart.GetMetadata()}).AsMap())
+		case *canonical.KindBlockStart:
+			b := k.BlockStart
+			fmt.Fprintf(&sb, "block_start %d %s id=%q name=%q", b.GetIndex(), b.GetType(), b.GetId(), b.GetName())
+		case *canonical.KindBlockDelta:
+			fmt.Fprintf(&sb, "delta %d %q", k.BlockDelta.GetIndex(), k.BlockDelta.GetText())
+		case *canonical.KindBlockFinish:
+			fmt.Fprintf(&sb, "block_finish %d", k.BlockFinish.GetIndex())
+		case *canonical.KindMessageFinish:
+			u := k.MessageFinish.GetUsage()
+			fmt.Fprintf(&sb, "message_finish %s in=%d out=%d total=%d cache_read=%d cache_creation=%d", k.MessageFinish.GetFinishReason(),
+				u.GetInputTokens(), u.GetOutputTokens(), u.GetTotalTokens(), u.GetCacheReadTokens(), u.GetCacheCreationTokens())
+		default:
+			fmt.Fprintf(&sb, "%T", k)
+		}
+		if ext := ev.GetExtensions(); len(ext) > 0 {
+			keys := make([]string, 0, len(ext))
+			for k := range ext {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(&sb, " %s=%q", k, ext[k].GetStringValue())
+			}
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+func goldenFile(t *testing.T, file, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Fatalf("%s differs:\n%s", file, d)
+	}
+}
+
+// TestStreamDecoder: each upstream stream of testdata/stream decodes to
+// its .events golden, and the events keep the canonical model's rules.
+func TestStreamDecoder(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	if len(files) == 0 {
+		t.Fatal("no fixtures")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			wire, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := decodeChunks([][]byte{wire})
+			if err := canonical.Validate(evs); err != nil {
+				t.Fatalf("events break the model: %v\n%s", err, render(evs))
+			}
+			goldenFile(t, strings.TrimSuffix(f, ".sse")+".events", render(evs))
+		})
+	}
+}
+
+// split cuts b at random points (some inside runes and CRLFs).
+func split(b []byte, seed uint64) [][]byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var out [][]byte
+	for len(b) > 0 {
+		n := 1 + r.IntN(min(len(b), 64))
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return out
+}
+
+// TestStreamDecoderRechunking: any cut of a fixture, with LF, CRLF or CR
+// line ends, decodes to the same events as the whole.
+func TestStreamDecoderRechunking(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	for _, f := range files {
+		wire, _ := os.ReadFile(f)
+		want := decodeChunks([][]byte{wire})
+		for _, eol := range []string{"\n", "\r\n", "\r"} {
+			w := []byte(strings.ReplaceAll(string(wire), "\n", eol))
+			for seed := range uint64(50) {
+				got := decodeChunks(split(w, seed))
+				if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+					t.Fatalf("%s eol %q seed %d:\n%s", f, eol, seed, d)
+				}
+			}
+		}
+	}
+}
+
+// FuzzStreamDecoder: any bytes, cut anywhere, give the same events as
+// whole, never a panic, and one terminal event that keeps the model's
+// rules.
+func FuzzStreamDecoder(f *testing.F) {
+	files, _ := filepath.Glob("testdata/stream/*.sse")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		f.Add(b, uint64(1))
+	}
+	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":0}\n\n"), uint64(7))
+	f.Fuzz(func(t *testing.T, wire []byte, seed uint64) {
+		want := decodeChunks([][]byte{wire})
+		got := decodeChunks(split(wire, seed))
+		if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+			t.Fatalf("events depend on chunking:\n%s", d)
+		}
+		if err := canonical.Validate(got); err != nil {
+			t.Fatalf("events break the model: %v\n%s", err, render(got))
+		}
+	})
+}
