@@ -44,6 +44,13 @@
 //   - GET /v1/responses/{id}, DELETE /v1/responses/{id} (the record and
 //     the thread's other records), GET /v1/responses/{id}/input_items
 //     (order asc or desc, no paging).
+//   - GET /v1/responses/{id}?stream=true&starting_after=N resumes a stored
+//     response's stream: its run is read again from the bridge's replay
+//     log (then live while it runs) and rendered by the same deterministic
+//     encoder, so the events after N are byte for byte those first sent.
+//     A finished response whose events have left the log (replay_max_age)
+//     is rendered from the stored response after replay_wait (3s); its
+//     sequence numbers then count one delta per part.
 //
 // Stated degradations: background is refused (400, param background,
 // code unsupported_parameter), and so is cancel of any response (only

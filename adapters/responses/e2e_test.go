@@ -274,3 +274,28 @@ func TestE2ERestart(t *testing.T) {
 		c.want("POST", "/v1/responses", `{"model":"echo","input":"again","previous_response_id":"`+id+`"}`, 200, "")
 	})
 }
+
+// TestE2EResume: GET ?stream=true replays a stored response's run from
+// the bridge's replay log: byte for byte the stream the client was sent
+// (ids and sequence numbers included), after starting_after when given.
+func TestE2EResume(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	c := client{t: t, base: inst.URL}
+	status, live := c.do("POST", "/v1/responses", `{"model":"echo","input":"resume me, please","stream":true}`)
+	if status != 200 {
+		t.Fatalf("%d %s", status, live)
+	}
+	id := responseID(t, live)
+	_, again := c.do("GET", "/v1/responses/"+id+"?stream=true", "")
+	if d := cmp.Diff(string(live), string(again)); d != "" {
+		t.Fatalf("the replay differs from the live stream:\n%s", d)
+	}
+	_, tail := c.do("GET", "/v1/responses/"+id+"?stream=true&starting_after=5", "")
+	blocks := strings.SplitAfter(string(live), "\n\n")
+	if want := strings.Join(blocks[6:], ""); string(tail) != want {
+		t.Fatalf("starting_after=5:\n%s\nwant\n%s", tail, want)
+	}
+	c.want("GET", "/v1/responses/"+id+"?stream=true&starting_after=x", "", 400, "")
+	_, other := c.create(`{"model":"echo","input":"not streamed","store":false}`)
+	c.want("GET", "/v1/responses/"+other+"?stream=true", "", 404, "")
+}

@@ -33,6 +33,9 @@ type encoder struct {
 	usage     *canonical.Usage
 	done      bool
 	lastError *canonical.Error
+	// completedAt, when set, is the completed_at of the terminal response
+	// (a replay renders the stored one).
+	completedAt *int64
 }
 
 // newEncoder returns an encoder of r (status in_progress, no output yet)
@@ -315,6 +318,9 @@ func (e *encoder) end(status canonical.RunStatus, rerr *canonical.Error, at time
 	switch status {
 	case canonical.StatusCompleted, canonical.StatusInterrupted:
 		r.CompletedAt = ptr(at.Unix())
+		if e.completedAt != nil {
+			r.CompletedAt = e.completedAt
+		}
 		switch e.reason {
 		case canonical.FinishLength:
 			r.Status, r.IncompleteDetails = "incomplete", &incompleteDetails{Reason: "max_output_tokens"}

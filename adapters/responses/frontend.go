@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,10 @@ type FrontendConfig struct {
 	NoDone bool `yaml:"no_done"`
 	// StoreTimeout bounds each thread-store operation. Default 10s.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// ReplayWait is how long GET ?stream=true waits for the first event of
+	// a finished response from the replay log before it renders the
+	// stored response instead (its events have left the log). Default 3s.
+	ReplayWait time.Duration `yaml:"replay_wait"`
 
 	// Runner starts the runs; required.
 	Runner canonical.Runner `yaml:"-"`
@@ -42,6 +47,9 @@ type FrontendConfig struct {
 	// CheckThread refuses another API key's response (the bridge's
 	// tenancy); nil: only the record's owner is compared.
 	CheckThread func(ctx context.Context, thread string) error `yaml:"-"`
+	// Observer reads a response's run from the bridge's replay log, for
+	// GET ?stream=true; nil: refused.
+	Observer canonical.Observer `yaml:"-"`
 	// Logger receives the frontend's logs; discarded when nil.
 	Logger *slog.Logger `yaml:"-"`
 }
@@ -67,6 +75,9 @@ func NewFrontend(cfg FrontendConfig) *Frontend {
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 10 * time.Second
+	}
+	if cfg.ReplayWait <= 0 {
+		cfg.ReplayWait = 3 * time.Second
 	}
 	f := &Frontend{cfg: cfg, log: cfg.Logger}
 	if f.log == nil {
@@ -143,8 +154,18 @@ func (f *Frontend) retrieve(w http.ResponseWriter, r *http.Request, id string) {
 		e.write(w)
 		return
 	}
-	if r.URL.Query().Get("stream") == "true" {
-		invalid("stream", "Streaming a stored response again is not supported by this server: retrieve it without stream.").write(w)
+	q := r.URL.Query()
+	if q.Get("stream") == "true" {
+		after := int64(-1)
+		if s := q.Get("starting_after"); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 {
+				invalid("starting_after", fmt.Sprintf("Invalid 'starting_after': expected a non-negative integer, got '%s'.", s)).write(w)
+				return
+			}
+			after = n
+		}
+		f.replay(w, r, rec, after)
 		return
 	}
 	writeJSON(w, http.StatusOK, &rec.Response)

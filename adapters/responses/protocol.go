@@ -29,7 +29,7 @@ func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
 	if err := protocol.DecodeOptions(d.Options, &cfg); err != nil {
 		return err
 	}
-	cfg.Runner, cfg.CheckThread, cfg.Logger = d.Runner, d.CheckThread, d.Log.With("protocol", "responses")
+	cfg.Runner, cfg.CheckThread, cfg.Observer, cfg.Logger = d.Runner, d.CheckThread, d.Observer, d.Log.With("protocol", "responses")
 	if d.Fabric != nil {
 		cfg.Store = d.Fabric.ThreadStore()
 	}

@@ -112,3 +112,20 @@ test('errors in OpenAI form', async () => {
   const bad = new OpenAI({ baseURL: base, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.responses.create({ model: 'echo', input: 'x' }), (e) => e.status === 401);
 });
+
+test('resume a stored stream: retrieve with stream and starting_after, the stream helper by response_id', async () => {
+  const created = await client.responses.create({ model: 'gpt-test', input: 'resume', stream: true });
+  const live = [];
+  for await (const e of created) live.push(e);
+  const id = live[0].response.id;
+  const again = await client.responses.retrieve(id, { stream: true, starting_after: 3 });
+  const replayed = [];
+  for await (const e of again) replayed.push(e);
+  assert.deepEqual(replayed, live.slice(4));
+  let deltas = '';
+  const helper = client.responses.stream({ response_id: id, starting_after: 4 });
+  helper.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  const final = await helper.finalResponse();
+  assert.equal(final.output_text, 'echo: resume');
+  assert.equal(deltas, ' resume', 'only the deltas after sequence number 4');
+});

@@ -1,0 +1,170 @@
+package responses
+
+import (
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// replay answers GET /v1/responses/{id}?stream=true: the response's run
+// read again from the bridge's replay log (the log every frontend replays
+// from; then live while it runs) and rendered by the same deterministic
+// encoder, so the events, ids and sequence numbers are those the client
+// was sent; only events after starting_after are written. A finished
+// response whose events have left the log is rendered from the stored
+// response instead (its sequence numbers then count that rendering's
+// events: one delta per part).
+func (f *Frontend) replay(w http.ResponseWriter, r *http.Request, rec *record, after int64) {
+	if f.cfg.Observer == nil {
+		invalid("stream", "This server cannot stream a stored response again.").write(w)
+		return
+	}
+	obs, err := f.cfg.Observer.Observe(r.Context(), rec.Response.ID, 0)
+	if err != nil {
+		fromCanonical(canonical.AsError(err)).write(w)
+		return
+	}
+	src := &replaySource{obs: obs, rec: rec}
+	defer src.Close()
+	if rec.Response.Status != "in_progress" && rec.Response.Status != "queued" {
+		t := time.AfterFunc(f.cfg.ReplayWait, src.expire)
+		defer t.Stop()
+	}
+	sw, serr := sse.NewWriter(w)
+	if serr != nil {
+		fromCanonical(canonical.Errorf(canonical.CodeInternal, "the response cannot stream")).write(w)
+		return
+	}
+	sse.SetHeaders(w.Header())
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	out := &writer{w: w, sw: sw}
+	resp := replayResponse(&rec.Response)
+	enc := newEncoder(resp, resp.Reasoning.Summary != nil, f.cfg.MaxOutputBytes, func(ev *streamEvent) error {
+		if ev.SequenceNumber <= after {
+			return nil
+		}
+		return out.event(ev)
+	})
+	enc.completedAt = rec.Response.CompletedAt
+	if gone := f.pump(src, enc, out); !gone {
+		if !f.cfg.NoDone {
+			_ = sw.Data([]byte("[DONE]"))
+		}
+		_ = sw.Flush()
+	}
+}
+
+// replayResponse is a stored response as its stream began.
+func replayResponse(stored *response) *response {
+	r := *stored
+	r.Status, r.CompletedAt, r.Error, r.IncompleteDetails, r.Usage, r.Output = "in_progress", nil, nil, nil, nil, []item{}
+	return &r
+}
+
+// replaySource is the run's events from the replay log, or, once expire
+// has found none in time, the stored response's rendering.
+type replaySource struct {
+	obs canonical.Stream
+	rec *record
+
+	mu      sync.Mutex
+	got     bool // an event came from the log
+	expired bool
+	stored  []*canonical.Event
+}
+
+// expire gives up on the log when it has sent nothing yet.
+func (s *replaySource) expire() {
+	s.mu.Lock()
+	if s.got {
+		s.mu.Unlock()
+		return
+	}
+	s.expired = true
+	s.mu.Unlock()
+	_ = s.obs.Close() // aborts the waiting Recv
+}
+
+// Recv implements canonical.Stream.
+func (s *replaySource) Recv() (*canonical.Event, error) {
+	s.mu.Lock()
+	expired := s.expired
+	s.mu.Unlock()
+	if !expired {
+		ev, err := s.obs.Recv()
+		s.mu.Lock()
+		expired = s.expired && !s.got
+		if err == nil && !expired {
+			s.got = true
+			s.mu.Unlock()
+			return ev, nil
+		}
+		s.mu.Unlock()
+		if !expired {
+			return nil, err
+		}
+		s.stored = storedEvents(&s.rec.Response)
+	}
+	if len(s.stored) == 0 {
+		return nil, io.EOF
+	}
+	ev := s.stored[0]
+	s.stored = s.stored[1:]
+	return ev, nil
+}
+
+// Close implements canonical.Stream.
+func (s *replaySource) Close() error { return s.obs.Close() }
+
+// storedEvents renders a finished response as canonical events: each
+// item's content as one block, then its outcome.
+func storedEvents(r *response) []*canonical.Event {
+	b := canonical.NewBuilder()
+	var out []*canonical.Event
+	for _, it := range r.Output {
+		switch it.Type {
+		case "message":
+			for _, p := range it.Content {
+				if p.Text != nil {
+					out = b.StartBlock(out, canonical.BlockText, "", "", "", "")
+					out = b.Text(out, *p.Text)
+				}
+			}
+		case "reasoning":
+			text := ""
+			for _, p := range append(append([]part{}, it.Summary...), it.Content...) {
+				if p.Text != nil {
+					text += *p.Text
+				}
+			}
+			out = b.StartBlock(out, canonical.BlockReasoning, "", "", "", "")
+			out = b.Reasoning(out, text)
+		case "function_call":
+			out = b.ToolCall(out, it.CallID, it.Name)
+			if it.Arguments != nil {
+				out = b.ToolArgs(out, *it.Arguments)
+			}
+		}
+	}
+	reason := canonical.FinishStop
+	if r.IncompleteDetails != nil {
+		reason = canonical.FinishLength
+		if r.IncompleteDetails.Reason == "content_filter" {
+			reason = canonical.FinishContentFilter
+		}
+	}
+	out = b.FinishMessage(out, reason, canonicalUsage(r.Usage))
+	switch {
+	case r.Status == "cancelled":
+		return b.End(out, canonical.StatusCancelled, canonical.Errorf(canonical.CodeCanceled, "the response was cancelled"))
+	case r.Error != nil:
+		return b.End(out, canonical.StatusFailed, canonical.Errorf(codeOfFailure(r.Error.Code), "%s", r.Error.Message))
+	}
+	return b.End(out, canonical.StatusCompleted, nil)
+}
+

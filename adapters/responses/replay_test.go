@@ -1,0 +1,70 @@
+package responses
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// silentObserver's streams send nothing until closed (a log whose events
+// expired).
+type silentObserver struct{}
+
+type silentStream struct{ done chan struct{} }
+
+func (silentObserver) Observe(context.Context, string, uint64) (canonical.Stream, error) {
+	return &silentStream{done: make(chan struct{})}, nil
+}
+
+func (s *silentStream) Recv() (*canonical.Event, error) {
+	<-s.done
+	return nil, io.EOF
+}
+
+func (s *silentStream) Close() error {
+	select {
+	case <-s.done:
+	default:
+		close(s.done)
+	}
+	return nil
+}
+
+// TestReplayStoredFallback: a finished response whose events left the log
+// is streamed from the stored response: the terminal event carries the
+// stored output, ids included.
+func TestReplayStoredFallback(t *testing.T) {
+	r := testResponse()
+	r.Status, r.CompletedAt, r.Usage = "completed", ptr(int64(1741476778)), &usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}
+	r.Output = []item{
+		{Type: "message", ID: deriveID("msg_", "resp_test", 0, 16), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}}}},
+		{Type: "function_call", ID: deriveID("fc_", "resp_test", 1, 16), Status: "completed", CallID: "call_b", Name: "f", Arguments: ptr(`{"x":1}`)},
+	}
+	f := NewFrontend(FrontendConfig{Observer: silentObserver{}, ReplayWait: 10 * time.Millisecond})
+	w := httptest.NewRecorder()
+	f.replay(w, httptest.NewRequest("GET", "/v1/responses/resp_test?stream=true", nil), &record{Response: *r}, -1)
+	body := w.Body.String()
+	blocks := strings.Split(strings.TrimSpace(body), "\n\n")
+	if blocks[len(blocks)-1] != "data: [DONE]" {
+		t.Fatalf("no [DONE]:\n%s", body)
+	}
+	_, data, _ := strings.Cut(blocks[len(blocks)-2], "\ndata: ")
+	var ev streamEvent
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "response.completed" || len(ev.Response.Output) != 2 {
+		t.Fatalf("terminal event %s", data)
+	}
+	got, _ := json.Marshal(ev.Response.Output)
+	want, _ := json.Marshal(r.Output)
+	if string(got) != string(want) {
+		t.Fatalf("output %s, want %s", got, want)
+	}
+}
