@@ -355,6 +355,7 @@ func (b *Bridge) Drain(ctx context.Context, grace time.Duration) {
 	b.mu.Lock()
 	n := len(b.runs)
 	for _, r := range b.runs {
+		r.shutdown.Store(true)
 		r.cancel()
 	}
 	b.mu.Unlock()
@@ -406,6 +407,9 @@ type run struct {
 	id       string
 	backend  string
 	forOther bool // placed here by another instance, whose client heartbeats it
+	// shutdown: Drain cancelled the run, not its client; it ends failed
+	// with errShuttingDown, not cancelled with "context canceled".
+	shutdown atomic.Bool
 	// clientSeen is when the client's instance last said it still reads
 	// the run (unix ns); a run placed here whose client's instance went
 	// quiet is cancelled (heartbeatLoop).
@@ -499,6 +503,11 @@ func (r *run) take() (*canonical.Event, error) {
 		// fresh time every stampShare events at least.
 		sameRead = held && r.shared < stampShare
 		ev, err := r.up.Recv()
+		if err == nil && r.shutdown.Load() {
+			if st, ok := canonical.TerminalOf(ev); ok && st == canonical.StatusCancelled {
+				ev = canonical.Terminal(canonical.StatusFailed, errShuttingDown)
+			}
+		}
 		if err != nil {
 			st, ce := r.failure(err)
 			r.owed = r.guard.End(r.owed, st, ce)
@@ -608,8 +617,15 @@ func (r *run) readAhead() {
 	}
 }
 
+// errShuttingDown ends the runs a server's shutdown cancels: the client
+// did not cancel them, and may run them again elsewhere (unavailable).
+var errShuttingDown = canonical.Errorf(canonical.CodeUnavailable, "the server is shutting down")
+
 // failure turns a stream error into the terminal status and error owed.
 func (r *run) failure(err error) (canonical.RunStatus, *canonical.Error) {
+	if r.shutdown.Load() {
+		return canonical.StatusFailed, errShuttingDown
+	}
 	if ctxErr := r.ctx.Err(); ctxErr != nil {
 		ce := canonical.AsError(ctxErr)
 		if errors.Is(ctxErr, context.Canceled) {

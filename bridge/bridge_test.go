@@ -253,7 +253,10 @@ func TestDrainCancelsAfterTimeout(t *testing.T) {
 	defer cancel()
 	b.Drain(ctx, 5*time.Second)
 	evs := <-got
-	if st, _ := canonical.TerminalOf(evs[len(evs)-1]); st != canonical.StatusCancelled {
+	// The client did not cancel: the run failed, unavailable, and says why.
+	last := evs[len(evs)-1].GetLifecycle()
+	if last.GetStatus() != canonical.StatusFailed || canonical.Code(last.GetError().GetCode()) != canonical.CodeUnavailable ||
+		last.GetError().GetMessage() != "the server is shutting down" {
 		t.Fatalf("terminal = %v", evs[len(evs)-1])
 	}
 	if _, err := b.Run(context.Background(), req("echo", "a", nil)); canonical.CodeOf(err) != canonical.CodeUnavailable {

@@ -85,8 +85,11 @@ func waitReady(t *testing.T, base string) {
 	t.Fatal("daemon not ready within 20s")
 }
 
-// SIGTERM during a run that hangs: the run ends with a cancelled lifecycle
-// event once the shutdown timeout passes, and the process exits 0.
+// SIGTERM during a run that hangs: once the shutdown timeout passes the
+// run ends failed, unavailable, "the server is shutting down" (not
+// cancelled: its client did not cancel it, and may run it elsewhere;
+// TestSIGTERMDrainsEveryFrontend has each protocol's form); the process
+// exits 0.
 func TestSIGTERMCancelsHangingRun(t *testing.T) {
 	bin := buildBinary(t)
 	addr := freeAddr(t)
@@ -130,9 +133,11 @@ func TestSIGTERMCancelsHangingRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := evs[len(evs)-1].GetLifecycle()
-	if last.GetStatus() != canonical.StatusCancelled || canonical.Code(last.GetError().GetCode()) != canonical.CodeCanceled {
-		t.Fatalf("last event %v, want cancelled", evs[len(evs)-1])
+	if last.GetStatus() != canonical.StatusFailed || canonical.Code(last.GetError().GetCode()) != canonical.CodeUnavailable ||
+		last.GetError().GetMessage() != "the server is shutting down" {
+		t.Fatalf("last event %v, want failed: the server is shutting down", evs[len(evs)-1])
 	}
+
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v\n%s", err, stderr.String())
 	}
