@@ -130,3 +130,53 @@ func TestRunEndLogged(t *testing.T) {
 		}
 	}
 }
+
+// No backend tells a client where its upstream is: an upstream that does
+// not answer is "<type> backend: the upstream did not answer" to the
+// client, and its address and dial error are in the run-end line's cause
+// (issue 32 #9).
+func TestUpstreamAddressHidden(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := bridge.DefaultConfig()
+	for _, b := range []struct{ typ, options string }{
+		{"triton", "url: http://" + addr + "\nmodel: secret-model\nmetadata: off\n"},
+		{"glide", "url: ws://" + addr + "/v1/language/secret-router/chatStream\n"},
+		{"evergreen", "url: http://" + addr + "\n"},
+	} {
+		var opts yaml.Node
+		if err := yaml.Unmarshal([]byte(b.options), &opts); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Backends[b.typ] = bridge.BackendConfig{Type: b.typ, Options: *opts.Content[0]}
+		cfg.Routes = append(cfg.Routes, bridge.Route{Target: b.typ, Backend: b.typ})
+	}
+	var logs lockedBuffer
+	inst := bridgetest.StartLogged(t, &cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	for _, typ := range []string{"triton", "glide", "evergreen"} {
+		resp, err := http.Post(inst.URL+"/v1/runs", "application/json", strings.NewReader(`{"target":"`+typ+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body := string(b)
+		want := `"message":"` + typ + ` backend: the upstream did not answer"`
+		if !strings.Contains(body, want) || strings.Contains(body, addr) || strings.Contains(body, "secret") {
+			t.Errorf("%s: the client got %s, want %s and no address", typ, body, want)
+		}
+	}
+	ends := logs.runEnds(t)
+	if len(ends) != 3 {
+		t.Fatalf("%d run-end lines, want 3", len(ends))
+	}
+	for _, e := range ends {
+		if c, _ := e["cause"].(string); !strings.Contains(c, addr) {
+			t.Errorf("%s: the run-end cause %q lacks the upstream's address", e["target"], c)
+		}
+	}
+}

@@ -79,6 +79,13 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// Unreachable is the error of an upstream that did not answer: the client
+// is told which backend failed, never where our upstreams are; cause (the
+// address, the dial error) is kept for the run-end log line.
+func Unreachable(backend string, cause error) *Error {
+	return &Error{Code: CodeUnavailable, Message: backend + " backend: the upstream did not answer", Cause: cause}
+}
+
 // WireError returns an *Error that a peer sent.
 func WireError(code Code, msg string) *Error {
 	return &Error{Code: code, Message: msg, Wire: true}

@@ -3,7 +3,6 @@ package evergreen
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"connectrpc.com/connect"
@@ -66,6 +65,9 @@ func fromWire(err error) *canonical.Error {
 		return canonical.Errorf(canonical.CodeUnavailable, "evergreen upstream ended the session without a status")
 	}
 	var ce *connect.Error
+	if errors.As(err, &ce) && !connect.IsWireError(ce) && ce.Code() == connect.CodeUnavailable {
+		return canonical.Unreachable("evergreen", err) // the transport's: its message names the address
+	}
 	if errors.As(err, &ce) {
 		code := canonical.Code(ce.Code())
 		if int(code) >= len(canonical.AllCodes) || code == canonical.CodeOK {
@@ -73,5 +75,5 @@ func fromWire(err error) *canonical.Error {
 		}
 		return canonical.WireError(code, "evergreen upstream: "+ce.Message())
 	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: fmt.Sprintf("evergreen upstream: %v", err), Cause: err}
+	return canonical.Unreachable("evergreen", err)
 }

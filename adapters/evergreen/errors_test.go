@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -59,13 +60,21 @@ func TestFromWire(t *testing.T) {
 		if c == canonical.CodeOK {
 			continue
 		}
-		got := fromWire(connect.NewError(connect.Code(c), errors.New("boom")))
+		got := fromWire(connect.NewWireError(connect.Code(c), errors.New("boom")))
 		if got.Code != c || !got.Wire || got.Message != "evergreen upstream: boom" {
 			t.Errorf("fromWire(%s) = %+v", c, got)
 		}
 	}
 	if fromWire(nil) != nil {
 		t.Error("fromWire(nil) is not nil")
+	}
+	// connect-go's own unavailable (the dial failed) names the upstream's
+	// address: the client is told the upstream did not answer, the log
+	// gets the cause (issue 32 #9).
+	dial := connect.NewError(connect.CodeUnavailable, errors.New("dial tcp 10.0.0.7:8080: connect: connection refused"))
+	if got := fromWire(dial); got.Code != canonical.CodeUnavailable || got.Wire ||
+		got.Message != "evergreen backend: the upstream did not answer" || got.Cause == nil || !strings.Contains(got.Cause.Error(), "10.0.0.7") {
+		t.Errorf("fromWire(dial error) = %+v", got)
 	}
 	for _, tc := range []struct {
 		err  error

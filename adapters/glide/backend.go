@@ -218,7 +218,7 @@ func handshakeError(ctx context.Context, u string, resp *http.Response, err erro
 		return canonical.AsError(ctx.Err())
 	}
 	if resp == nil {
-		return canonical.Errorf(canonical.CodeUnavailable, "dialling upstream Glide %s: %v", u, err)
+		return canonical.Unreachable("glide", fmt.Errorf("dialling %s: %w", u, err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))

@@ -234,8 +234,7 @@ func (b *Backend) transportError(ctx context.Context, what string, err error) *c
 	}
 	// The upstream's address stays in the cause, for the log: a client is
 	// told what failed, not where our upstreams are.
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "triton backend: the upstream did not answer",
-		Cause: fmt.Errorf("%s %s: %w", what, b.redacted(), err)}
+	return canonical.Unreachable("triton", fmt.Errorf("%s %s: %w", what, b.redacted(), err))
 }
 
 // httpError reads an error response: an SSE body (a first response that
