@@ -30,7 +30,7 @@ func encodeCreate(req *canonical.Request, model string, store bool) ([]byte, *ca
 			w.Description = &d
 		}
 		if p := t.GetParameters(); p != nil {
-			w.Parameters, _ = json.Marshal(p.AsMap())
+			w.Parameters, _ = json.Marshal(p.AsMap(), json.Deterministic(true))
 		}
 		if v, ok := strict[t.GetName()]; ok {
 			w.Strict = ptr(v.GetBoolValue())
@@ -38,7 +38,7 @@ func encodeCreate(req *canonical.Request, model string, store bool) ([]byte, *ca
 		c.Tools = append(c.Tools, w)
 	}
 	encodeParameters(req, &c)
-	out, merr := json.Marshal(&c)
+	out, merr := json.Marshal(&c, json.Deterministic(true))
 	if merr != nil {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "responses backend: the request cannot be encoded: %v", merr)
 	}
@@ -82,7 +82,7 @@ func encodeParameters(req *canonical.Request, c *createRequest) {
 		}
 	}
 	if v := x[extText]; v != nil {
-		c.Text, _ = json.Marshal(v.AsInterface())
+		c.Text, _ = json.Marshal(v.AsInterface(), json.Deterministic(true))
 	}
 	for _, v := range x[extInclude].GetListValue().GetValues() {
 		c.Include = append(c.Include, v.GetStringValue())
@@ -122,7 +122,7 @@ func toolChoice(v *structpb.Value) json.Value {
 		m["name"] = fn["name"]
 		delete(m, "function")
 	}
-	out, _ := json.Marshal(m)
+	out, _ := json.Marshal(m, json.Deterministic(true))
 	return out
 }
 

@@ -221,7 +221,7 @@ func (f *Frontend) inputItems(w http.ResponseWriter, r *http.Request, id string)
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.Marshal(v)
+	data, err := json.Marshal(v, json.Deterministic(true)) // metadata in key order
 	if err != nil {
 		(&apiError{status: http.StatusInternalServerError, msg: "the response cannot be written"}).write(w)
 		return
@@ -517,7 +517,7 @@ func (o *writer) event(ev *streamEvent) error {
 	if o.sw == nil || o.failed {
 		return nil
 	}
-	data, err := json.Marshal(ev)
+	data, err := json.Marshal(ev, json.Deterministic(true))
 	if err != nil {
 		return canonical.Errorf(canonical.CodeInternal, "an event cannot be written: %v", err)
 	}

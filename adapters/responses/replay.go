@@ -167,4 +167,3 @@ func storedEvents(r *response) []*canonical.Event {
 	}
 	return b.End(out, canonical.StatusCompleted, nil)
 }
-

@@ -94,7 +94,7 @@ func (s *store) load(ctx context.Context, id string) (*record, uint64, *canonica
 // save writes rec at revision rev (0: a new record) and returns the new
 // revision; a record over the limit is refused with ResourceExhausted.
 func (s *store) save(ctx context.Context, rec *record, rev uint64) (uint64, *canonical.Error) {
-	data, err := json.Marshal(rec)
+	data, err := json.Marshal(rec, json.Deterministic(true))
 	if err != nil {
 		return 0, canonical.Errorf(canonical.CodeInternal, "the response cannot be stored: %v", err)
 	}
