@@ -94,6 +94,8 @@ test: check-generated lint unit node-test fuzz-short conformance
 ## node-deps: the real npm clients the Go tests drive (pinned by package-lock.json).
 node-deps: conformance/clients/agent/node_modules/.package-lock.json
 node-deps: conformance/clients/responses/node_modules/.package-lock.json
+node-deps: conformance/peers/langgraph/node_modules/.package-lock.json
+node-deps: conformance/clients/openai/node_modules/.package-lock.json
 node-deps: conformance/clients/anthropic/node_modules/.package-lock.json
 
 conformance/clients/agent/node_modules/.package-lock.json: conformance/clients/agent/package-lock.json
@@ -101,6 +103,12 @@ conformance/clients/agent/node_modules/.package-lock.json: conformance/clients/a
 
 conformance/clients/responses/node_modules/.package-lock.json: conformance/clients/responses/package-lock.json
 	npm ci --prefix conformance/clients/responses --no-audit --no-fund
+
+conformance/peers/langgraph/node_modules/.package-lock.json: conformance/peers/langgraph/package-lock.json
+	npm ci --prefix conformance/peers/langgraph --no-audit --no-fund
+
+conformance/clients/openai/node_modules/.package-lock.json: conformance/clients/openai/package-lock.json
+	npm ci --prefix conformance/clients/openai --no-audit --no-fund
 
 conformance/clients/anthropic/node_modules/.package-lock.json: conformance/clients/anthropic/package-lock.json
 	npm ci --prefix conformance/clients/anthropic --no-audit --no-fund

@@ -10,6 +10,7 @@ import (
 	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/adapters/glide"
 	"github.com/interlingua-dev/interlingua/adapters/native"
+	"github.com/interlingua-dev/interlingua/adapters/openai"
 	"github.com/interlingua-dev/interlingua/adapters/responses"
 	"github.com/interlingua-dev/interlingua/adapters/scripted"
 	"github.com/interlingua-dev/interlingua/adapters/triton"
@@ -28,6 +29,7 @@ var All = []protocol.Protocol{
 	glide.Protocol,
 	xmlaction.Protocol,
 	agent.Protocol,
+	openai.Protocol,
 	responses.Protocol,
 	anthropic.Protocol,
 	scripted.Protocol,

@@ -1,0 +1,350 @@
+package openai
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
+)
+
+// BackendConfig configures a backend that calls one OpenAI-compatible
+// Chat Completions server (OpenAI, vLLM, TGI, llama.cpp, Ollama, sglang,
+// or our own frontend). Zero values mean the documented defaults; options
+// come from the backend's YAML options.
+type BackendConfig struct {
+	// BaseURL is the API root as the OpenAI SDKs take it, /v1 included
+	// (https://api.openai.com/v1, http://vllm:8000/v1); required.
+	BaseURL string `yaml:"base_url"`
+	// Model is the upstream model. Default: the run's target (after the
+	// route's rename).
+	Model string `yaml:"model"`
+	// APIKey says where the key is: an environment variable or a file
+	// (trailing newline ignored), never inline. Default: no key.
+	APIKey SecretRef `yaml:"api_key"`
+	// Headers are added to every upstream request.
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds one run. Default 10m.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxTokensField is the member the canonical max_tokens goes in:
+	// max_tokens or max_completion_tokens. Default max_completion_tokens
+	// for api.openai.com (which refuses max_tokens for reasoning models),
+	// max_tokens for every other server.
+	MaxTokensField string `yaml:"max_tokens_field"`
+	// PassParameters names canonical parameters sent on as top-level
+	// members as they are (vLLM's top_k, min_p, ...); OpenAI refuses
+	// members it does not know, so none are by default.
+	PassParameters []string `yaml:"pass_parameters"`
+	// MaxEventBytes bounds one SSE event. Default 4 MiB.
+	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxToolArgsBytes bounds the tool-call arguments of one answer.
+	// Default 16 MiB.
+	MaxToolArgsBytes int `yaml:"max_tool_args_bytes"`
+
+	// HTTPClient makes the requests. Default: a client with its own
+	// transport, whose idle connections Close releases.
+	HTTPClient *http.Client `yaml:"-"`
+	// Logger receives the backend's logs; discarded when nil.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// SecretRef names where a secret is: give at most one of Env and File.
+type SecretRef struct {
+	Env  string `yaml:"env"`
+	File string `yaml:"file"`
+}
+
+// Validate reports every invalid field, by its option name.
+func (c *BackendConfig) Validate() error {
+	var errs []error
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("base_url: required (the API root with /v1, as the OpenAI SDKs take it)"))
+	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
+	} else if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/chat/completions") {
+		errs = append(errs, fmt.Errorf("base_url: %q names the endpoint: give the API root (…/v1)", c.BaseURL))
+	}
+	if c.APIKey.Env != "" && c.APIKey.File != "" {
+		errs = append(errs, errors.New("api_key: give env or file, not both"))
+	}
+	switch c.MaxTokensField {
+	case "", "max_tokens", "max_completion_tokens":
+	default:
+		errs = append(errs, fmt.Errorf("max_tokens_field: %q is not max_tokens or max_completion_tokens", c.MaxTokensField))
+	}
+	if c.Timeout < 0 || c.MaxEventBytes < 0 || c.MaxToolArgsBytes < 0 {
+		errs = append(errs, errors.New("timeout, max_event_bytes, max_tool_args_bytes: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// key reads the API key.
+func (c *BackendConfig) key() (string, error) {
+	switch {
+	case c.APIKey.Env != "":
+		k := os.Getenv(c.APIKey.Env)
+		if k == "" {
+			return "", fmt.Errorf("api_key: environment variable %s is empty or unset", c.APIKey.Env)
+		}
+		return k, nil
+	case c.APIKey.File != "":
+		b, err := os.ReadFile(c.APIKey.File)
+		if err != nil {
+			return "", fmt.Errorf("api_key: %w", err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
+}
+
+// Backend is a canonical.Backend calling a Chat Completions server. It is
+// safe for concurrent use; its streams run no goroutines.
+type Backend struct {
+	cfg    BackendConfig
+	url    string // …/chat/completions
+	key    string
+	client *http.Client
+	own    *http.Transport
+	log    *slog.Logger
+}
+
+// NewBackend validates cfg, reads the key and returns the backend.
+func NewBackend(cfg BackendConfig) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	key, err := cfg.key()
+	if err != nil {
+		return nil, err
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	if cfg.MaxTokensField == "" {
+		cfg.MaxTokensField = "max_tokens"
+		if u, err := url.Parse(base); err == nil && u.Hostname() == "api.openai.com" {
+			cfg.MaxTokensField = "max_completion_tokens"
+		}
+	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
+	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
+	cfg.MaxToolArgsBytes = cmp.Or(cfg.MaxToolArgsBytes, 16<<20)
+	b := &Backend{cfg: cfg, url: base + "/chat/completions", key: key, client: cfg.HTTPClient, log: cfg.Logger}
+	if b.client == nil {
+		b.own = http.DefaultTransport.(*http.Transport).Clone()
+		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256
+		b.client = &http.Client{Transport: b.own}
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	return b, nil
+}
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error {
+	if b.own != nil {
+		b.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// redacted is the URL without credentials, for causes.
+func (b *Backend) redacted() string {
+	if u, err := url.Parse(b.url); err == nil {
+		return u.Redacted()
+	}
+	return "openai"
+}
+
+// Start implements canonical.Backend: it sends the request (always
+// streaming, with include_usage) and waits for the response headers. An
+// error status is returned with the code its error object or status says.
+func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	model := cmp.Or(b.cfg.Model, req.GetTarget())
+	if model == "" {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "openai backend: no model: set the backend's model option or a target")
+	}
+	wire, e := b.encodeRequest(req, model)
+	if e != nil {
+		return nil, e
+	}
+	body, err := json.Marshal(wire)
+	if err != nil {
+		return nil, canonical.Errorf(canonical.CodeInternal, "openai backend: encoding the request: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "openai backend: %v", err)
+	}
+	b.headers(hreq.Header)
+	tracing.ToHTTP(ctx, hreq.Header)
+	b.log.Debug("openai request", "run", req.GetRunId(), "model", model)
+	resp, err := b.client.Do(hreq)
+	if err != nil {
+		e := b.transportError(ctx, err)
+		cancel()
+		return nil, e
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ce := httpError(resp)
+		resp.Body.Close()
+		cancel()
+		return nil, ce
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body.Close()
+		cancel()
+		return nil, canonical.Errorf(canonical.CodeInternal, "openai backend: the upstream answered %q, not an event stream", mt)
+	}
+	s := &stream{ctx: ctx, cancel: cancel, body: resp.Body, b: b,
+		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolArgsBytes, model, req.GetRunId()+"-")}
+	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
+	return s, nil
+}
+
+// headers sets the request's headers: the key, the configured extras.
+func (b *Backend) headers(h http.Header) {
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	if b.key != "" {
+		h.Set("Authorization", "Bearer "+b.key)
+	}
+	for k, v := range b.cfg.Headers {
+		h.Set(k, v)
+	}
+}
+
+// transportError is the error for a request that got no response.
+func (b *Backend) transportError(ctx context.Context, err error) *canonical.Error {
+	if ctx.Err() != nil {
+		return canonical.AsError(ctx.Err())
+	}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "openai backend: the upstream did not answer",
+		Cause: fmt.Errorf("POST %s: %w", b.redacted(), err)}
+}
+
+// httpError reads an error answer: {"error":{...}} (code a string, an
+// integer or null), the flat {"object":"error",...} of older vLLM and
+// sglang, or text.
+func httpError(resp *http.Response) *canonical.Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var c inChunk
+	msg := ""
+	code := codeOfStatus(resp.StatusCode)
+	if json.Unmarshal(data, &c, json.AllowInvalidUTF8(true)) == nil {
+		var ie inError
+		switch {
+		case c.Error.Kind() == '{' && json.Unmarshal(c.Error, &ie, json.AllowInvalidUTF8(true)) == nil:
+			msg, code = ie.Message, codeOfWire(ie.Code, ie.Type, resp.StatusCode)
+		case c.Error.Kind() == '"':
+			_ = json.Unmarshal(c.Error, &msg)
+		case c.Message != "":
+			msg, code = c.Message, codeOfWire(c.Code, c.Type, resp.StatusCode)
+		}
+	}
+	if msg == "" {
+		msg = string(data)
+	}
+	if msg = trimMessage(msg); msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return canonical.WireError(code, msg)
+}
+
+// readBufSize is what one read of the stream takes at most.
+const readBufSize = 32 << 10
+
+// stream is one upstream response read as canonical events; Recv reads
+// the body, so no goroutine runs behind it.
+type stream struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	body    io.ReadCloser
+	b       *Backend
+	dec     *streamDecoder
+	buf     []byte
+	pending []*canonical.Event
+	next    int
+	once    sync.Once
+}
+
+// Recv implements canonical.Stream.
+func (s *stream) Recv() (*canonical.Event, error) {
+	for s.next == len(s.pending) {
+		if s.dec.Ended() {
+			s.release()
+			return nil, io.EOF
+		}
+		s.pending, s.next = s.pending[:0], 0
+		if s.buf == nil {
+			s.buf = make([]byte, readBufSize)
+		}
+		n, err := s.body.Read(s.buf)
+		if n > 0 {
+			var ferr error
+			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
+				s.pending = s.dec.Fail(s.pending, ferr)
+				continue
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			var eerr error
+			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
+				s.pending = s.dec.Fail(s.pending, eerr)
+			}
+		case s.ctx.Err() == nil && s.dec.finish != "":
+			// A reset after the finish chunk: the answer is whole, only
+			// the usage chunk and [DONE] are lost (reference 10.2).
+			s.pending, _ = s.dec.complete(s.pending)
+		default:
+			s.pending = s.dec.Fail(s.pending, s.readError(err))
+		}
+	}
+	ev := s.pending[s.next]
+	s.pending[s.next] = nil
+	s.next++
+	return ev, nil
+}
+
+// Buffered returns how many events Recv returns without reading.
+func (s *stream) Buffered() int { return len(s.pending) - s.next }
+
+// readError is a read that failed: our cancellation or deadline, else the
+// upstream's connection broke (unavailable, never a completed run).
+func (s *stream) readError(err error) *canonical.Error {
+	if s.ctx.Err() != nil {
+		return canonical.AsError(s.ctx.Err())
+	}
+	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "openai backend: the upstream's stream broke off",
+		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
+}
+
+func (s *stream) release() {
+	s.once.Do(func() {
+		s.cancel()
+		_ = s.body.Close()
+	})
+}
+
+// Close implements canonical.Stream: it closes the upstream request.
+func (s *stream) Close() error {
+	s.release()
+	return nil
+}

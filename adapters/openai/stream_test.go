@@ -1,0 +1,176 @@
+package openai
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// decodeChunks runs the stream decoder over chunks, then End.
+func decodeChunks(chunks [][]byte) ([]*canonical.Event, error) {
+	d := newStreamDecoder(1<<20, 1<<20, "m", "run-")
+	var out []*canonical.Event
+	for _, c := range chunks {
+		var err error
+		if out, err = d.Feed(c, out); err != nil {
+			return d.Fail(out, err), err
+		}
+		if d.Ended() {
+			return out, nil
+		}
+	}
+	out, err := d.End(out)
+	if err != nil {
+		return d.Fail(out, err), err
+	}
+	return out, nil
+}
+
+// split cuts data at points a seed chooses (none to many, single bytes
+// included).
+func split(data []byte, seed uint64) [][]byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var out [][]byte
+	for len(data) > 0 {
+		n := 1 + r.IntN(min(len(data), 1+int(seed%64)))
+		out = append(out, data[:n])
+		data = data[n:]
+	}
+	return out
+}
+
+// render is the events as a golden holds them: one JSON line each, keys
+// sorted.
+func render(t *testing.T, evs []*canonical.Event) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, ev := range evs {
+		line, err := protojson.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(line, &v); err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(v, json.Deterministic(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(out)
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// goldenFile compares got with testdata/<name>, rewriting it under -update.
+func goldenFile(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Fatalf("%s differs (run with -update to accept):\n%s", file, d)
+	}
+}
+
+// TestStreamGoldens decodes each testdata/stream/<case>.sse (the variants
+// of reference section 8, written as their servers send them) whole and
+// checks the canonical events against <case>.events: the Validator passes
+// and the run ends exactly once.
+func TestStreamGoldens(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "stream", "*.sse"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no stream cases: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".sse")
+		t.Run(name, func(t *testing.T) {
+			wire, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, _ := decodeChunks([][]byte{wire})
+			v := canonical.NewValidator()
+			for _, ev := range evs {
+				if err := v.Check(ev); err != nil {
+					t.Fatalf("validator: %v", err)
+				}
+			}
+			if _, ok := canonical.TerminalOf(evs[len(evs)-1]); !ok {
+				t.Fatalf("no terminal event last")
+			}
+			goldenFile(t, filepath.Join("stream", name+".events"), render(t, evs))
+		})
+	}
+}
+
+// TestStreamRechunking: every case decodes to the same events however its
+// bytes are cut (property of STYLE section 10).
+func TestStreamRechunking(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "stream", "*.sse"))
+	for _, f := range files {
+		wire, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, werr := decodeChunks([][]byte{wire})
+		for seed := uint64(0); seed < 200; seed++ {
+			got, gerr := decodeChunks(split(wire, seed))
+			if (werr == nil) != (gerr == nil) {
+				t.Fatalf("%s seed %d: error depends on chunking: %v / %v", f, seed, werr, gerr)
+			}
+			if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+				t.Fatalf("%s seed %d:\n%s", f, seed, d)
+			}
+		}
+	}
+}
+
+// FuzzStreamDecoder: any input decodes to the same events however it is
+// cut, ends in exactly one terminal event, and never panics.
+func FuzzStreamDecoder(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "stream", "*.sse"))
+	for _, file := range files {
+		if b, err := os.ReadFile(file); err == nil {
+			f.Add(b, uint64(7))
+		}
+	}
+	f.Fuzz(func(t *testing.T, wire []byte, seed uint64) {
+		want, werr := decodeChunks([][]byte{wire})
+		got, gerr := decodeChunks(split(wire, seed))
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("error depends on chunking: %v / %v", werr, gerr)
+		}
+		if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+			t.Fatal(d)
+		}
+		terminals := 0
+		for _, ev := range got {
+			if _, ok := canonical.TerminalOf(ev); ok {
+				terminals++
+			}
+		}
+		if terminals != 1 {
+			t.Fatalf("%d terminal events", terminals)
+		}
+	})
+}
