@@ -76,8 +76,12 @@ type ClientConfig struct {
 	// or the session rather than in each request.
 	Target string
 	// HTTPClient carries the client's HTTP requests (a protocol over
-	// gRPC needs one speaking HTTP/2).
+	// gRPC needs one speaking HTTP/2); it adds Headers to each.
 	HTTPClient *http.Client
+	// Headers are sent with every request (credentials of a server under
+	// test); a client that does not dial through HTTPClient (a WebSocket
+	// dialer) sends them itself.
+	Headers http.Header
 }
 
 // Refusal is a request refused before any frontend saw it.

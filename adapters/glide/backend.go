@@ -27,6 +27,9 @@ type BackendConfig struct {
 	// URL is the router's chatStream endpoint,
 	// ws[s]://host/v1/language/<router>/chatStream. Required.
 	URL string `yaml:"url"`
+	// Headers are sent with the WebSocket handshake (an upstream's
+	// credentials).
+	Headers map[string]string `yaml:"headers"`
 	// DialTimeout bounds connecting and the WebSocket handshake. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// MaxMessageBytes bounds one response frame; a larger one closes the
@@ -185,7 +188,14 @@ func (b *Backend) connect(ctx context.Context) (*upstream, error) {
 	dctx, cancel := context.WithTimeout(ctx, b.cfg.DialTimeout)
 	defer cancel()
 	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: b.cfg.DialTimeout}
-	ws, resp, err := d.DialContext(dctx, b.cfg.URL, nil)
+	var h http.Header
+	for k, v := range b.cfg.Headers {
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set(k, v)
+	}
+	ws, resp, err := d.DialContext(dctx, b.cfg.URL, h)
 	if err != nil {
 		return nil, handshakeError(ctx, b.cfg.URL, resp, err)
 	}

@@ -32,7 +32,11 @@ func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
 	if rest, ok := strings.CutPrefix(c.Base, "https://"); ok {
 		u = "wss://" + rest
 	}
-	be, err := NewBackend(BackendConfig{URL: u + "/v1/language/" + c.Target + "/chatStream", SendCancel: true})
+	headers := map[string]string{}
+	for k := range c.Headers {
+		headers[k] = c.Headers.Get(k)
+	}
+	be, err := NewBackend(BackendConfig{URL: u + "/v1/language/" + c.Target + "/chatStream", SendCancel: true, Headers: headers})
 	if err != nil {
 		return nil, err
 	}

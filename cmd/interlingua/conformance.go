@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,16 +34,24 @@ Modes:
   --mode cluster   the same across two instances and a NATS server: clients
                    talk to an instance that hosts no backend
   --mode server    one protocol's cases against any server, as its client:
-                   --protocol P --target URL. The server must serve the cases'
-                   targets (echo, stream, demo-agent, as 'interlingua serve'
-                   does by default) with their fault parameters.
+                   --protocol P --target URL [--header 'K: V'] [--model M].
+                   Without --model the server must be a cooperating one: it
+                   serves the cases' targets (echo, stream, demo-agent, as
+                   'interlingua serve' does by default) with their fault
+                   parameters. With --model NAME any server of the protocol
+                   is tested with that model: the cases needing fault
+                   injection or a scripted answer are skipped (with the
+                   reason, shown by -v and in reports), and the others check
+                   the outcome and that text came, not what it says. A
+                   server that does not answer at all fails.
 
 Case names are hierarchical: bridge/frontend:triton/backend:evergreen/unicode-split,
 server/frontend:triton/text-stream. Patterns: * within a segment, ** across
 segments; a pattern matches the names below it too.
 
 Exit status: 0 when every case passed (known-failing ones may fail), 1 when
-one failed or a known-failing one passed, 2 on bad usage.
+one failed or a known-failing one passed, 2 when it could not run (bad usage,
+a server that does not answer).
 
 Flags:
 `
@@ -66,10 +75,13 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 		skips     listFlag
 		frontends listFlag
 		backends  listFlag
+		headers   listFlag
 	)
 	fs.Var(&runs, "run", "run only cases matching `pattern` (repeatable, comma-separated)")
 	fs.Var(&skips, "skip", "skip cases matching `pattern` (repeatable, comma-separated)")
 	fs.Var(&frontends, "frontend", "bridge/cluster: only these frontend `protocols` (repeatable, comma-separated)")
+	fs.Var(&headers, "header", "server mode: a header `'K: V'` sent with every request (repeatable), e.g. 'Authorization: Bearer $KEY'")
+	model := fs.String("model", "", "server mode: the `model` (target) to use on a server that is not ours; cases needing a cooperating server are skipped")
 	fs.Var(&backends, "backend", "bridge/cluster: only these backend `protocols` (repeatable, comma-separated)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, conformanceUsage)
@@ -91,8 +103,13 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "interlingua conformance: --report %q: not junit, markdown, matrix or json\n", *report)
 		return 2
 	}
+	hdr, err := parseHeaders(headers)
+	if err != nil {
+		fmt.Fprintln(stderr, "interlingua conformance:", err)
+		return 2
+	}
 	opts := runner.Options{
-		Mode: *mode, Protocol: *protocol, Target: *target, Run: runs, Skip: skips,
+		Mode: *mode, Protocol: *protocol, Target: *target, Headers: hdr, Model: *model, Run: runs, Skip: skips,
 		Frontends: split(frontends), Backends: split(backends),
 		Trace: *trace, Parallel: *parallel, CaseTimeout: *timeout, NATSURL: *natsURL,
 	}
@@ -125,6 +142,19 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 		opts.Progress = stderr
 	}
 	return runConformance(opts, *report, *trace && *verbose, stdout, stderr)
+}
+
+// parseHeaders reads --header values, each "Name: value".
+func parseHeaders(vals []string) (http.Header, error) {
+	h := http.Header{}
+	for _, v := range vals {
+		name, value, ok := strings.Cut(v, ":")
+		if name = strings.TrimSpace(name); !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return nil, fmt.Errorf("--header %q: want 'Name: value'", v)
+		}
+		h.Add(name, strings.TrimSpace(value))
+	}
+	return h, nil
 }
 
 // runConformance runs the suite and writes its report in the format

@@ -46,6 +46,8 @@ type clientOptions struct {
 	// is our frontend's own parameter), so a case asking for it adds it
 	// here.
 	tritonBody map[string]any
+	// headers are sent with every request (--header).
+	headers http.Header
 }
 
 // newHTTPClient returns a client with its own transport (HTTP/1.1, or h2c
@@ -92,11 +94,28 @@ func newClient(name string, o clientOptions) (client, error) {
 	if len(o.tritonBody) > 0 {
 		hc.Transport = addKeys{tr, o.tritonBody}
 	}
-	be, err := p.Client(protocol.ClientConfig{Base: o.base, Target: o.target, HTTPClient: hc})
+	if len(o.headers) > 0 {
+		hc.Transport = addHeaders{hc.Transport, o.headers}
+	}
+	be, err := p.Client(protocol.ClientConfig{Base: o.base, Target: o.target, HTTPClient: hc, Headers: o.headers})
 	if err != nil {
 		return nil, err
 	}
 	return protocolClient{be, tr}, nil
+}
+
+// addHeaders sets headers on every request.
+type addHeaders struct {
+	next    http.RoundTripper
+	headers http.Header
+}
+
+func (a addHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range a.headers {
+		r.Header[k] = v
+	}
+	return a.next.RoundTrip(r)
 }
 
 // addKeys adds top-level keys to the JSON body of generate requests.

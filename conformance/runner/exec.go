@@ -1,10 +1,14 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,16 +45,42 @@ type env interface {
 	newClientRelay(rec *recorder, th throttle) (*relay, error)
 }
 
-// serverEnv is server mode: a server we did not start.
+// serverEnv is server mode: a server we did not start. With model set it
+// is a foreign one (not an Interlingua serving the test targets).
 type serverEnv struct {
-	url string
+	url   string
+	model string
 }
 
-func (s *serverEnv) base() string                          { return s.url }
-func (s *serverEnv) target(_ string, c *cases.Case) string { return c.GetRequest().GetTarget() }
-func (s *serverEnv) serverParameters() bool                { return true }
-func (s *serverEnv) caseState(*cases.Case) *caseState      { return nil }
-func (s *serverEnv) drainCancels(string, *cases.Case)      {}
+func (s *serverEnv) base() string { return s.url }
+func (s *serverEnv) target(_ string, c *cases.Case) string {
+	return cmp.Or(s.model, c.GetRequest().GetTarget())
+}
+
+// serverParameters: only our own server takes the fault-injection
+// parameters.
+func (s *serverEnv) serverParameters() bool { return s.model == "" }
+
+// reachable fails when nothing answers HTTP at the server's URL: every
+// case would fail anyway, and one expecting a failure (an upstream down)
+// would pass against nothing.
+func (s *serverEnv) reachable(ctx context.Context, headers http.Header) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/", nil)
+	if err != nil {
+		return fmt.Errorf("--target %q: %w", s.url, err)
+	}
+	maps.Copy(req.Header, headers)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the server at %s does not answer: %w", s.url, err)
+	}
+	resp.Body.Close()
+	return nil
+}
+func (s *serverEnv) caseState(*cases.Case) *caseState { return nil }
+func (s *serverEnv) drainCancels(string, *cases.Case) {}
 func (s *serverEnv) newClientRelay(rec *recorder, th throttle) (*relay, error) {
 	return newRelay(hostPort(s.url), rec, th)
 }
@@ -112,6 +142,11 @@ func (x *executor) run(ctx context.Context, j job) *Result {
 // expected derives the pair's expected transcript, or says why the case
 // does not apply.
 func (x *executor) expected(j job) (*cv1.Transcript, string) {
+	if x.foreign() {
+		if why := needsCooperation(j.c); why != "" {
+			return nil, "needs a cooperating server (" + why + "); the server under test is not ours (--model)"
+		}
+	}
 	fe := profiles[j.frontend]
 	if j.c.GetClient().GetReplay() && !fe.Replay {
 		return nil, "the " + j.frontend + " protocol has no replay"
@@ -131,7 +166,51 @@ func (x *executor) expected(j job) (*cv1.Transcript, string) {
 	if be := profiles[j.backend]; be != nil && be.Back != nil {
 		t = be.Back(t, j.c)
 	}
+	if x.foreign() {
+		return shape(transcript.Normalize(fe.Front(t, j.c))), ""
+	}
 	return transcript.Normalize(fe.Front(t, j.c)), ""
+}
+
+// foreign reports server mode against a server that is not ours.
+func (x *executor) foreign() bool {
+	s, ok := x.env.(*serverEnv)
+	return ok && s.model != ""
+}
+
+// needsCooperation says why case c needs a server that serves the test
+// targets (fault injection parameters, a scripted answer), "" when any
+// server's model can answer it: a completed run of text.
+func needsCooperation(c *cases.Case) string {
+	if f := c.GetRequest().GetServerParameters().GetFields(); len(f) > 0 {
+		return "fault injection: " + strings.Join(slices.Sorted(maps.Keys(f)), ", ")
+	}
+	t := driver.Ideal(c.GetResponse(), c.GetRequest().GetPrompt())
+	if t.GetStatus() != transcript.Completed {
+		return "a scripted answer: a run that ends " + t.GetStatus()
+	}
+	if len(t.GetTools()) > 0 || len(t.GetInterrupts()) > 0 {
+		return "a scripted answer: tool calls or interrupts"
+	}
+	for _, b := range t.GetBlocks() {
+		if b.GetType() != "text" {
+			return "a scripted answer: a " + b.GetType() + " block"
+		}
+	}
+	return ""
+}
+
+// shape is what a foreign server's transcript is compared by: its outcome
+// and whether it has text, not the text (a model's answer is its own).
+func shape(t *cv1.Transcript) *cv1.Transcript {
+	out := &cv1.Transcript{Status: t.GetStatus(), Code: t.GetCode()}
+	for _, b := range t.GetBlocks() {
+		if b.GetType() == "text" && b.GetText() != "" {
+			out.Blocks = []*cv1.Block{{Type: "text", Text: "(text)"}}
+			break
+		}
+	}
+	return out
 }
 
 // request builds the client's request.
@@ -179,7 +258,7 @@ func (x *executor) exec(ctx context.Context, j job, want *cv1.Transcript, res *R
 	// One connection for concurrent runs: by the protocol's design, or
 	// over h2c, which our own server speaks (a server under test need not).
 	oneConn := n > 1 && (profiles[j.frontend].Multiplex || !server)
-	co := clientOptions{base: base, target: x.env.target(j.backend, j.c), multiplex: oneConn}
+	co := clientOptions{base: base, target: x.env.target(j.backend, j.c), multiplex: oneConn, headers: x.opts.Headers}
 	if v, ok := j.c.GetRequest().GetParameters().GetFields()["include_reasoning"]; ok {
 		co.tritonBody = map[string]any{"include_reasoning": v.AsInterface()}
 	}
@@ -234,6 +313,9 @@ func (x *executor) exec(ctx context.Context, j job, want *cv1.Transcript, res *R
 			problems = append(problems, prefix+p)
 		}
 		got := transcript.Normalize(o.t)
+		if x.foreign() {
+			got = shape(got)
+		}
 		if i == 0 {
 			res.Got = got
 		}

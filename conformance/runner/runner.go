@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"slices"
 	"sort"
@@ -52,6 +53,15 @@ type Options struct {
 	Protocol string
 	// Target is the server's base URL in server mode.
 	Target string
+	// Headers are sent with every client request (server mode: the
+	// credentials of a server under test).
+	Headers http.Header
+	// Model is the target (model) to use on a server that is not ours, in
+	// server mode. With it set, the cases that need a cooperating server
+	// (fault injection, a scripted answer) are skipped, and the others
+	// compare the transcript's shape (outcome, text present), not its text:
+	// a real model does not echo the prompt.
+	Model string
 	// Frontends and Backends restrict the matrix (default: all).
 	Frontends, Backends []string
 	// Run and Skip are patterns on case names (match.go).
@@ -195,7 +205,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	var e env
 	switch opts.Mode {
 	case ModeServer:
-		e = &serverEnv{url: strings.TrimRight(opts.Target, "/")}
+		se := &serverEnv{url: strings.TrimRight(opts.Target, "/"), model: opts.Model}
+		if err := se.reachable(ctx, opts.Headers); err != nil {
+			return nil, err
+		}
+		e = se
 	default:
 		st, err := startStack(stackOptions{cluster: opts.Mode == ModeCluster, natsURL: opts.NATSURL, cases: rep.Cases, trace: opts.Trace, log: opts.Logger,
 			backendOptions: opts.backendOptions})
