@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -181,7 +182,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	if e != nil {
 		return nil, e
 	}
-	body, err := json.Marshal(wire)
+	body, err := marshalRequest(wire)
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInternal, "openai backend: encoding the request: %v", err)
 	}
@@ -215,6 +216,29 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolArgsBytes, model, req.GetRunId()+"-")}
 	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
 	return s, nil
+}
+
+// marshalRequest is the request's JSON with the Extra members after the
+// typed ones, in name order.
+func marshalRequest(r *outRequest) ([]byte, error) {
+	body, err := json.Marshal(r)
+	if err != nil || len(r.Extra) == 0 {
+		return body, err
+	}
+	names := make([]string, 0, len(r.Extra))
+	for k := range r.Extra {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	body = body[:len(body)-1] // the closing brace
+	for _, k := range names {
+		if !json.Valid(r.Extra[k]) {
+			continue
+		}
+		body = append(json.AppendQuote(append(body, ','), k), ':')
+		body = append(body, r.Extra[k]...)
+	}
+	return append(body, '}'), nil
 }
 
 // headers sets the request's headers: the key, the configured extras.

@@ -102,11 +102,11 @@ func codeOfWire(code json.Value, typ string, status int) canonical.Code {
 			return codeOfStatus(n)
 		}
 	}
+	if status != 0 { // the status says more than a generic type
+		return codeOfStatus(status)
+	}
 	if c, ok := codeOfName(typ); ok {
 		return c
-	}
-	if status != 0 {
-		return codeOfStatus(status)
 	}
 	return canonical.CodeInternal
 }

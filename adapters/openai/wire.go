@@ -45,8 +45,8 @@ var knownMembers = map[string]bool{
 }
 
 type streamOptions struct {
-	IncludeUsage       *bool `json:"include_usage"`
-	IncludeObfuscation *bool `json:"include_obfuscation"`
+	IncludeUsage       *bool `json:"include_usage,omitzero"`
+	IncludeObfuscation *bool `json:"include_obfuscation,omitzero"`
 }
 
 // inMessage is one ChatCompletionMessageParam, every role's members.
@@ -248,28 +248,29 @@ type inError struct {
 
 // outRequest is the request the backend sends.
 type outRequest struct {
-	Model               string                `json:"model"`
-	Messages            []outTurn             `json:"messages"`
-	Stream              bool                  `json:"stream"`
-	StreamOptions       *streamOptions        `json:"stream_options,omitzero"`
-	MaxTokens           *int64                `json:"max_tokens,omitzero"`
-	MaxCompletionTokens *int64                `json:"max_completion_tokens,omitzero"`
-	Temperature         *float64              `json:"temperature,omitzero"`
-	TopP                *float64              `json:"top_p,omitzero"`
-	Stop                []string              `json:"stop,omitzero"`
-	Seed                *int64                `json:"seed,omitzero"`
-	PresencePenalty     *float64              `json:"presence_penalty,omitzero"`
-	FrequencyPenalty    *float64              `json:"frequency_penalty,omitzero"`
-	LogitBias           json.Value            `json:"logit_bias,omitzero"`
-	Logprobs            *bool                 `json:"logprobs,omitzero"`
-	TopLogprobs         *int64                `json:"top_logprobs,omitzero"`
-	Tools               []inTool              `json:"tools,omitzero"`
-	ToolChoice          json.Value            `json:"tool_choice,omitzero"`
-	ParallelToolCalls   *bool                 `json:"parallel_tool_calls,omitzero"`
-	ResponseFormat      json.Value            `json:"response_format,omitzero"`
-	ReasoningEffort     string                `json:"reasoning_effort,omitzero"`
-	User                string                `json:"user,omitzero"`
-	Extra               map[string]json.Value `json:",inline"`
+	Model               string         `json:"model"`
+	Messages            []outTurn      `json:"messages"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options,omitzero"`
+	MaxTokens           *int64         `json:"max_tokens,omitzero"`
+	MaxCompletionTokens *int64         `json:"max_completion_tokens,omitzero"`
+	Temperature         *float64       `json:"temperature,omitzero"`
+	TopP                *float64       `json:"top_p,omitzero"`
+	Stop                []string       `json:"stop,omitzero"`
+	Seed                *int64         `json:"seed,omitzero"`
+	PresencePenalty     *float64       `json:"presence_penalty,omitzero"`
+	FrequencyPenalty    *float64       `json:"frequency_penalty,omitzero"`
+	LogitBias           json.Value     `json:"logit_bias,omitzero"`
+	Logprobs            *bool          `json:"logprobs,omitzero"`
+	TopLogprobs         *int64         `json:"top_logprobs,omitzero"`
+	Tools               []inTool       `json:"tools,omitzero"`
+	ToolChoice          json.Value     `json:"tool_choice,omitzero"`
+	ParallelToolCalls   *bool          `json:"parallel_tool_calls,omitzero"`
+	ResponseFormat      json.Value     `json:"response_format,omitzero"`
+	ReasoningEffort     string         `json:"reasoning_effort,omitzero"`
+	User                string         `json:"user,omitzero"`
+	// Extra are pass_parameters members, appended by marshalRequest.
+	Extra map[string]json.Value `json:"-"`
 }
 
 // outTurn is one message the backend sends.
