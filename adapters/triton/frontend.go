@@ -374,8 +374,19 @@ func (o *responder) flush() error {
 
 // fail reports a run's failure: Triton's error object with the status of
 // its code before the first response, in band after it (with the
-// responses queued before it).
+// responses queued before it). On generate_stream a failure that is the
+// first response keeps the SSE framing with the error status, as Triton's
+// StartResponse + AddErrorJson write it (reference section 5; Triton's QA
+// test_generate_stream_response_error asserts the content type).
 func (o *responder) fail(e *canonical.Error) {
+	if !o.started && o.sw != nil {
+		o.started = true
+		sse.SetHeaders(o.w.Header())
+		o.w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		o.w.WriteHeader(statusOf(e.Code))
+		_ = o.sw.Data(appendError(nil, e.Message))
+		return
+	}
 	if !o.started {
 		writeError(o.w, statusOf(e.Code), e.Message)
 		return
