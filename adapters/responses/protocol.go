@@ -19,6 +19,7 @@ var Protocol = protocol.Protocol{
 	NewBackend:   newConfiguredBackend,
 	WriteRefusal: writeRefusal,
 	Client:       newClient,
+	Conformance:  conformanceProfile,
 }
 
 // mountFrontend mounts the frontend with the instance's thread store (the

@@ -1,0 +1,107 @@
+package responses
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/conformance/cases"
+	"github.com/interlingua-dev/interlingua/conformance/driver"
+	"github.com/interlingua-dev/interlingua/conformance/profile"
+	"github.com/interlingua-dev/interlingua/conformance/transcript"
+	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+)
+
+// conformanceProfile is what the protocol's wire keeps of a run, checked
+// by the conformance runner (conformance/profile).
+var conformanceProfile = &profile.Profile{
+	NewPeer: newConformancePeer,
+	Front:   conformanceKeep, Back: conformanceKeep, UpstreamCancel: true, NoParameters: true,
+	Upstream: "the reference Responses peer: this package's frontend rendering the conformance driver's canonical script (not an independent implementation; the official SDKs check the frontend's wire in the package's tests)",
+	FrontNotes: []profile.Degradation{
+		{"text, reasoning, tool-call", "kept: output_text parts, reasoning items (reasoning_text), function_call items with their call ids"},
+		{"tool-activity, multimodal, error-nonterminal", "dropped: a response's output has no place for them"},
+		{"interrupt", "the run reads as completed"},
+		{"error-before", "an HTTP error status in OpenAI's form: the code goes through the status table (errors.go; e.g. failed_precondition → 400 → invalid_argument, data_loss → 500 → internal)"},
+		{"error-mid", "an error event, then response.failed: every code survives but unknown and data_loss (server_error → internal)"},
+		profile.HTTPConcurrency,
+		{"replay", "a stored response's stream is replayed by GET ?stream=true&starting_after=N (tested in adapters/responses); the conformance client does not read it"},
+		{"parameters", "a Responses request carries its own members only (max_output_tokens, temperature, top_p, ...): cases that need other parameters do not apply (server mode: the scripted faults cannot be asked for)"},
+	},
+	BackNotes: []profile.Degradation{
+		{"text, reasoning, tool-call", "kept"},
+		{"tool-activity, multimodal, error-nonterminal", "the peer's wire cannot carry them: dropped"},
+		{"interrupt", "the peer completes"},
+		{"error-before", "the peer's HTTP error status, read through the status table"},
+		{"error-mid", "the peer's error event: every code but unknown and data_loss (internal)"},
+	},
+}
+
+// conformanceCode is the code a client of this wire reads for c: through
+// the status table before the stream, the failure-code table after.
+func conformanceCode(code string, refused bool) string {
+	c, _ := canonical.ParseCode(code)
+	if refused {
+		return codeOf(statusOf(c)).String()
+	}
+	return codeOfFailure(failureCode(c)).String()
+}
+
+// conformanceKeep: what crosses this wire either way: text, reasoning and
+// tool-call blocks; the outcome, with the code through the tables.
+func conformanceKeep(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
+	out := &cv1.Transcript{Status: t.GetStatus(), Code: t.GetCode()}
+	for _, b := range t.GetBlocks() {
+		switch b.GetType() {
+		case transcript.Text, transcript.Reasoning, transcript.ToolCall:
+			out.Blocks = append(out.Blocks, profile.Clone(&cv1.Transcript{Blocks: []*cv1.Block{b}}).Blocks[0])
+		}
+	}
+	switch t.GetStatus() {
+	case transcript.Interrupted:
+		out.Status, out.Code = transcript.Completed, ""
+	case transcript.Refused:
+		out.Code = conformanceCode(t.GetCode(), true)
+	case transcript.Failed:
+		out.Code = conformanceCode(t.GetCode(), false)
+	}
+	return out
+}
+
+// newConformancePeer is the reference Responses peer: the frontend over
+// the conformance driver's canonical backend, a case's name as its model,
+// nothing stored.
+func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
+	scripts := map[string]*driver.Script{}
+	cancelled := make(chan string, len(cs)+16)
+	for _, c := range cs {
+		name := c.GetName()
+		scripts[name] = &driver.Script{Response: c.GetResponse(), Cancelled: func() {
+			select {
+			case cancelled <- name:
+			default:
+			}
+		}}
+	}
+	be := &driver.Backend{Lookup: func(target string) (*driver.Script, bool) {
+		s, ok := scripts[target]
+		return s, ok
+	}}
+	mux := http.NewServeMux()
+	NewFrontend(FrontendConfig{Runner: peerRunner{be}}).Mount(mux)
+	return &profile.Peer{Handler: mux, Cancelled: cancelled,
+		Backend: func(addr, _ string) map[string]any { return map[string]any{"url": "http://" + addr + "/v1"} }}, nil
+}
+
+// peerRunner runs the driver's scripts for the peer's frontend.
+type peerRunner struct{ be *driver.Backend }
+
+func (p peerRunner) Run(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	return p.be.Start(ctx, req)
+}
+
+func (p peerRunner) Target(name string) (canonical.TargetInfo, bool) {
+	return canonical.TargetInfo{Name: name, Backend: "peer"}, p.be.Knows(name)
+}
+
+func (p peerRunner) Targets() []canonical.TargetInfo { return nil }
