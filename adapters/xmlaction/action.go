@@ -178,9 +178,6 @@ func (d *Decoder) parseAction(p *pendingAction) (*action, *actionError) {
 			return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
 		}))
 	}
-	if !p.idGiven {
-		return a, actionErrf(kindMissingID, "the id attribute is missing (%s is used to report it)", a.id)
-	}
 	if d.ids[a.id] {
 		return a, actionErrf(kindDuplicateID, "id %q is already used by an earlier action", a.id)
 	}

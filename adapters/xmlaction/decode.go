@@ -472,7 +472,6 @@ func (d *Decoder) tag(out []*canonical.Event, k tagKind, attrs []byte) []*canoni
 type pendingAction struct {
 	ord       int
 	id        string
-	idGiven   bool
 	attrs     []attr
 	inThought bool
 
@@ -499,9 +498,9 @@ func (d *Decoder) startAction(out []*canonical.Event, rawAttrs []byte, inThought
 	d.nAct++
 	a := &pendingAction{ord: d.nAct, attrs: parseAttrs(rawAttrs), inThought: inThought, skip: -1}
 	if id, ok := attrValue(a.attrs, "id"); ok && id != "" {
-		a.id, a.idGiven = validString([]byte(id)), true
+		a.id = validString([]byte(id))
 	} else {
-		a.id = "action-" + itoa(a.ord)
+		a.id = "action-" + itoa(a.ord) // the Cortex spec does not require an id
 	}
 	d.act = a
 	d.st = stAction

@@ -261,8 +261,8 @@ func TestDecodeReference(t *testing.T) {
 			[]string{`action h "w" {"name":"w","parameters":{"html":"<p>hi</p>"}}`}},
 		{`<action id="q">{"name":"n",<thought>x</thought> "p":1}</action>`,
 			[]string{`action q "n" {"name":"n",<thought>x</thought> "p":1}`, `failed q invalid_json`}},
-		{`<action type=tool mode=async>{"name":"n"}</action>`, // a missing id is an error here
-			[]string{`action action-1 "n" {"name":"n"}`, `failed action-1 missing_id`}},
+		{`<action type=tool mode=async>{"name":"n"}</action><action id=action-1>{"name":"m"}</action>`, // no id: action-<n>, and it runs; the default's id is taken
+			[]string{`action action-1 "n" {"name":"n"}`, `action action-1 "m" {"name":"m"}`, `failed action-1 duplicate_id`}},
 		{`<action id="b" depends_on="a">{"name":"n"}</action>`,
 			[]string{`action b "n" {"name":"n"}`}},
 		{`<Thought>hi</Thought><response>ok</response>`,
@@ -301,7 +301,7 @@ func TestDecodeActions(t *testing.T) {
 		{`<action id="b" depends_on="a, c" mode="async">{"name":"n","depends_on":["c","d"]}</action>`,
 			[]string{`b type=tool mode=async name="n" params={} key="" deps=[c d a] timeout=0s retry=0 on_error=fail thought=false dup=false`}},
 		{`<action type=tool mode=async>{"name":"n"}</action>`,
-			[]string{`action-1 type=tool mode=async name="n" params={} key="" deps=[] timeout=0s retry=0 on_error=fail thought=false dup=false err=missing_id`}},
+			[]string{`action-1 type=tool mode=async name="n" params={} key="" deps=[] timeout=0s retry=0 on_error=fail thought=false dup=false`}},
 		{`<action id="x" type="agent" mode="sync">{"name":"a","parameters":{"n":1.50,"s":"$k"},"output_key":"out","timeout":2.5,"on_error":"retry","depends_on":"y"}</action>`,
 			[]string{`x type=agent mode=sync name="a" params={"n":1.50,"s":"$k"} key="out" deps=[y] timeout=2.5s retry=3 on_error=retry thought=false dup=false`}},
 		{`<action id="r">{"name":"a","retry":2,"on_error":"skip"}</action><action id="r">{"name":"b"}</action>`,

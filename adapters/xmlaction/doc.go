@@ -59,8 +59,10 @@
 //
 // Interlingua choices and stated degradations:
 //
-//   - A missing id attribute is an error (the rule; the reference
-//     would default to action-<n>, which is still used to report it).
+//   - An action without an id attribute is action-<n> (n its 1-based
+//     ordinal among the stream's actions) and runs: the Cortex spec does
+//     not require an id; a later action naming an id already used fails
+//     with duplicate_id.
 //   - The Decoder decodes the XML character references &lt; &gt; &amp;
 //     &quot; &apos; and &#N; / &#xH; in text (not in action bodies or
 //     attributes), so rendered text round-trips.

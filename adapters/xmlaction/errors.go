@@ -52,7 +52,6 @@ const (
 	kindMissingName       = "missing_name"
 	kindInvalidField      = "invalid_field"
 	kindInvalidAttribute  = "invalid_attribute"
-	kindMissingID         = "missing_id"
 	kindDuplicateID       = "duplicate_id"
 	kindUnterminated      = "unterminated_action"
 	kindBodyTooLarge      = "body_too_large"
@@ -68,7 +67,7 @@ const (
 func kindCode(kind string) canonical.Code {
 	switch kind {
 	case kindEmptyBody, kindInvalidJSON, kindNotAnObject, kindMissingName,
-		kindInvalidField, kindInvalidAttribute, kindMissingID, kindDuplicateID,
+		kindInvalidField, kindInvalidAttribute, kindDuplicateID,
 		kindUnterminated:
 		return canonical.CodeInvalidArgument
 	case kindBodyTooLarge, kindTooManyActions:

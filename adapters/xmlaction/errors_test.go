@@ -45,7 +45,7 @@ func TestKindCodes(t *testing.T) {
 		kindEmptyBody: canonical.CodeInvalidArgument, kindInvalidJSON: canonical.CodeInvalidArgument,
 		kindNotAnObject: canonical.CodeInvalidArgument, kindMissingName: canonical.CodeInvalidArgument,
 		kindInvalidField: canonical.CodeInvalidArgument, kindInvalidAttribute: canonical.CodeInvalidArgument,
-		kindMissingID: canonical.CodeInvalidArgument, kindDuplicateID: canonical.CodeInvalidArgument,
+		kindDuplicateID:  canonical.CodeInvalidArgument,
 		kindUnterminated: canonical.CodeInvalidArgument, kindBodyTooLarge: canonical.CodeResourceExhausted,
 		kindTooManyActions: canonical.CodeResourceExhausted, kindUnknownDependency: canonical.CodeFailedPrecondition,
 		kindDependencyCycle: canonical.CodeFailedPrecondition, kindDependencyFailed: canonical.CodeFailedPrecondition,

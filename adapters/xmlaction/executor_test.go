@@ -725,3 +725,17 @@ func TestExecNestedFireAndForget(t *testing.T) {
 	}
 	close(release)
 }
+
+// TestExecActionWithoutID: an action without an id attribute runs as
+// action-<n> (issue 36 #2: the Cortex spec does not require an id).
+func TestExecActionWithoutID(t *testing.T) {
+	be := wrap(t, []step{
+		{text: `<action type="tool">{"name":"one"}</action><action>{"name":"two"}</action>`},
+		{text: `<response>done</response>`},
+	}, map[string]toolFn{"one": value(1), "two": value("second")}, Config{})
+	r := startRun(t, be, nil)
+	lines := r.rest(t)
+	before(t, lines, "started action-1 one", "finished action-1")
+	before(t, lines, "started action-2 two", "finished action-2")
+	before(t, lines, "finished action-2", `"done"`)
+}
