@@ -55,7 +55,10 @@
 //     from another protocol gets the body {"name":..,"parameters":ARGS}),
 //     text → <response>, tool results → <observation>, errors → <error>.
 //     Text is XML-escaped, so Decoder parses the output back to the same
-//     blocks.
+//     thought, action and response blocks. <observation> and <error> are
+//     not Cortex tags: Decoder reads them as text. The rendering is one
+//     way, a view for clients: fed to an xml: true route, its actions are
+//     actions again and run again (TestEncodeForeign).
 //
 // Interlingua choices and stated degradations:
 //

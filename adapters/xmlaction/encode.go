@@ -17,7 +17,9 @@ const maxDeferred = 1024
 // text a model speaking the format would have written: reasoning blocks
 // become <thought>, tool-call blocks <action> with the JSON body, text
 // blocks <response>. Text is escaped (&lt; &amp; &#13;) so the output
-// always parses back (with Decoder) to the same blocks.
+// always parses back (with Decoder) to the same thought, action and
+// response blocks; the two elements below come back as text, and the
+// actions as actions (to run again): the rendering is a view, one way.
 //
 // Beyond the three tags it writes two Interlingua elements, between blocks:
 // <observation id=".." status="ok">result JSON</observation> (or
