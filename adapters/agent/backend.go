@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,7 +173,7 @@ func (b *Backend) Close() error {
 
 // Start implements canonical.Backend.
 func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
-	thread := cmp.Or(req.GetThreadId(), req.GetRunId(), "interlingua-"+nuid.Next())
+	thread := upstreamThread(cmp.Or(req.GetThreadId(), req.GetRunId(), "interlingua-"+nuid.Next()))
 	// Only a thread of the client's own can have a next run to keep the
 	// stream for (the bridge names a run's thread after the run when the
 	// client gave none).
@@ -181,7 +184,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread, keep: ownThread}
+	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread, keep: ownThread, resumeStart: resumeByStart(req, assistant)}
 	if b.cfg.Transport == "websocket" {
 		err = s.startWS(cmd)
 	} else {
@@ -192,6 +195,47 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		return nil, err
 	}
 	return s, nil
+}
+
+// upstreamThread is the upstream's id for thread: the id itself when it
+// is a UUID, else a name-based UUID (version 5, RFC 9562) of it, the same
+// for every run of the thread. LangGraph's REST routes (the run cancel
+// among them) take only UUID thread ids: a thread named after a run
+// ("run-<id>", the bridge's) answered 400 to our cancel.
+func upstreamThread(thread string) string {
+	if isUUID(thread) {
+		return thread
+	}
+	// The RFC's URL namespace, 6ba7b811-9dad-11d1-80b4-00c04fd430c8.
+	ns := [16]byte{0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+	h := sha1.New()
+	h.Write(ns[:])
+	h.Write([]byte("interlingua:thread:" + thread))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // variant 10
+	x := hex.EncodeToString(u[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
+
+// isUUID reports whether s is a UUID in its hyphenated text form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'):
+			return false
+		}
+	}
+	return true
 }
 
 // command1 is the command (id 2) that starts the run: input.respond when
@@ -206,6 +250,28 @@ func command1(req *canonical.Request, assistant string) ([]byte, error) {
 	// input.messages is null, not [], when the request holds no text: what
 	// the backend has always sent an upstream for such a request.
 	return json.Marshal(&commandFrame{ID: 2, Method: "run.start", Params: runStart(req, assistant)}, wireJSON, json.FormatNilSliceAsNull(true))
+}
+
+// resumeByStart is the run.start (id 3) that resumes req's interrupts on
+// an upstream that has no run bound to the thread for input.respond
+// (LangGraph forgets a thread's assistant when the WebSocket that started
+// its run closes, and answers no_such_run): run.start with the resume
+// value, {interrupt_id: response, ...}, as input, which LangGraph and ours
+// take as a resume while the thread has pending interrupts. Nil when req
+// does not resume, or asks for a goto (run.start has none).
+func resumeByStart(req *canonical.Request, assistant string) []byte {
+	if len(req.GetResume()) == 0 || assistant == "" {
+		return nil
+	}
+	if _, ok := req.GetExtensions()["agent.goto"]; ok {
+		return nil
+	}
+	in := map[string]json.Value{}
+	for id, v := range req.GetResume() {
+		in[id] = appendValue(nil, v)
+	}
+	b, _ := json.Marshal(&commandFrame{ID: 3, Method: "run.start", Params: &runStartParams{AssistantID: assistant, Input: in}}, wireJSON)
+	return b
 }
 
 // commandFrame is a Command (section 3.1) the backend sends.
@@ -529,6 +595,9 @@ type upStream struct {
 	run    string // upstream run id (from run.start)
 	after  uint64 // the command's applied_through_seq
 	keep   bool   // the stream may be kept for the thread's next run
+	// resumeStart is the command sent when input.respond finds no run
+	// (see resumeByStart); nil when there is none to send.
+	resumeStart []byte
 
 	// SSE
 	es      *eventStream
@@ -610,7 +679,14 @@ func (s *upStream) startSSE(cmd []byte) error {
 			return err
 		}
 	}
-	after, err := s.command(cmd)
+	r, err := s.command(cmd)
+	if err == nil && r.Type == "error" && r.Error == errNoSuchRun && s.resumeStart != nil {
+		r, err = s.command(s.resumeStart)
+	}
+	var after uint64
+	if err == nil {
+		after, err = s.accept(r)
+	}
 	if err != nil {
 		if s.keep { // the stream is as it was: the thread's next run may read on
 			s.b.keepStream(es)
@@ -625,9 +701,8 @@ func (s *upStream) startSSE(cmd []byte) error {
 	return nil
 }
 
-// command posts the command that starts the run and returns its
-// applied_through_seq.
-func (s *upStream) command(cmd []byte) (uint64, error) {
+// command posts the command that starts the run and returns its answer.
+func (s *upStream) command(cmd []byte) (*response, error) {
 	b := s.b
 	cctx, cancel := context.WithTimeout(s.ctx, b.cfg.Timeout)
 	defer cancel()
@@ -642,21 +717,21 @@ func (s *upStream) command(cmd []byte) (uint64, error) {
 	s.header(hreq.Header)
 	resp, err := b.cfg.HTTPClient.Do(hreq)
 	if err != nil {
-		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.cfg.MaxEventBytes)))
 	resp.Body.Close()
 	if err != nil {
-		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: reading the command answer: %v", err)
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: reading the command answer: %v", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, httpFailure(resp.StatusCode, body)
+		return nil, httpFailure(resp.StatusCode, body)
 	}
 	var r response
 	if json.Unmarshal(body, &r, peerJSON) != nil {
-		return 0, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command answer is not JSON")
+		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: the command answer is not JSON")
 	}
-	return s.accept(&r)
+	return &r, nil
 }
 
 // openStream opens the thread's event stream on every channel: after seq
@@ -723,9 +798,12 @@ func httpFailure(status int, body []byte) error {
 	return canonical.WireError(codeFromHTTP(status), fmt.Sprintf("agent upstream: HTTP %d: %.200s", status, msg))
 }
 
-// startWS subscribes, waits for the subscription's answer, then starts
-// the run: the upstream holds the subscription before the run's first
-// event whatever order it executes a connection's commands in.
+// startWS subscribes and starts the run on a new WebSocket. The two
+// commands go together, not the second after the first's answer:
+// LangGraph parks a subscription made before its thread record has a run
+// until run.start comes (the answer never came while we waited for it).
+// The subscription replays the upstream's buffer, so an upstream that
+// executes the run.start first loses none of the run's events to it.
 func (s *upStream) startWS(cmd []byte) error {
 	b := s.b
 	u := "ws" + strings.TrimPrefix(b.base, "http") + "/threads/" + url.PathEscape(s.thread) + "/stream/events"
@@ -745,21 +823,32 @@ func (s *upStream) startWS(cmd []byte) error {
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
 	}
-	r, err := s.awaitAnswer(dctx, 1, 0)
-	if err != nil {
-		return err
-	}
-	if r.Type == "error" {
-		_ = s.conn.Close(wsconn.CloseNormal, "")
-		return canonical.WireError(canonicalCode(r.Error), "agent upstream: subscription.subscribe: "+r.Message)
-	}
 	if err := s.conn.SendText(cmd); err != nil {
 		return s.failWS(err)
 	}
-	// The subscription's replay (sent after its answer, as the JS server
-	// and ours do) is of events before the command: not held.
-	if r, err = s.awaitAnswer(dctx, 2, r.Meta.AppliedThroughSeq); err != nil {
+	ans, err := s.awaitAnswers(dctx, 1, 2)
+	if err != nil {
 		return err
+	}
+	r := ans[1]
+	if r != nil && r.Type == "error" && r.Error == errNoSuchRun && s.resumeStart != nil {
+		// The subscription stays parked (LangGraph) until this run.start.
+		if err := s.conn.SendText(s.resumeStart); err != nil {
+			return s.failWS(err)
+		}
+		sub, ids := ans[0], []uint64{1, 3}
+		if sub != nil {
+			ids = ids[1:]
+		}
+		if ans, err = s.awaitAnswers(dctx, ids...); err != nil {
+			return err
+		}
+		r = ans[len(ans)-1]
+		ans[0] = cmp.Or(sub, ans[0])
+	}
+	if sub := ans[0]; sub != nil && sub.Type == "error" {
+		_ = s.conn.Close(wsconn.CloseNormal, "")
+		return canonical.WireError(canonicalCode(sub.Error), "agent upstream: subscription.subscribe: "+sub.Message)
 	}
 	after, err := s.accept(r)
 	if err != nil {
@@ -770,20 +859,31 @@ func (s *upStream) startWS(cmd []byte) error {
 	return nil
 }
 
-// awaitAnswer reads up to the answer to command id. The frames before it
-// (the subscription's replay, the run's first events, an error report)
-// are held for the decoder, which skips those at or before the command's
-// applied_through_seq; events at or before seq through are dropped here.
-func (s *upStream) awaitAnswer(ctx context.Context, id, through uint64) (*response, error) {
-	for {
+// awaitAnswers reads up to the answers to the commands ids, in any
+// order, and returns them in the order of ids; the answers of the ids
+// before the last one may be missing (nil) when the last one's is an
+// error (a subscription LangGraph parks until a run starts is answered
+// after a run.start, never after a failed command). The frames between (the
+// subscription's replay, the run's first events, an error report) are
+// held for the decoder, which skips those before the run; events at or
+// before the subscription's (id 1) applied_through_seq, the replay of
+// the thread's earlier events, are dropped here once its answer came.
+func (s *upStream) awaitAnswers(ctx context.Context, ids ...uint64) ([]*response, error) {
+	got := make([]*response, len(ids))
+	var through uint64
+	for n := 0; n < len(ids) && (got[len(ids)-1] == nil || got[len(ids)-1].Type != "error"); {
 		_, data, err := s.conn.Read(ctx)
 		if err != nil {
 			return nil, s.failWS(err)
 		}
 		var r response
 		if json.Unmarshal(data, &r, peerJSON) == nil {
-			if r.Type != "event" && r.ID != nil && *r.ID == id {
-				return &r, nil
+			if i := slices.Index(ids, ptrOr(r.ID)); r.Type != "event" && r.ID != nil && i >= 0 && got[i] == nil {
+				got[i], n = &r, n+1
+				if *r.ID == 1 && r.Type == "success" {
+					through = r.Meta.AppliedThroughSeq
+				}
+				continue
 			}
 			if r.Type == "event" && r.Seq != nil && *r.Seq <= through {
 				continue
@@ -795,6 +895,15 @@ func (s *upStream) awaitAnswer(ctx context.Context, id, through uint64) (*respon
 		}
 		s.pending = append(s.pending, data)
 	}
+	return got, nil
+}
+
+// ptrOr is *p, or 0 for nil (no command has id 0).
+func ptrOr(p *uint64) uint64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func (s *upStream) failWS(err error) error {
@@ -991,8 +1100,13 @@ func (s *upStream) cancelUpstream() {
 	s.header(req.Header)
 	resp, err := s.b.cfg.HTTPClient.Do(req)
 	if err != nil {
-		s.b.cfg.Logger.Debug("upstream cancel failed", "thread", s.thread, "run", s.run, "err", err)
+		s.b.cfg.Logger.Warn("the upstream run may go on: its cancel failed", "thread", s.thread, "run", s.run, "err", err)
 		return
 	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		s.b.cfg.Logger.Warn("the upstream run may go on: it refused the cancel", "thread", s.thread, "run", s.run,
+			"status", resp.StatusCode, "err", httpFailure(resp.StatusCode, body))
+	}
 }

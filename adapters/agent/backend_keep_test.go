@@ -58,7 +58,8 @@ func wantStreamRun(t *testing.T, name string, events []*canonical.Event, deltas 
 // to cut the kept stream off. The thread's next run through the backend
 // reads on from the same stream and gets exactly its own events.
 func TestBackendKeptStreamIsDrained(t *testing.T) {
-	const thread, theirs = "drained", 20_000
+	// A UUID: the backend's upstream thread is the client's own id.
+	const thread, theirs = "0196f3a0-7c1e-7000-8000-00000000d8a1", 20_000
 	s, client := newTightServer(t, agent.Config{BufferEvents: 1000})
 	counted := &countingTransport{RoundTripper: client.Transport}
 	b := keepBackend(t, agent.BackendConfig{URL: s.URL, HTTPClient: &http.Client{Transport: counted}})

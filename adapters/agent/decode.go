@@ -66,8 +66,15 @@ type Decoder struct {
 	// the failed lifecycle with it, else a non-terminal error event,
 	// emitted before that next event.
 	held *canonical.Event
-	env  wireEnvelope // the frame being decoded
-	rd   *frameReader
+	// early holds the events at or before AfterSeq since the thread's
+	// last root terminal lifecycle event (copies of their frames): the
+	// run's own first events when the upstream's applied_through_seq
+	// counts them (see Feed). earlyOff stops holding (too many, or
+	// decided).
+	early    [][]byte
+	earlyOff bool
+	env      wireEnvelope // the frame being decoded
+	rd       *frameReader
 }
 
 // nsDec is the open message and block of one upstream namespace.
@@ -84,6 +91,20 @@ type nsDec struct {
 	data      bool   // data was sent for the open data block
 	b64       []byte // base64 characters not yet decodable (fewer than 4)
 	jsonBlock bool   // a block type the canonical model lacks, sent whole at finish
+	// done holds the blocks of the open message that were closed, by
+	// upstream index: a real upstream interleaves (LangGraph starts a
+	// tool-call block, then finishes the text block before it), and a late
+	// finish of a closed block adds only what its content holds beyond
+	// what was streamed, never a second copy.
+	done map[int64]doneBlock
+}
+
+// doneBlock is a closed block of the open message: its type and the text
+// streamed on it (full: too long to keep, not reconciled).
+type doneBlock struct {
+	typ  canonical.BlockType
+	acc  string
+	full bool
 }
 
 // wireEnvelope is an Event envelope as received, read by its
@@ -664,7 +685,84 @@ func (d *Decoder) feedJSON(frame []byte, out []*canonical.Event) ([]*canonical.E
 		}
 		return out, d.notEvent(frame, env.Type)
 	}
+	if !d.earlyOff && env.Seq != noSeq && !d.ended {
+		if env.Seq <= d.AfterSeq {
+			d.holdEarly(frame, env)
+			if env.Seq < d.AfterSeq {
+				return out, nil
+			}
+			return d.releaseEarly(out) // every event up to AfterSeq has come
+		}
+		var err error
+		if out, err = d.releaseEarly(out); err != nil || d.ended {
+			return out, err
+		}
+		env.reset(frame) // releaseEarly read other frames through env
+		if err := d.rd.read(frame, env); err != nil {
+			return out, err
+		}
+	}
 	return d.feedEvent(env, nil, out)
+}
+
+// maxEarly bounds the events held at or before AfterSeq.
+const maxEarly = 1024
+
+// holdEarly holds an event at or before AfterSeq: a root terminal
+// lifecycle event ends the runs before this one, so what was held is
+// dropped with it.
+func (d *Decoder) holdEarly(frame []byte, env *wireEnvelope) {
+	if env.Method == methodLifecycle && len(env.Params.Namespace) == 0 {
+		var lc struct {
+			Event string `json:"event"`
+		}
+		_ = json.Unmarshal(env.Params.Data.raw, &lc, peerJSON)
+		switch lc.Event {
+		case "completed", "failed", "interrupted":
+			clear(d.early)
+			d.early = d.early[:0]
+			return
+		case "running", "started":
+			if len(d.early) == 0 {
+				d.early = append(d.early, bytes.Clone(frame))
+			}
+			return
+		}
+	}
+	if len(d.early) == 0 {
+		return // the run's events begin with its root lifecycle
+	}
+	if len(d.early) == maxEarly {
+		d.earlyOff, d.early = true, nil
+		return
+	}
+	d.early = append(d.early, bytes.Clone(frame))
+}
+
+// releaseEarly decodes the held events, once: those after the thread's
+// last root terminal event at or before AfterSeq, from a root running or
+// started lifecycle event on. An upstream whose applied_through_seq counts
+// the run's first events (LangGraph's answers run.start after the run's
+// root running event, and its first events when they came meanwhile) has
+// sent them before the seq it named; an upstream that names the seq
+// before the command's effect (ours) has none there, the last root event
+// before it being the previous run's terminal one.
+func (d *Decoder) releaseEarly(out []*canonical.Event) ([]*canonical.Event, error) {
+	early := d.early
+	d.earlyOff, d.early = true, nil
+	if len(early) == 0 {
+		return out, nil
+	}
+	after := d.AfterSeq
+	d.AfterSeq = 0
+	defer func() { d.AfterSeq = after }()
+	for _, f := range early {
+		var err error
+		if out, err = d.feedJSON(f, out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // feedEvent decodes an event frame from its envelope; data, an object's
@@ -717,7 +815,7 @@ func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.Value, out [
 	case methodValues:
 		return d.emit(out, &base, &canonical.KindStateSnapshot{StateSnapshot: &canonical.StateSnapshot{Values: rawValue(raw)}}), nil
 	case methodUpdates:
-		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: jstr(data["node"]), Values: rawValue(data["values"])}}), nil
+		return d.emit(out, &base, &canonical.KindStateUpdate{StateUpdate: decodeUpdate(p.Node, raw, data)}), nil
 	case methodCheckpoints:
 		step, _ := strconv.ParseInt(string(bytes.TrimSpace(data["step"])), 10, 64)
 		return d.emit(out, &base, &canonical.KindCheckpoint{Checkpoint: &canonical.Checkpoint{
@@ -737,6 +835,26 @@ func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.Value, out [
 		return d.emit(out, &base, &canonical.KindCustom{Custom: &canonical.Custom{Name: name, Payload: rawValue(data["payload"])}}), nil
 	}
 	return out, nil // an event this version does not know: ignored
+}
+
+// decodeUpdate reads an updates event. The protocol's form is data
+// {node?, values}; LangGraph's is the node's update itself as data (e.g.
+// {"messages": [...]}) with the node in params.node. Data with members
+// other than node and values, or without values, is the update whole.
+func decodeUpdate(paramsNode string, raw json.Value, data map[string]json.Value) *canonical.StateUpdate {
+	_, hasValues := data["values"]
+	_, hasNode := data["node"]
+	if hasValues && len(data) == 1+btoi(hasNode) {
+		return &canonical.StateUpdate{Node: cmp.Or(jstr(data["node"]), paramsNode), Values: rawValue(data["values"])}
+	}
+	return &canonical.StateUpdate{Node: paramsNode, Values: rawValue(raw)}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // End appends what the run still owes when the upstream stream ends: the
@@ -789,6 +907,12 @@ func (d *Decoder) closeBlock(out []*canonical.Event, base *canonical.Event, s *n
 	}
 	out = d.flushB64(out, base, s, true)
 	s.blockOpen = false
+	if s.wire >= 0 {
+		if s.done == nil {
+			s.done = map[int64]doneBlock{}
+		}
+		s.done[s.wire] = doneBlock{typ: s.typ, acc: string(s.acc), full: s.accFull || s.jsonBlock}
+	}
 	return d.emit(out, base, &canonical.KindBlockFinish{BlockFinish: &canonical.BlockFinish{Index: s.index}})
 }
 
@@ -799,6 +923,7 @@ func (d *Decoder) closeMessage(out []*canonical.Event, base *canonical.Event, s 
 		return out
 	}
 	s.msgOpen = false
+	clear(s.done)
 	return d.emit(out, base, &canonical.KindMessageFinish{MessageFinish: &canonical.MessageFinish{FinishReason: reason, Usage: usage}})
 }
 
@@ -968,6 +1093,9 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.Value, ou
 	case "content-block-finish":
 		var content map[string]json.Value
 		_ = json.Unmarshal(data["content"], &content, peerJSON)
+		if db, ok := s.done[idx]; ok && (!s.blockOpen || s.wire != idx) {
+			return d.lateFinish(base, s, idx, db, content, out)
+		}
 		if !s.blockOpen || s.wire != idx {
 			bs, jb := blockStart(content)
 			out = d.openBlock(out, base, s, idx, bs)
@@ -990,6 +1118,28 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.Value, ou
 		d.held = d.emit(nil, base, &canonical.KindError{Error: ep})[0]
 		return out
 	}
+	return out
+}
+
+// lateFinish applies the finish of block idx, closed before (another
+// block started first): what its content holds beyond the text streamed
+// on it goes in a block of its own; the block open now stays open.
+func (d *Decoder) lateFinish(base *canonical.Event, s *nsDec, idx int64, db doneBlock, content map[string]json.Value, out []*canonical.Event) []*canonical.Event {
+	delete(s.done, idx) // a second finish of it opens a block, as one never started does
+	if db.full || (db.typ == canonical.BlockToolCall && db.acc != "") {
+		return out // streamed arguments stand, as in reconcile
+	}
+	final := initialText(content, db.typ)
+	rest, ok := strings.CutPrefix(final, db.acc)
+	if !ok || rest == "" || (db.typ != canonical.BlockText && db.typ != canonical.BlockReasoning && db.typ != canonical.BlockToolCall) {
+		return out
+	}
+	bs, _ := blockStart(content)
+	bs.Type = db.typ
+	out = d.openBlock(out, base, s, idx, bs)
+	out = d.appendText(out, base, s, rest)
+	out = d.closeBlock(out, base, s)
+	delete(s.done, idx)
 	return out
 }
 
@@ -1263,9 +1413,12 @@ func (d *Decoder) failure(text string) (canonical.RunStatus, *canonical.Error) {
 	if d.msgErr != nil && (text == "" || text == d.msgErr.Message) {
 		return canonical.StatusFailed, d.msgErr
 	}
-	if text == "" {
-		text = "upstream run failed"
+	if text == "" { // the upstream said no more (LangGraph's failed subgraphs): no text is made up
+		return canonical.StatusFailed, canonical.WireError(canonical.CodeUnknown, "")
 	}
+	// The upstream's text as it was (LangGraph's is JSON:
+	// {"error":"Error","message":"..."}): a client of the agent protocol
+	// sees the same error string through us.
 	return canonical.StatusFailed, canonical.WireError(canonical.CodeUnknown, text)
 }
 
