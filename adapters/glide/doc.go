@@ -40,8 +40,11 @@
 // Unlike Glide: a malformed frame, or one without id or message, or with a
 // non-string content, gets a payload_parse_error reply naming the field
 // (with the id when it could be read) and the connection keeps working; a
-// request reusing an id still in flight is refused ("request id already in
-// flight"); a client disconnect cancels the connection's runs.
+// request reusing an id still in flight is not run: it gets a
+// payload_parse_error frame ("request id already in flight: …") without a
+// finish_reason, so it does not end the in-flight request's stream, whose
+// terminal frame always has one (Glide runs both, with frames no client
+// can tell apart); a client disconnect cancels the connection's runs.
 //
 // Interlingua extension (Glide clients can ignore it; Glide itself has no
 // cancel): the frame {"id": "<id>", "cancel": true} cancels the request in

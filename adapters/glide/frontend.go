@@ -292,7 +292,9 @@ func (c *conn) handle(data []byte) {
 	case c.draining:
 		refuse = errShuttingDown
 	case c.inflight[rf.ID] != nil:
-		refuse = invalid("request id already in flight")
+		c.mu.Unlock()
+		c.refuseDuplicate(rf.ID, rf.Metadata)
+		return
 	case c.busy >= c.f.cfg.MaxInFlight:
 		refuse = canonical.Errorf(canonical.CodeResourceExhausted, "too many requests in flight on this connection (MaxInFlight %d)", c.f.cfg.MaxInFlight)
 	}
@@ -308,6 +310,16 @@ func (c *conn) handle(data []byte) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go c.serveRequest(ctx, rf, rq)
+}
+
+// refuseDuplicate answers a request whose id is in flight already: it is
+// not run, and the error frame says so without a finish_reason, so it is
+// not the in-flight request's terminal frame (which always has one) and
+// that request's stream goes on. Glide itself runs both, with frames no
+// client can tell apart (its chat_stream.go keys nothing by id; issue 36 #5).
+func (c *conn) refuseDuplicate(id string, metadata json.Value) {
+	e := newReplyEncoder(c.f.cfg.Now, id, c.router, metadata, c.model)
+	c.send(e.errorFrame("payload_parse_error", "request id already in flight: this request was not run; the one in flight goes on", false))
 }
 
 // reject replies to a refused frame with a terminal error.
