@@ -487,6 +487,9 @@ func rootOnly(cmd string, p params) *protoError {
 }
 
 func (f *Frontend) stateGet(th *Thread, p params) ([]byte, uint64, *protoError) {
+	if !p.has("namespace") { // required by the CDDL, unlike state.listCheckpoints'
+		return nil, 0, perr(errInvalidArgument, "state.get requires a namespace (an array of strings; [] for the root).")
+	}
 	if pe := rootOnly("state.get", p); pe != nil {
 		return nil, 0, pe
 	}

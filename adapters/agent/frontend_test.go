@@ -369,6 +369,7 @@ func TestCommandErrors(t *testing.T) {
 		{"known", "input.inject", map[string]any{"namespace": []string{}, "message": map[string]any{"role": "bot", "content": "x"}}, "invalid_argument", "message.role"},
 		{"known", "input.inject", map[string]any{"namespace": []string{"sub"}, "message": map[string]any{"role": "user", "content": "x"}}, "no_such_namespace", "sub"},
 		{"known", "state.get", map[string]any{"namespace": "root"}, "invalid_argument", "namespace must be an array"},
+		{"known", "state.get", map[string]any{"keys": []string{"messages"}}, "invalid_argument", "requires a namespace"},
 		{"known", "state.get", map[string]any{"namespace": []string{"x"}}, "no_such_namespace", "x"},
 		{"known", "state.fork", map[string]any{}, "invalid_argument", "state.fork requires a checkpoint_id"},
 		{"known", "state.fork", map[string]any{"checkpoint_id": "ckpt-99"}, "no_such_checkpoint", "ckpt-99"},
