@@ -21,6 +21,7 @@ import (
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	peer "github.com/interlingua-dev/interlingua/conformance/peers/openai"
+	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
 )
 
 // End-to-end tests through whole instances (embedded NATS, every
@@ -275,5 +276,32 @@ func TestE2ECancel(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the upstream request was not closed")
+	}
+}
+
+// TestE2ETriton: an OpenAI client in front of a Triton server (the
+// reference Triton peer behind a backend of type triton), the issue's
+// case: text streamed and not, a rune cut across responses, a model error
+// after the first response.
+func TestE2ETriton(t *testing.T) {
+	tp := httptest.NewServer(tritonpeer.New(
+		tritonpeer.Model{Name: "llama"},
+		tritonpeer.Model{Name: "runes", Chunks: []string{"caf", "\xc3", "\xa9 ok"}},
+		tritonpeer.Model{Name: "broken", Chunks: []string{"one ", "two "}, ErrorMessage: "CUDA out of memory", ErrorAt: 1},
+	))
+	t.Cleanup(tp.Close)
+	cfg := bridge.DefaultConfig()
+	cfg.Backends["triton"] = bridge.BackendConfig{Type: "triton", Options: backendNode(t, "url: "+tp.URL+"\n")}
+	cfg.Routes = []bridge.Route{{Target: "llama", Backend: "triton"}, {Target: "runes", Backend: "triton"}, {Target: "broken", Backend: "triton"}}
+	inst := bridgetest.Start(t, &cfg)
+	for _, c := range []struct{ name, body string }{
+		{"echo_stream", `{"model":"llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"triton says hi"}]}`},
+		{"echo_nonstream", `{"model":"llama","max_tokens":8,"messages":[{"role":"user","content":"triton says hi"}]}`},
+		{"runes_stream", `{"model":"runes","stream":true,"messages":[{"role":"user","content":"x"}]}`},
+		{"broken_stream", `{"model":"broken","stream":true,"messages":[{"role":"user","content":"x"}]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			golden(t, filepath.Join("triton", c.name+".txt"), hostPort(exchange(t, "POST", inst.URL+"/v1/chat/completions", "", c.body), inst.URL))
+		})
 	}
 }
