@@ -52,8 +52,9 @@ type BackendConfig struct {
 	// replay of the upstream's buffer comes then). Default 10,000.
 	MaxPendingEvents int `yaml:"max_pending_events"`
 	// KeepStreams bounds the threads whose event stream (SSE transport)
-	// stays open after a run ends, for the thread's next run; a goroutine
-	// per kept stream reads it meanwhile. Default 256; negative keeps none.
+	// or socket (WebSocket) stays open after a run ends, for the thread's
+	// next run; a goroutine per kept stream reads it meanwhile. Default
+	// 256; negative keeps none.
 	KeepStreams int `yaml:"keep_streams"`
 	// KeepStreamIdle is how long a kept event stream waits for its
 	// thread's next run before it is closed. Default 30s.
@@ -115,6 +116,12 @@ func (c BackendConfig) Validate() error {
 // reports a gap is dropped, and the next run opens another. A new stream
 // replays the upstream's buffer, which the decoder skips up to the
 // command's seq.
+//
+// Over a WebSocket the thread's socket is kept the same way (wsSession),
+// its subscription with it: LangGraph forgets a thread (its assistant, its
+// interrupted run) when one of its sockets closes, so a socket per run
+// left input.respond with no run to resume. A resume that finds none
+// (no_such_run) is sent again as run.start with the resume value as input.
 type Backend struct {
 	cfg  BackendConfig
 	base string          // URL without a trailing slash
@@ -122,6 +129,7 @@ type Backend struct {
 
 	mu     sync.Mutex
 	kept   map[string]*eventStream // by thread: open streams between runs
+	keptWS map[string]*wsSession   // by thread: open WebSockets between runs
 	closed bool
 }
 
@@ -157,13 +165,17 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
-	kept := b.kept
-	b.kept = nil
+	kept, keptWS := b.kept, b.keptWS
+	b.kept, b.keptWS = nil, nil
 	b.mu.Unlock()
 	for _, es := range kept {
 		es.idle.Stop()
 		es.stopDrain()
 		es.close()
+	}
+	for _, w := range keptWS {
+		w.idle.Stop()
+		w.close()
 	}
 	if b.own != nil {
 		b.own.CloseIdleConnections()
@@ -605,6 +617,8 @@ type upStream struct {
 	reused  bool        // es was kept from an earlier run and no event of this run came yet
 	broken  bool        // es failed (read or decode): it ends with the run
 	// WebSocket
+	ws      *wsSession
+	gen     uint64 // the run's generation on ws: its frames are those of gen
 	conn    *wsconn.Conn
 	wdec    *Decoder
 	pending [][]byte // frames read before the command's answer
@@ -806,11 +820,20 @@ func httpFailure(status int, body []byte) error {
 // executes the run.start first loses none of the run's events to it.
 func (s *upStream) startWS(cmd []byte) error {
 	b := s.b
+	dctx, cancel := context.WithTimeout(s.ctx, b.cfg.Timeout)
+	defer cancel()
+	if s.ws, s.gen = b.takeWS(s.thread); s.ws != nil {
+		// The thread's socket, kept from its last run: the subscription
+		// holds (LangGraph's and ours persist across runs).
+		s.conn = s.ws.conn
+		if err := s.conn.SendText(cmd); err != nil {
+			return s.failWS(err)
+		}
+		return s.startedWS(dctx, []*response{{Type: "success"}, nil}, []uint64{2})
+	}
 	u := "ws" + strings.TrimPrefix(b.base, "http") + "/threads/" + url.PathEscape(s.thread) + "/stream/events"
 	h := http.Header{}
 	s.header(h)
-	dctx, cancel := context.WithTimeout(s.ctx, b.cfg.Timeout)
-	defer cancel()
 	ws, resp, err := websocket.DefaultDialer.DialContext(dctx, u, h)
 	if err != nil {
 		if resp != nil {
@@ -819,6 +842,7 @@ func (s *upStream) startWS(cmd []byte) error {
 		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
 	}
 	s.conn = wsconn.New(ws, wsconn.Config{MaxMessageBytes: int64(b.cfg.MaxEventBytes), Logger: b.cfg.Logger})
+	s.ws, s.gen = newWSSession(s.thread, s.conn)
 	sub, _ := json.Marshal(&commandFrame{ID: 1, Method: "subscription.subscribe", Params: map[string][]string{"channels": allChannels}})
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
@@ -826,9 +850,21 @@ func (s *upStream) startWS(cmd []byte) error {
 	if err := s.conn.SendText(cmd); err != nil {
 		return s.failWS(err)
 	}
-	ans, err := s.awaitAnswers(dctx, 1, 2)
+	return s.startedWS(dctx, []*response{nil, nil}, []uint64{1, 2})
+}
+
+// startedWS awaits the answers to the commands sent (ids; ans holds one
+// slot for the subscription's and one for the command's, an answer
+// already known filled in) and readies the run's decoder.
+func (s *upStream) startedWS(dctx context.Context, known []*response, ids []uint64) error {
+	got, err := s.awaitAnswers(dctx, ids...)
 	if err != nil {
 		return err
+	}
+	ans := known
+	ans[1] = got[len(got)-1]
+	if len(got) == 2 {
+		ans[0] = got[0]
 	}
 	r := ans[1]
 	if r != nil && r.Type == "error" && r.Error == errNoSuchRun && s.resumeStart != nil {
@@ -847,12 +883,12 @@ func (s *upStream) startWS(cmd []byte) error {
 		ans[0] = cmp.Or(sub, ans[0])
 	}
 	if sub := ans[0]; sub != nil && sub.Type == "error" {
-		_ = s.conn.Close(wsconn.CloseNormal, "")
+		s.ws.close()
 		return canonical.WireError(canonicalCode(sub.Error), "agent upstream: subscription.subscribe: "+sub.Message)
 	}
 	after, err := s.accept(r)
 	if err != nil {
-		_ = s.conn.Close(wsconn.CloseNormal, "")
+		s.ws.close()
 		return err
 	}
 	s.wdec = &Decoder{AfterSeq: after, Contiguous: true}
@@ -872,7 +908,7 @@ func (s *upStream) awaitAnswers(ctx context.Context, ids ...uint64) ([]*response
 	got := make([]*response, len(ids))
 	var through uint64
 	for n := 0; n < len(ids) && (got[len(ids)-1] == nil || got[len(ids)-1].Type != "error"); {
-		_, data, err := s.conn.Read(ctx)
+		data, err := s.readWS(ctx)
 		if err != nil {
 			return nil, s.failWS(err)
 		}
@@ -891,11 +927,191 @@ func (s *upStream) awaitAnswers(ctx context.Context, ids ...uint64) ([]*response
 		}
 		if len(s.pending) >= s.b.cfg.MaxPendingEvents {
 			_ = s.conn.Close(wsconn.ClosePolicyViolation, "too many events before the command's answer")
+			s.ws.close()
 			return nil, canonical.Errorf(canonical.CodeResourceExhausted, "agent upstream: more than MaxPendingEvents (%d) events before the command's answer", s.b.cfg.MaxPendingEvents)
 		}
 		s.pending = append(s.pending, data)
 	}
 	return got, nil
+}
+
+// wsSession is one upstream WebSocket of a thread. It outlives the run
+// that opened it, as the SSE event stream does (see Backend): LangGraph
+// drops a thread's record (its assistant binding, its run) when one of the
+// thread's sockets closes, even while a newer socket uses it, so the
+// thread's next run (a resume above all) must use the same socket. Its
+// only reader, readLoop, hands each frame to the run that owns the
+// session, tagged with the run's generation; while the session is kept
+// between runs it reads and drops what comes.
+type wsSession struct {
+	thread string
+	conn   *wsconn.Conn
+	frames chan wsFrame
+	kick   chan struct{} // a frame blocked on frames is dropped if its run left
+	stop   chan struct{}
+	done   chan struct{} // readLoop returned
+	once   sync.Once
+	idle   *time.Timer // while kept: closes it after KeepStreamIdle
+
+	mu    sync.Mutex
+	owner uint64 // the generation of the run that reads; 0 while kept
+	gens  uint64
+	dead  bool // a read failed, or an error frame came while kept
+}
+
+// wsFrame is one read of a session, for the run of generation gen.
+type wsFrame struct {
+	gen  uint64
+	data []byte
+	err  error
+}
+
+// newWSSession starts the reader of a new socket owned by a first run,
+// and returns it with that run's generation.
+func newWSSession(thread string, conn *wsconn.Conn) (*wsSession, uint64) {
+	w := &wsSession{thread: thread, conn: conn, frames: make(chan wsFrame), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), owner: 1, gens: 1}
+	go w.readLoop()
+	return w, 1
+}
+
+// readLoop reads the socket until it fails or closes.
+func (w *wsSession) readLoop() {
+	defer close(w.done)
+	for {
+		_, data, err := w.conn.Read(context.Background())
+		w.mu.Lock()
+		own := w.owner
+		if err != nil || (own == 0 && !droppable(data)) {
+			w.dead = true
+		}
+		w.mu.Unlock()
+		if own != 0 && !w.hand(wsFrame{gen: own, data: data, err: err}) {
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hand gives f to its run; false when the session is being closed. A
+// frame whose run left (the session was kept meanwhile) is dropped.
+func (w *wsSession) hand(f wsFrame) bool {
+	for {
+		select {
+		case w.frames <- f:
+			return true
+		case <-w.stop:
+			return false
+		case <-w.kick:
+			w.mu.Lock()
+			gone := w.owner != f.gen
+			w.mu.Unlock()
+			if gone {
+				return true
+			}
+		}
+	}
+}
+
+// droppable reports whether a frame read while the session is kept leaves
+// it fit for the thread's next run: events and answers (LangGraph answers
+// the session's subscription again at each run on the thread), not an
+// error.
+func droppable(frame []byte) bool {
+	var f struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(frame, &f, peerJSON) == nil && f.Type != "error"
+}
+
+// close closes the socket and waits for its reader.
+func (w *wsSession) close() {
+	w.once.Do(func() {
+		_ = w.conn.Close(wsconn.CloseNormal, "")
+		close(w.stop)
+		<-w.done
+	})
+}
+
+// readWS is the run's next frame from its session.
+func (s *upStream) readWS(ctx context.Context) ([]byte, error) {
+	for {
+		select {
+		case f := <-s.ws.frames:
+			if f.gen != s.gen {
+				continue // an earlier run's, read before it left
+			}
+			return f.data, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// takeWS returns the thread's kept socket, if any, owned by a new run,
+// and the run's generation.
+func (b *Backend) takeWS(thread string) (*wsSession, uint64) {
+	b.mu.Lock()
+	w := b.keptWS[thread]
+	if w != nil {
+		delete(b.keptWS, thread)
+		w.idle.Stop()
+	}
+	b.mu.Unlock()
+	if w == nil {
+		return nil, 0
+	}
+	w.mu.Lock()
+	dead := w.dead
+	w.gens++
+	w.owner = w.gens
+	gen := w.gens
+	w.mu.Unlock()
+	if dead {
+		w.close()
+		return nil, 0
+	}
+	return w, gen
+}
+
+// keepWS keeps the socket of a run that ended for the thread's next run,
+// or closes it (see keepStream).
+func (b *Backend) keepWS(w *wsSession) {
+	w.mu.Lock()
+	w.owner = 0
+	dead := w.dead
+	w.mu.Unlock()
+	select { // a frame blocked for the run that left is dropped
+	case w.kick <- struct{}{}:
+	default:
+	}
+	b.mu.Lock()
+	if dead || b.closed || len(b.kept)+len(b.keptWS) >= b.cfg.KeepStreams || b.keptWS[w.thread] != nil {
+		b.mu.Unlock()
+		w.close()
+		return
+	}
+	if b.keptWS == nil {
+		b.keptWS = map[string]*wsSession{}
+	}
+	b.keptWS[w.thread] = w
+	w.idle = time.AfterFunc(b.cfg.KeepStreamIdle, func() { b.expireWS(w) })
+	b.mu.Unlock()
+}
+
+// expireWS closes a kept socket that no run took within KeepStreamIdle.
+func (b *Backend) expireWS(w *wsSession) {
+	b.mu.Lock()
+	mine := b.keptWS[w.thread] == w
+	if mine {
+		delete(b.keptWS, w.thread)
+	}
+	b.mu.Unlock()
+	if mine {
+		w.close()
+	}
 }
 
 // ptrOr is *p, or 0 for nil (no command has id 0).
@@ -907,7 +1123,7 @@ func ptrOr(p *uint64) uint64 {
 }
 
 func (s *upStream) failWS(err error) error {
-	_ = s.conn.Close(wsconn.CloseNormal, "")
+	s.ws.close()
 	if ce := s.ctx.Err(); ce != nil {
 		return canonical.AsError(ce)
 	}
@@ -991,6 +1207,7 @@ func (s *upStream) fill() {
 		s.pending = s.pending[1:]
 		var err error
 		if s.out, err = s.wdec.Feed(f, s.out); err != nil {
+			s.broken = true
 			s.out = s.wdec.fail(s.out, canonical.AsError(err))
 			return
 		}
@@ -998,8 +1215,9 @@ func (s *upStream) fill() {
 	if len(s.out) > 0 {
 		return
 	}
-	_, data, err := s.conn.Read(s.ctx)
+	data, err := s.readWS(s.ctx)
 	if err != nil {
+		s.broken = true
 		if s.ctx.Err() != nil {
 			s.cancelUpstream() // our client left: the upstream run must stop too
 			s.out = s.wdec.fail(s.out, canonical.AsError(s.ctx.Err()))
@@ -1009,6 +1227,7 @@ func (s *upStream) fill() {
 		return
 	}
 	if s.out, err = s.wdec.Feed(data, s.out); err != nil {
+		s.broken = true
 		s.out = s.wdec.fail(s.out, canonical.AsError(err))
 	}
 }
@@ -1071,8 +1290,12 @@ func (s *upStream) release() {
 			s.es.close()
 		}
 	}
-	if s.conn != nil {
-		_ = s.conn.Close(wsconn.CloseNormal, "")
+	if s.ws != nil {
+		if s.keep && s.ended.Load() && !s.broken {
+			s.b.keepWS(s.ws)
+		} else {
+			s.ws.close()
+		}
 	}
 	s.cancel()
 }

@@ -197,12 +197,7 @@ func TestLangGraphBackend(t *testing.T) {
 		b := newBackend(t, url, transport)
 		t.Run(transport+"/react", func(t *testing.T) { lgReact(t, b) })
 		t.Run(transport+"/failing", func(t *testing.T) { lgFailing(t, b) })
-		t.Run(transport+"/approval", func(t *testing.T) {
-			if transport == "websocket" {
-				t.Skip("TODO: LangGraph drops the thread's record when a run's socket closes, a new socket's too (keep one per thread)")
-			}
-			lgApproval(t, b)
-		})
+		t.Run(transport+"/approval", func(t *testing.T) { lgApproval(t, b) })
 		t.Run(transport+"/cancel", func(t *testing.T) { lgCancel(t, b, url) })
 	}
 }
