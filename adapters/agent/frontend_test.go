@@ -583,7 +583,8 @@ func TestWebSocketSubscribeReplayOrder(t *testing.T) {
 }
 
 // TestWebSocketReconnectMissedEvents: subscription.reconnect beyond the
-// buffer restores the subscription and reports the missed events.
+// buffer restores the subscription, reports the missed events and sends
+// the in-band gap report before the replay (issue 36 #4).
 func TestWebSocketReconnectMissedEvents(t *testing.T) {
 	s := newServer(t, agent.Config{BufferEvents: 100})
 	w := s.dialWS(t, "wsre")
@@ -605,6 +606,13 @@ func TestWebSocketReconnectMissedEvents(t *testing.T) {
 		t.Fatalf("current_namespaces: %v", cn)
 	}
 	missed := uint64(r["missed_events"].(float64))
+	// The gap is reported in band, as on SSE and subscribe (section 6.2):
+	// an id-null invalid_argument naming since and min_available_seq.
+	gapReport := w2.read()
+	if gapReport["type"] != "error" || gapReport["id"] != nil || gapReport["error"] != "invalid_argument" ||
+		gapReport["since"] != float64(5) || gapReport["min_available_seq"] != float64(5+missed+1) {
+		t.Fatalf("gap report: %v", gapReport)
+	}
 	first := w2.read()
 	if first["type"] != "event" || uint64(first["seq"].(float64)) != 5+missed+1 {
 		t.Fatalf("replay starts at %v, want %d", first["seq"], 5+missed+1)

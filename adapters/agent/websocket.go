@@ -304,8 +304,10 @@ func (cn *wsConn) reconnect(cmd *command) {
 		flts = append(flts, rs.f)
 	}
 	var missed uint64
+	var lapsed *gap // events after last_event_id no longer buffered: reported in band, as on every path
 	if oldest := th.oldest(); after+1 < oldest {
 		missed = oldest - 1 - after
+		lapsed = &gap{since: after, minAvail: oldest}
 	}
 	match := func(r *record) bool {
 		for _, f := range flts {
@@ -323,6 +325,9 @@ func (cn *wsConn) reconnect(cmd *command) {
 	}
 	th.mu.Unlock()
 	_ = cn.sendFrame(successFrame(cmd.id, appendJSON(nil, res), applied))
+	if lapsed != nil && cn.sendFrame(errorFrame(-1, gapError(lapsed))) != nil {
+		return
+	}
 	for i := range replay {
 		if cn.sendFrame(replay[i].frame) != nil {
 			return
