@@ -19,7 +19,10 @@
 //     .done, content_part.done, output_item.done, then response.completed
 //     (response.incomplete for max tokens or a content filter; an error
 //     event then response.failed on failure), then data: [DONE] (Open
-//     Responses; frontends.responses.no_done leaves it out). Every event
+//     Responses; frontends.responses.no_done leaves it out). A stream silent
+//     for keepalive (15s: a backend thinking) gets an SSE comment
+//     ": keepalive" (a keepalive event would fail Open Responses'
+//     compliance checks). Every event
 //     has sequence_number from 0 and an event: line equal to its type.
 //     Text blocks are output_text parts of one message item; reasoning is
 //     a reasoning item, as summary parts when the request set
@@ -60,8 +63,7 @@
 // refused (send file_data or image_url); data and ref blocks of the output,
 // tool activity run by the bridge, nested runs' content and interrupts are
 // not rendered (an interrupted run reads as completed); reasoning state of
-// earlier turns (encrypted_content) is not sent to a backend; no keepalive
-// is written while a run is silent.
+// earlier turns (encrypted_content) is not sent to a backend.
 //
 // # Canonical form of a conversation
 //

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -34,6 +35,10 @@ type FrontendConfig struct {
 	NoDone bool `yaml:"no_done"`
 	// StoreTimeout bounds each thread-store operation. Default 10s.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// KeepAlive is how long a stream may be silent (a backend thinking)
+	// before ": keepalive" is written, so clients and proxies with idle
+	// timeouts keep it. Default 15s.
+	KeepAlive time.Duration `yaml:"keepalive"`
 	// ReplayWait is how long GET ?stream=true waits for the first event of
 	// a finished response from the replay log before it renders the
 	// stored response instead (its events have left the log). Default 3s.
@@ -75,6 +80,9 @@ func NewFrontend(cfg FrontendConfig) *Frontend {
 	}
 	if cfg.StoreTimeout <= 0 {
 		cfg.StoreTimeout = 10 * time.Second
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
 	}
 	if cfg.ReplayWait <= 0 {
 		cfg.ReplayWait = 3 * time.Second
@@ -416,15 +424,17 @@ func (f *Frontend) run(w http.ResponseWriter, r *http.Request, c *createRequest,
 	}
 	summary := c.Reasoning != nil && c.Reasoning.Summary != nil
 	enc := newEncoder(p.r, summary, f.cfg.MaxOutputBytes, out.event)
+	stop := func() {}
+	if streaming {
+		stop = out.keepalive(f.cfg.KeepAlive)
+	}
 	gone := f.pump(stream, enc, out)
+	stop()
 	f.finish(r.Context(), p, enc)
 	switch {
 	case gone:
 	case streaming:
-		if !f.cfg.NoDone {
-			_ = out.sw.Data([]byte("[DONE]"))
-		}
-		_ = out.sw.Flush()
+		out.end(f.cfg.NoDone)
 	case enc.lastError != nil:
 		e := fromCanonical(enc.lastError)
 		e.code = failureCode(enc.lastError.Code)
@@ -449,12 +459,7 @@ func (f *Frontend) pump(stream canonical.Stream, enc *encoder, out *writer) (gon
 		return true
 	}
 	for !enc.done {
-		if out.sw != nil && out.sw.Queued() > 0 && (ready == nil || ready.Buffered() == 0) {
-			if err := out.sw.Flush(); err != nil {
-				out.failed = true
-			}
-		}
-		if out.failed {
+		if (ready == nil || ready.Buffered() == 0) && out.flushIfQueued() || out.isGone() {
 			enc.r.Status = "cancelled"
 			return true
 		}
@@ -466,13 +471,13 @@ func (f *Frontend) pump(stream canonical.Stream, enc *encoder, out *writer) (gon
 			return fail(canonical.AsError(err))
 		}
 		if err := enc.event(ev); err != nil {
-			if out.failed {
+			if out.isGone() {
 				continue
 			}
 			return fail(canonical.AsError(err)) // the output limit
 		}
 	}
-	return out.failed
+	return out.isGone()
 }
 
 // finish records the ended response, or forgets one that is not stored.
@@ -505,25 +510,107 @@ func (f *Frontend) forget(ctx context.Context, p *prepared) {
 }
 
 // writer writes one response's events: SSE (sw set), or nothing until
-// the end (a non-streaming response).
+// the end (a non-streaming response). Its methods may be called from the
+// response's goroutine and its keepalive loop.
 type writer struct {
 	w      http.ResponseWriter
 	sw     *sse.Writer
-	failed bool // a write failed: the client is gone
+	mu     sync.Mutex
+	failed bool      // a write failed: the client is gone
+	last   time.Time // of the last write
 }
 
 // event queues ev as an SSE event named by its type.
 func (o *writer) event(ev *streamEvent) error {
-	if o.sw == nil || o.failed {
+	if o.sw == nil {
 		return nil
 	}
 	data, err := json.Marshal(ev, json.Deterministic(true))
 	if err != nil {
 		return canonical.Errorf(canonical.CodeInternal, "an event cannot be written: %v", err)
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return nil
+	}
 	if err := o.sw.QueueEvent("", ev.Type, data); err != nil {
 		o.failed = true
 		return err
 	}
+	o.last = time.Now()
 	return nil
+}
+
+// flushIfQueued writes the queued events; it reports whether the client
+// is gone.
+func (o *writer) flushIfQueued() (gone bool) {
+	if o.sw == nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.failed && o.sw.Queued() > 0 {
+		if err := o.sw.Flush(); err != nil {
+			o.failed = true
+		}
+		o.last = time.Now()
+	}
+	return o.failed
+}
+
+// isGone reports whether a write failed.
+func (o *writer) isGone() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failed
+}
+
+// end writes data: [DONE] (unless noDone) and flushes.
+func (o *writer) end(noDone bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.failed {
+		return
+	}
+	if !noDone {
+		_ = o.sw.Data([]byte("[DONE]"))
+	}
+	_ = o.sw.Flush()
+}
+
+// keepalive writes ": keepalive" whenever the stream has been silent for
+// every (a keepalive event would fail Open Responses' compliance checks),
+// until stop is closed; the returned function stops it and waits.
+func (o *writer) keepalive(every time.Duration) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	o.mu.Lock()
+	o.last = time.Now()
+	o.mu.Unlock()
+	go o.keepaliveLoop(every, done, exited)
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+func (o *writer) keepaliveLoop(every time.Duration, done, exited chan struct{}) {
+	defer close(exited)
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			o.mu.Lock()
+			if !o.failed && now.Sub(o.last) >= every {
+				if err := o.sw.Comment("keepalive"); err != nil {
+					o.failed = true
+				}
+				o.last = now
+			}
+			o.mu.Unlock()
+		}
+	}
 }

@@ -51,11 +51,11 @@ func (f *Frontend) replay(w http.ResponseWriter, r *http.Request, rec *record, a
 		return out.event(ev)
 	})
 	enc.completedAt = rec.Response.CompletedAt
-	if gone := f.pump(src, enc, out); !gone {
-		if !f.cfg.NoDone {
-			_ = sw.Data([]byte("[DONE]"))
-		}
-		_ = sw.Flush()
+	stop := out.keepalive(f.cfg.KeepAlive)
+	gone := f.pump(src, enc, out)
+	stop()
+	if !gone {
+		out.end(f.cfg.NoDone)
 	}
 }
 
