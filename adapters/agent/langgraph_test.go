@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
@@ -337,4 +341,141 @@ func lgRunStatus(t *testing.T, url, thread string) string {
 		t.Fatalf("GET /threads/%s/runs: %d runs, %v (HTTP %d)", thread, len(runs), err, resp.StatusCode)
 	}
 	return runs[0].Status
+}
+
+// observation is what observe.mjs saw of a scenario (see its comment).
+type observation struct {
+	Runs []struct {
+		Messages   json.Value `json:"messages"`
+		Lifecycle  json.Value `json:"lifecycle"`
+		Updates    json.Value `json:"updates"`
+		Tools      json.Value `json:"tools"`
+		Interrupts json.Value `json:"interrupts"`
+		Error      json.Value `json:"error"`
+		Final      json.Value `json:"final"`
+	} `json:"runs"`
+	Failure string `json:"failure"`
+}
+
+// observe runs observe.mjs for graph on a new thread at url.
+func observe(t *testing.T, url, transport, graph string, resume ...string) observation {
+	t.Helper()
+	dir, _ := filepath.Abs(langGraphDir)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	args := append([]string{"observe.mjs", url, transport, graph, newUUID()}, resume...)
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	var o observation
+	if err != nil || json.Unmarshal(bytes.TrimSpace(out), &o) != nil {
+		t.Fatalf("observe.mjs %v: %v\n%s", args[1:], err, out)
+	}
+	if o.Failure != "" {
+		t.Fatalf("observe.mjs %v: the SDK failed: %s", args[1:], o.Failure)
+	}
+	return o
+}
+
+// fronted starts an instance whose targets react, failing and approval
+// are LangGraph's graphs through the agent backend over transport.
+func fronted(t *testing.T, lgURL, transport string) string {
+	t.Helper()
+	cfg := bridge.DefaultConfig()
+	raw, _ := json.Marshal(map[string]any{"url": lgURL, "transport": transport})
+	cfg.Backends["langgraph"] = bridge.BackendConfig{Type: "agent", Options: yamlNode(t, raw)}
+	for _, g := range []string{"react", "failing", "approval"} {
+		cfg.Routes = append(cfg.Routes, bridge.Route{Target: g, Backend: "langgraph"})
+	}
+	return bridgetest.Start(t, &cfg).URL
+}
+
+// TestLangGraphThroughInterlingua: @langchain/langgraph-sdk 1.15.0 sees
+// the same of each scenario through Interlingua (its agent frontend, the
+// bridge, the agent backend over SSE and over a WebSocket) as directly
+// from LangGraph: each message's text once, in order, its tool calls
+// once, the lifecycle with the root running, the tool events, the
+// interrupt and its resume, the failure's error as LangGraph wrote it,
+// and the final messages. Updates are compared by node and payload: our
+// frontend writes a state update as the protocol's {node, values}, where
+// LangGraph writes the payload as data and the node in params.node
+// (stated below; the frontend's encoder, not the backend, decides it).
+func TestLangGraphThroughInterlingua(t *testing.T) {
+	lg := startLangGraph(t)
+	scenarios := []struct {
+		graph  string
+		resume []string
+	}{{"react", nil}, {"failing", nil}, {"approval", []string{`{"approved":true}`}}}
+	direct := map[string]observation{}
+	for _, sc := range scenarios {
+		direct[sc.graph] = observe(t, lg, "sse", sc.graph, sc.resume...)
+	}
+	for _, transport := range []string{"sse", "websocket"} {
+		url := fronted(t, lg, transport)
+		for _, sc := range scenarios {
+			t.Run(transport+"/"+sc.graph, func(t *testing.T) {
+				got := observe(t, url, transport, sc.graph, sc.resume...)
+				compareObservations(t, direct[sc.graph], got)
+			})
+		}
+	}
+}
+
+// compareObservations compares what the SDK saw through Interlingua
+// (got) with what it saw directly (want), run by run.
+func compareObservations(t *testing.T, want, got observation) {
+	t.Helper()
+	if len(got.Runs) != len(want.Runs) {
+		t.Fatalf("%d runs observed, want %d", len(got.Runs), len(want.Runs))
+	}
+	for i := range want.Runs {
+		w, g := want.Runs[i], got.Runs[i]
+		for _, f := range []struct {
+			name      string
+			want, got json.Value
+		}{
+			{"messages", w.Messages, g.Messages}, {"lifecycle", w.Lifecycle, g.Lifecycle}, {"tools", w.Tools, g.Tools},
+			{"interrupts", w.Interrupts, g.Interrupts}, {"error", w.Error, g.Error}, {"final", w.Final, g.Final},
+			{"updates", w.Updates, unwrapUpdates(t, g.Updates)},
+		} {
+			if !jsonEqual(f.want, f.got) {
+				t.Errorf("run %d %s:\n through Interlingua %s\n directly           %s", i+1, f.name, f.got, f.want)
+			}
+		}
+	}
+}
+
+// unwrapUpdates turns our frontend's updates, [node, {node, values}], into
+// LangGraph's form, [node, values].
+func unwrapUpdates(t *testing.T, raw json.Value) json.Value {
+	t.Helper()
+	var ups [][2]json.Value
+	if err := json.Unmarshal(raw, &ups); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range ups {
+		var d struct {
+			Node   string     `json:"node"`
+			Values json.Value `json:"values"`
+		}
+		if json.Unmarshal(u[1], &d) == nil && len(d.Values) > 0 {
+			node, _ := json.Marshal(d.Node)
+			ups[i] = [2]json.Value{node, d.Values}
+		}
+	}
+	out, _ := json.Marshal(ups)
+	return out
+}
+
+// uuidText is a UUID LangGraph makes for each run (a tool message's id).
+var uuidText = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// jsonEqual compares two JSON values semantically, any UUIDs alike.
+func jsonEqual(a, b json.Value) bool {
+	var x, y any
+	a, b = uuidText.ReplaceAll(a, []byte("uuid")), uuidText.ReplaceAll(b, []byte("uuid"))
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
