@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
@@ -136,7 +137,7 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
 		// A read takes every response the upstream has sent (up to 32
 		// KiB), so a burst is decoded, and written on, at once.
-		b.own.ReadBufferSize = readBufSize
+		b.own.ReadBufferSize = bodystream.ReadBufSize
 		b.client = &http.Client{Transport: b.own}
 	}
 	if b.log == nil {
@@ -215,12 +216,13 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	// A server that answers generate_stream with one JSON object (no
 	// streaming support) is read as /generate.
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	s := &stream{
-		ctx: ctx, cancel: cancel, body: resp.Body, object: !streaming || mt == "application/json", b: b,
-		dec: newStreamDecoder(b.cfg.TextOutput == "cumulative", b.cfg.MaxEventBytes, resp.StatusCode, req.GetRunId()+"-"),
+	dec := newStreamDecoder(b.cfg.TextOutput == "cumulative", b.cfg.MaxEventBytes, resp.StatusCode, req.GetRunId()+"-")
+	c := bodystream.Config{Ctx: ctx, Cancel: cancel, Body: resp.Body, Dec: dec, Backend: "triton", Source: b.redacted(),
+		First: dec.b.Lifecycle(nil, canonical.StatusRunning)}
+	if !streaming || mt == "application/json" {
+		c.Object, c.MaxObjectBytes, c.MaxObjectOption = dec.Object, b.cfg.MaxResponseBytes, "max_response_bytes"
 	}
-	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
-	return s, nil
+	return bodystream.New(c), nil
 }
 
 // transportError is the error for a request that got no response.
@@ -333,117 +335,4 @@ func (b *Backend) inputs(ctx context.Context, model string) (modelInputs, error)
 	}
 	b.mu.Unlock()
 	return in, nil
-}
-
-// readBufSize is what one read of a streamed response takes, as much as
-// the transport's buffer holds (Backend's ReadBufferSize).
-const readBufSize = 32 << 10
-
-// readBufs holds the streams' read buffers between runs: allocating one
-// per run was 28 KB of the 68 KB the bridge allocated per Triton run. A
-// stream puts its buffer back from Recv once the response has ended
-// (never from Close, which may run during a read).
-var readBufs = sync.Pool{New: func() any { return new([readBufSize]byte) }}
-
-// stream is one upstream response read as canonical events; Recv reads
-// the body, so no goroutine runs behind it.
-type stream struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	body    io.ReadCloser
-	object  bool // /generate: one JSON object
-	b       *Backend
-	dec     *streamDecoder
-	buf     *[readBufSize]byte // from readBufs while the response is read
-	pending []*canonical.Event
-	next    int
-	once    sync.Once
-}
-
-// Recv implements canonical.Stream.
-func (s *stream) Recv() (*canonical.Event, error) {
-	for s.next == len(s.pending) {
-		if s.dec.Ended() {
-			s.release()
-			return nil, io.EOF
-		}
-		s.pending, s.next = s.pending[:0], 0
-		if s.object {
-			s.pending = s.readObject(s.pending)
-			continue
-		}
-		if s.buf == nil {
-			s.buf = readBufs.Get().(*[readBufSize]byte)
-		}
-		n, err := s.body.Read(s.buf[:])
-		if n > 0 {
-			var ferr error
-			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
-				s.pending = s.dec.Fail(s.pending, ferr)
-				continue
-			}
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
-			var eerr error
-			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
-				s.pending = s.dec.Fail(s.pending, eerr)
-			}
-		default:
-			s.pending = s.dec.Fail(s.pending, s.readError(err))
-		}
-		if s.dec.Ended() { // no more reads: the buffer goes to the next run
-			readBufs.Put(s.buf)
-			s.buf = nil
-		}
-	}
-	ev := s.pending[s.next]
-	s.pending[s.next] = nil
-	s.next++
-	return ev, nil
-}
-
-// Buffered returns how many events Recv returns without reading the
-// upstream: those decoded from what was read so far. Called from the
-// goroutine that calls Recv.
-func (s *stream) Buffered() int { return len(s.pending) - s.next }
-
-func (s *stream) readObject(out []*canonical.Event) []*canonical.Event {
-	limit := s.b.cfg.MaxResponseBytes
-	data, err := io.ReadAll(io.LimitReader(s.body, int64(limit)+1))
-	if err != nil {
-		return s.dec.Fail(out, s.readError(err))
-	}
-	if len(data) > limit {
-		return s.dec.Fail(out, canonical.Errorf(canonical.CodeResourceExhausted, "triton backend: response exceeds max_response_bytes (%d)", limit))
-	}
-	out, err = s.dec.Object(data, out)
-	if err != nil {
-		return s.dec.Fail(out, err)
-	}
-	return out
-}
-
-func (s *stream) readError(err error) *canonical.Error {
-	if s.ctx.Err() != nil {
-		return canonical.AsError(s.ctx.Err())
-	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "triton backend: the upstream's response broke off",
-		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
-}
-
-// release closes the upstream request, once.
-func (s *stream) release() {
-	s.once.Do(func() {
-		s.cancel()
-		_ = s.body.Close()
-	})
-}
-
-// Close implements canonical.Stream: it closes the upstream request, which
-// Triton propagates to the model as a cancellation.
-func (s *stream) Close() error {
-	s.release()
-	return nil
 }

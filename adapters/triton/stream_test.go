@@ -2,8 +2,6 @@ package triton
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,37 +205,4 @@ func FuzzStreamDecoder(f *testing.F) {
 			t.Fatal(d)
 		}
 	})
-}
-
-// TestStreamReturnsReadBuffer: a stream gives its read buffer back once
-// the response has ended, from Recv, even when the caller stops at the
-// terminal event (the bridge never calls Recv after it), and takes one
-// again only for another response.
-func TestStreamReturnsReadBuffer(t *testing.T) {
-	for _, name := range []string{"done_marker.sse", "crlf_nospace.sse", "empty.sse"} {
-		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("testdata", "stream", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &stream{body: io.NopCloser(bytes.NewReader(data)), dec: newStreamDecoder(false, 1<<20, 200, "run-")}
-			s.ctx, s.cancel = context.WithCancel(context.Background())
-			defer s.Close()
-			for {
-				ev, err := s.Recv()
-				if err != nil {
-					t.Fatalf("no terminal event: %v", err)
-				}
-				if _, ok := canonical.TerminalOf(ev); ok {
-					break
-				}
-				if s.buf == nil && !s.dec.Ended() {
-					t.Fatal("the buffer was given back before the response ended")
-				}
-			}
-			if s.buf != nil {
-				t.Fatal("the read buffer is still held after the terminal event")
-			}
-		})
-	}
 }

@@ -1,0 +1,161 @@
+package bodystream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// lineDecoder: each line is a text delta; a line "END" ends the run.
+type lineDecoder struct {
+	b     *canonical.Builder
+	part  []byte
+	ended bool
+}
+
+func newLineDecoder() *lineDecoder { return &lineDecoder{b: canonical.NewBuilder()} }
+
+func (d *lineDecoder) Feed(chunk []byte, out []*canonical.Event) ([]*canonical.Event, error) {
+	d.part = append(d.part, chunk...)
+	for {
+		i := bytes.IndexByte(d.part, '\n')
+		if i < 0 {
+			return out, nil
+		}
+		line := string(d.part[:i])
+		d.part = d.part[i+1:]
+		if line == "END" {
+			d.ended = true
+			return d.b.End(out, canonical.StatusCompleted, nil), nil
+		}
+		if line == "BAD" {
+			return out, canonical.Errorf(canonical.CodeInternal, "bad line")
+		}
+		out = d.b.Text(out, line)
+	}
+}
+
+func (d *lineDecoder) End(out []*canonical.Event) ([]*canonical.Event, error) {
+	if !d.ended {
+		return out, canonical.Errorf(canonical.CodeUnavailable, "cut short")
+	}
+	return out, nil
+}
+
+func (d *lineDecoder) Fail(out []*canonical.Event, err error) []*canonical.Event {
+	d.ended = true
+	return d.b.End(out, canonical.StatusFailed, canonical.AsError(err))
+}
+
+func (d *lineDecoder) Ended() bool { return d.ended }
+
+// brokenBody returns data, then err.
+type brokenBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, b.err
+	}
+	return n, err
+}
+func (b *brokenBody) Close() error { return nil }
+
+func run(t *testing.T, c Config) (texts []string, last *canonical.Lifecycle, s *Stream) {
+	t.Helper()
+	if c.Ctx == nil {
+		c.Ctx, c.Cancel = context.WithCancel(context.Background())
+	}
+	s = New(c)
+	defer s.Close()
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v (no terminal event)", err)
+		}
+		if d := ev.GetBlockDelta(); d != nil {
+			texts = append(texts, d.GetText())
+		}
+		if _, ok := canonical.TerminalOf(ev); ok {
+			if s.buf != nil {
+				t.Fatal("the read buffer is still held after the terminal event")
+			}
+			if _, err := s.Recv(); !errors.Is(err, io.EOF) {
+				t.Fatalf("after the terminal event: %v, want EOF", err)
+			}
+			return texts, ev.GetLifecycle(), s
+		}
+	}
+}
+
+// Every way a body ends gives exactly one terminal event, and the read
+// buffer goes back to the pool from Recv once the run has ended: a whole
+// stream, one cut short, a decoder error, a connection that breaks (its
+// address only in the cause), a break after the answer was whole
+// (Broken), and a body read whole (Object, with its limit).
+func TestStreamEnds(t *testing.T) {
+	body := func(s string) io.ReadCloser { return io.NopCloser(strings.NewReader(s)) }
+	reset := errors.New("connection reset by peer")
+	for _, tc := range []struct {
+		name   string
+		c      Config
+		texts  string
+		status canonical.RunStatus
+		msg    string
+	}{
+		{"whole", Config{Body: body("a\nb\nEND\n")}, "a,b", canonical.StatusCompleted, ""},
+		{"first events", Config{Body: body("a\nEND\n"), First: canonical.NewBuilder().Lifecycle(nil, canonical.StatusRunning)}, "a", canonical.StatusCompleted, ""},
+		{"cut short", Config{Body: body("a\n")}, "a", canonical.StatusFailed, "cut short"},
+		{"decoder error", Config{Body: body("a\nBAD\nb\n")}, "a", canonical.StatusFailed, "bad line"},
+		{"broken", Config{Body: &brokenBody{strings.NewReader("a\n"), reset}, Backend: "x", Source: "http://10.0.0.9"}, "a",
+			canonical.StatusFailed, "x backend: the upstream's response broke off"},
+		{"broken after the answer", Config{Body: &brokenBody{strings.NewReader("a\n"), reset}}, "a", canonical.StatusCompleted, ""},
+		{"object", Config{Body: body("a\nb\nEND\n"), MaxObjectBytes: 100}, "a,b", canonical.StatusCompleted, ""},
+		{"object too large", Config{Body: body("a\nb\nEND\n"), MaxObjectBytes: 4, MaxObjectOption: "max_response_bytes", Backend: "x"}, "",
+			canonical.StatusFailed, "x backend: response exceeds max_response_bytes (4)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dec := newLineDecoder()
+			tc.c.Dec = dec
+			if strings.HasPrefix(tc.name, "object") {
+				tc.c.Object = dec.Feed
+			}
+			if tc.name == "broken after the answer" { // the decoder completes the run it has whole
+				tc.c.Broken = func(out []*canonical.Event) ([]*canonical.Event, bool) {
+					dec.ended = true
+					return dec.b.End(out, canonical.StatusCompleted, nil), true
+				}
+			}
+			texts, last, _ := run(t, tc.c)
+			if got := strings.Join(texts, ","); got != tc.texts || last.GetStatus() != tc.status || last.GetError().GetMessage() != tc.msg {
+				t.Errorf("texts %q, %v %q; want %q, %v %q", got, last.GetStatus(), last.GetError().GetMessage(), tc.texts, tc.status, tc.msg)
+			}
+			if strings.Contains(last.GetError().GetMessage(), "10.0.0.9") {
+				t.Error("the upstream's address reached the run's error")
+			}
+		})
+	}
+}
+
+// A read that fails because the run was cancelled is the cancellation,
+// not a broken upstream.
+func TestStreamCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, last, _ := run(t, Config{Ctx: ctx, Cancel: cancel, Body: &brokenBody{strings.NewReader(""), context.Canceled}, Dec: newLineDecoder()})
+	if last.GetStatus() != canonical.StatusFailed || canonical.Code(last.GetError().GetCode()) != canonical.CodeCanceled {
+		t.Fatalf("terminal %v", last)
+	}
+}
