@@ -32,6 +32,7 @@ var Protocol = protocol.Protocol{
 	Client: func(c protocol.ClientConfig) (canonical.Backend, error) {
 		return NewBackend(BackendConfig{BaseURL: c.Base, HTTPClient: c.HTTPClient})
 	},
+	Conformance: conformanceProfile,
 }
 
 // writeRefusal answers a request the server refused before the frontend
