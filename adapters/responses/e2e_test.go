@@ -146,7 +146,7 @@ func peerConfig(t *testing.T, p *peer) bridge.Config {
 		t.Fatal(err)
 	}
 	cfg.Backends["up"] = bridge.BackendConfig{Type: "responses", Options: *n.Content[0]}
-	cfg.Routes = append(cfg.Routes, bridge.Route{Target: "gpt-test", Backend: "up"}, bridge.Route{Target: "missing", Backend: "up"})
+	cfg.Routes = append(cfg.Routes, bridge.Route{Target: "gpt-test", Backend: "up"}, bridge.Route{Target: "missing", Backend: "up"}, bridge.Route{Target: "slow", Backend: "up"}, bridge.Route{Target: "gated", Backend: "up"})
 	return cfg
 }
 
@@ -174,8 +174,8 @@ func TestE2EErrors(t *testing.T) {
 		`{"error":{"message":"The model `+"`nope`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`)
 	c.want("POST", "/v1/responses", `{"input":"x"}`, 400,
 		`{"error":{"message":"Missing required parameter: 'model'.","type":"invalid_request_error","param":"model","code":null}}`)
-	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","background":true}`, 400,
-		`{"error":{"message":"Unsupported parameter: 'background': this server runs responses in the foreground only.","type":"invalid_request_error","param":"background","code":"unsupported_parameter"}}`)
+	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","background":true,"store":false}`, 400,
+		`{"error":{"message":"Unsupported parameter: 'background' with 'store': false: a background response is polled from the stored response.","type":"invalid_request_error","param":"store","code":"unsupported_parameter"}}`)
 	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","tools":[{"type":"web_search"}]}`, 400,
 		`{"error":{"message":"Unsupported tool type 'web_search': this server offers function tools only.","type":"invalid_request_error","param":"tools[0].type","code":null}}`)
 	c.want("POST", "/v1/responses", `{"model":"echo","input":[{"type":"message","role":"robot","content":"x"}]}`, 400,
@@ -298,4 +298,88 @@ func TestE2EResume(t *testing.T) {
 	c.want("GET", "/v1/responses/"+id+"?stream=true&starting_after=x", "", 400, "")
 	_, other := c.create(`{"model":"echo","input":"not streamed","store":false}`)
 	c.want("GET", "/v1/responses/"+other+"?stream=true", "", 404, "")
+}
+
+// TestE2EBackground: a background response is answered queued at once and
+// polled; cancel stops a running one (and is idempotent); the run
+// survives its streaming client's leaving; cancel of a foreground
+// response is refused.
+func TestE2EBackground(t *testing.T) {
+	p := startPeer(t)
+	cfg := peerConfig(t, p)
+	inst := bridgetest.Start(t, &cfg)
+	c := client{t: t, base: inst.URL}
+
+	queued, id := c.create(`{"model":"gpt-test","input":"later","background":true}`)
+	if !strings.Contains(string(queued), `"status":"queued"`) || !strings.Contains(string(queued), `"background":true`) {
+		t.Fatalf("not queued: %s", queued)
+	}
+	done := poll(t, c, id, "completed")
+	if !strings.Contains(string(done), `"text":"echo: later"`) {
+		t.Fatalf("background result %s", done)
+	}
+
+	_, slow := c.create(`{"model":"slow","input":"think","background":true}`)
+	c.want("POST", "/v1/responses/"+slow+"/cancel", "", 200, "")
+	cancelled := poll(t, c, slow, "cancelled")
+	_, again := c.do("POST", "/v1/responses/"+slow+"/cancel", "")
+	jsonEqual(t, "a second cancel", cancelled, again)
+
+	_, fg := c.create(`{"model":"echo","input":"now"}`)
+	c.want("POST", "/v1/responses/"+fg+"/cancel", "", 400,
+		`{"error":{"message":"Only responses created with background=true can be cancelled.","type":"invalid_request_error","param":null,"code":null}}`)
+
+	// A streaming client that leaves does not end a background run.
+	req, err := http.NewRequest("POST", inst.URL+"/v1/responses", strings.NewReader(`{"model":"gated","input":"wait","background":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []byte
+	buf := make([]byte, 512)
+	for !firstID.Match(first) {
+		n, err := resp.Body.Read(buf)
+		first = append(first, buf[:n]...)
+		if err != nil {
+			t.Fatalf("%v after %s", err, first)
+		}
+	}
+	gid := responseID(t, first)
+	resp.Body.Close() // leaves
+	close(p.gate)
+	if got := poll(t, c, gid, "completed"); !strings.Contains(string(got), `"text":"echo: wait"`) {
+		t.Fatalf("the run did not go on: %s", got)
+	}
+
+	// Streamed in the background: queued first; replayed whole later.
+	status, live := c.do("POST", "/v1/responses", `{"model":"gpt-test","input":"bg stream","background":true,"stream":true}`)
+	if status != 200 || !strings.HasPrefix(string(live), "event: response.created\n") || !strings.Contains(string(live), "event: response.queued\n") {
+		t.Fatalf("%d %s", status, live)
+	}
+	sid := responseID(t, live)
+	_, replayed := c.do("GET", "/v1/responses/"+sid+"?stream=true", "")
+	if d := cmp.Diff(string(live), string(replayed)); d != "" {
+		t.Fatalf("replay of a background stream:\n%s", d)
+	}
+}
+
+// poll GETs a response until it has status, and returns it.
+func poll(t *testing.T, c client, id, status string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, body := c.do("GET", "/v1/responses/"+id, "")
+		if code == 200 && strings.Contains(string(body), `"status":"`+status+`"`) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %s: %d %s", id, status, code, body)
+		}
+		<-tick.C
+	}
 }

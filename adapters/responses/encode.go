@@ -31,6 +31,7 @@ type encoder struct {
 	text      strings.Builder
 	reason    canonical.FinishReason
 	usage     *canonical.Usage
+	started   bool
 	done      bool
 	lastError *canonical.Error
 	// completedAt, when set, is the completed_at of the terminal response
@@ -58,8 +59,18 @@ func (e *encoder) send(ev *streamEvent) error {
 // start writes response.created and response.in_progress (response.queued
 // first for a background response).
 func (e *encoder) start() error {
+	if e.started {
+		return nil
+	}
+	e.started = true
 	if err := e.send(&streamEvent{Type: "response.created", Response: e.r}); err != nil {
 		return err
+	}
+	if e.r.Status == "queued" {
+		if err := e.send(&streamEvent{Type: "response.queued", Response: e.r}); err != nil {
+			return err
+		}
+		e.r.Status = "in_progress"
 	}
 	return e.send(&streamEvent{Type: "response.in_progress", Response: e.r})
 }
@@ -338,7 +349,7 @@ func (e *encoder) end(status canonical.RunStatus, rerr *canonical.Error, at time
 	e.lastError = rerr
 	code := failureCode(rerr.Code)
 	r.Status, r.Error = "failed", &responseError{Code: code, Message: rerr.Message}
-	if status == canonical.StatusCancelled {
+	if status == canonical.StatusCancelled || rerr.Code == canonical.CodeCanceled {
 		r.Status = "cancelled"
 	}
 	if err := e.send(&streamEvent{Type: "error", Code: &code, Message: &rerr.Message, Param: json.Value("null")}); err != nil {

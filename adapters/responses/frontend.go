@@ -65,6 +65,7 @@ type Frontend struct {
 	cfg   FrontendConfig
 	log   *slog.Logger
 	store *store // nil: no thread store
+	bg    backgroundRuns
 }
 
 // NewFrontend returns the frontend.
@@ -194,16 +195,6 @@ func (f *Frontend) remove(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, &deleted{ID: id, Object: "response", Deleted: true})
 }
 
-// cancel answers POST /v1/responses/{id}/cancel: only background responses
-// can be cancelled, and this server runs none.
-func (f *Frontend) cancel(w http.ResponseWriter, r *http.Request, id string) {
-	if _, _, e := f.load(r.Context(), id); e != nil {
-		e.write(w)
-		return
-	}
-	invalid("", "Only responses created with background=true can be cancelled.").write(w)
-}
-
 // inputItems answers GET /v1/responses/{id}/input_items: the response's
 // input items, newest first unless order=asc (no paging: limit and after
 // are not read; has_more is false).
@@ -268,9 +259,10 @@ func (f *Frontend) create(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		e = c.validate()
 	}
-	if e == nil && c.Background != nil && *c.Background {
-		e = &apiError{status: http.StatusBadRequest, param: "background", code: "unsupported_parameter",
-			msg: "Unsupported parameter: 'background': this server runs responses in the foreground only."}
+	background := e == nil && c.Background != nil && *c.Background
+	if background && (f.store == nil || (c.Store != nil && !*c.Store)) {
+		e = &apiError{status: http.StatusBadRequest, param: "store", code: "unsupported_parameter",
+			msg: "Unsupported parameter: 'background' with 'store': false: a background response is polled from the stored response."}
 	}
 	if e != nil {
 		e.write(w)
@@ -284,6 +276,10 @@ func (f *Frontend) create(w http.ResponseWriter, r *http.Request) {
 	p, e := f.prepare(r.Context(), c)
 	if e != nil {
 		e.write(w)
+		return
+	}
+	if background {
+		f.runBackground(w, r, c, p)
 		return
 	}
 	f.run(w, r, c, p)
@@ -388,6 +384,9 @@ func newResponse(c *createRequest, id string, created time.Time, store bool) *re
 	}
 	if c.Reasoning != nil {
 		r.Reasoning = *c.Reasoning
+	}
+	if c.Background != nil && *c.Background {
+		r.Background, r.Status = true, "queued"
 	}
 	return r
 }

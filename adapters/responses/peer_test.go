@@ -21,10 +21,11 @@ type peer struct {
 	mu     sync.Mutex
 	bodies [][]byte
 	srv    *httptest.Server
+	gate   chan struct{} // model "gated" answers once it is closed
 }
 
 func startPeer(t *testing.T) *peer {
-	p := &peer{}
+	p := &peer{gate: make(chan struct{})}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
@@ -87,6 +88,19 @@ func (p *peer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	ev("response.created", resp("in_progress", ""))
 	ev("response.in_progress", resp("in_progress", ""))
+	switch req.Model {
+	case "slow": // thinks until the client leaves
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
+	case "gated":
+		w.(http.Flusher).Flush()
+		select {
+		case <-p.gate:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if len(req.Tools) > 0 && lastType != "function_call_output" {
 		fc := `{"id":"fc_A","type":"function_call","status":"completed","call_id":"call_A","name":"get_weather","arguments":"{\"city\":\"Paris\"}"}`
 		ev("response.output_item.added", `"output_index":0,"item":{"id":"fc_A","type":"function_call","status":"in_progress","call_id":"call_A","name":"get_weather","arguments":""}`)

@@ -34,7 +34,11 @@ func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
 	if d.Fabric != nil {
 		cfg.Store = d.Fabric.ThreadStore()
 	}
-	NewFrontend(cfg).Mount(mux)
+	f := NewFrontend(cfg)
+	f.Mount(mux)
+	if d.OnClose != nil {
+		d.OnClose(f.Close) // background runs are cancelled and recorded
+	}
 	return nil
 }
 

@@ -31,6 +31,7 @@ func (f *Frontend) replay(w http.ResponseWriter, r *http.Request, rec *record, a
 	src := &replaySource{obs: obs, rec: rec}
 	defer src.Close()
 	if rec.Response.Status != "in_progress" && rec.Response.Status != "queued" {
+		// A finished response's events may have left the log.
 		t := time.AfterFunc(f.cfg.ReplayWait, src.expire)
 		defer t.Stop()
 	}
@@ -63,6 +64,9 @@ func (f *Frontend) replay(w http.ResponseWriter, r *http.Request, rec *record, a
 func replayResponse(stored *response) *response {
 	r := *stored
 	r.Status, r.CompletedAt, r.Error, r.IncompleteDetails, r.Usage, r.Output = "in_progress", nil, nil, nil, nil, []item{}
+	if r.Background {
+		r.Status = "queued"
+	}
 	return &r
 }
 

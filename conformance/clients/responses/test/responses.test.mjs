@@ -107,8 +107,8 @@ test('another API key cannot read, delete or continue a response', async () => {
 test('errors in OpenAI form', async () => {
   await assert.rejects(client.responses.create({ model: 'no-such-model', input: 'x' }),
     (e) => e.status === 404 && e.code === 'model_not_found' && e.error.type === 'invalid_request_error');
-  await assert.rejects(client.responses.create({ model: 'echo', input: 'x', background: true }),
-    (e) => e.status === 400 && e.param === 'background');
+  await assert.rejects(client.responses.create({ model: 'echo', input: 'x', background: true, store: false }),
+    (e) => e.status === 400 && e.param === 'store');
   const bad = new OpenAI({ baseURL: base, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(bad.responses.create({ model: 'echo', input: 'x' }), (e) => e.status === 401);
 });
@@ -128,4 +128,21 @@ test('resume a stored stream: retrieve with stream and starting_after, the strea
   const final = await helper.finalResponse();
   assert.equal(final.output_text, 'echo: resume');
   assert.equal(deltas, ' resume', 'only the deltas after sequence number 4');
+});
+
+test('background: queued at once, polled to completion; cancel of a foreground response refused', async () => {
+  const queued = await client.responses.create({ model: 'gpt-test', input: 'in the background', background: true });
+  assert.equal(queued.status, 'queued');
+  assert.equal(queued.background, true);
+  let r = queued;
+  for (let i = 0; i < 200 && (r.status === 'queued' || r.status === 'in_progress'); i++) {
+    await new Promise((ok) => setTimeout(ok, 20));
+    r = await client.responses.retrieve(queued.id);
+  }
+  assert.equal(r.status, 'completed');
+  assert.equal(r.output_text, 'echo: in the background');
+  const again = await client.responses.cancel(queued.id);
+  assert.equal(again.status, 'completed', 'cancel of a finished response returns it as it is');
+  const fg = await client.responses.create({ model: 'echo', input: 'now' });
+  await assert.rejects(client.responses.cancel(fg.id), (e) => e.status === 400);
 });

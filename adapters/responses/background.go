@@ -1,0 +1,167 @@
+package responses
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// backgroundRuns are the frontend's background runs on this instance, by
+// response id: each one's cancel and its end, for cancel requests and
+// Close.
+type backgroundRuns struct {
+	mu     sync.Mutex
+	runs   map[string]*bgRun
+	wg     sync.WaitGroup
+	closed bool
+}
+
+type bgRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// add registers a run; false once the frontend is closing.
+func (b *backgroundRuns) add(id string, cancel context.CancelFunc) (*bgRun, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, false
+	}
+	if b.runs == nil {
+		b.runs = map[string]*bgRun{}
+	}
+	run := &bgRun{cancel: cancel, done: make(chan struct{})}
+	b.runs[id] = run
+	b.wg.Add(1)
+	return run, true
+}
+
+// remove ends a run's registration.
+func (b *backgroundRuns) remove(id string, run *bgRun) {
+	b.mu.Lock()
+	delete(b.runs, id)
+	b.mu.Unlock()
+	close(run.done)
+	b.wg.Done()
+}
+
+func (b *backgroundRuns) get(id string) *bgRun {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.runs[id]
+}
+
+// Close cancels the frontend's background runs and waits for them to be
+// recorded.
+func (f *Frontend) Close() {
+	b := &f.bg
+	b.mu.Lock()
+	b.closed = true
+	for _, r := range b.runs {
+		r.cancel()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// runBackground starts a background response: the run outlives the
+// client's request (its context keeps the caller's values, not its
+// cancellation). Not streamed, the queued response is answered at once;
+// streamed, the events are written while the client reads, and the run
+// goes on when it leaves. The record is written at the end.
+func (f *Frontend) runBackground(w http.ResponseWriter, r *http.Request, c *createRequest, p *prepared) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stream, err := f.cfg.Runner.Run(ctx, p.req)
+	if err != nil {
+		cancel()
+		f.forget(r.Context(), p)
+		fromCanonical(canonical.AsError(err)).write(w)
+		return
+	}
+	run, ok := f.bg.add(p.r.ID, cancel)
+	if !ok {
+		cancel()
+		_ = stream.Close()
+		f.forget(r.Context(), p)
+		fromCanonical(canonical.Errorf(canonical.CodeUnavailable, "the server is shutting down")).write(w)
+		return
+	}
+	summary := c.Reasoning != nil && c.Reasoning.Summary != nil
+	out := &writer{w: w}
+	if c.Stream == nil || !*c.Stream {
+		writeJSON(w, http.StatusOK, p.r) // queued
+		enc := newEncoder(p.r, summary, f.cfg.MaxOutputBytes, out.event)
+		go f.finishBackground(ctx, stream, enc, p, run, out)
+		return
+	}
+	sw, serr := sse.NewWriter(w)
+	if serr != nil {
+		cancel()
+		_ = stream.Close()
+		f.bg.remove(p.r.ID, run)
+		fromCanonical(canonical.Errorf(canonical.CodeInternal, "the response cannot stream")).write(w)
+		return
+	}
+	out.sw = sw
+	sse.SetHeaders(w.Header())
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	enc := newEncoder(p.r, summary, f.cfg.MaxOutputBytes, out.event)
+	stop := out.keepalive(f.cfg.KeepAlive)
+	gone := f.pump(stream, enc, out)
+	stop()
+	if gone && !enc.done { // the client left: the run goes on
+		go f.finishBackground(ctx, stream, enc, p, run, &writer{})
+		return
+	}
+	f.finishBackground(ctx, stream, enc, p, run, nil)
+	out.end(f.cfg.NoDone)
+}
+
+// finishBackground reads the run to its end (out nil: it has ended) and
+// records it.
+func (f *Frontend) finishBackground(ctx context.Context, stream canonical.Stream, enc *encoder, p *prepared, run *bgRun, out *writer) {
+	defer f.bg.remove(p.r.ID, run)
+	defer run.cancel()
+	defer stream.Close()
+	if out != nil {
+		f.pump(stream, enc, out)
+	}
+	f.finish(ctx, p, enc)
+}
+
+// cancel answers POST /v1/responses/{id}/cancel: a background response
+// still running on this instance is cancelled and its record returned;
+// one that has ended is returned as it is (cancel is idempotent).
+func (f *Frontend) cancel(w http.ResponseWriter, r *http.Request, id string) {
+	rec, _, e := f.load(r.Context(), id)
+	if e != nil {
+		e.write(w)
+		return
+	}
+	if !rec.Response.Background {
+		invalid("", "Only responses created with background=true can be cancelled.").write(w)
+		return
+	}
+	if run := f.bg.get(id); run != nil {
+		run.cancel()
+		select {
+		case <-run.done:
+		case <-time.After(f.cfg.StoreTimeout):
+		}
+		if rec, _, e = f.load(r.Context(), id); e != nil {
+			e.write(w)
+			return
+		}
+	} else if rec.Response.Status == "queued" || rec.Response.Status == "in_progress" {
+		(&apiError{status: http.StatusConflict, msg: fmt.Sprintf("Response with id '%s' is running on another instance of this server: cancel it there.", id)}).write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, &rec.Response)
+}
