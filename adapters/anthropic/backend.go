@@ -13,10 +13,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
@@ -204,10 +204,10 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		cancel()
 		return nil, canonical.Errorf(canonical.CodeInternal, "anthropic backend: the upstream answered %q, not an event stream", mt)
 	}
-	s := &stream{ctx: ctx, cancel: cancel, body: resp.Body, b: b,
-		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolInputBytes, model, req.GetRunId()+"-")}
-	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
-	return s, nil
+	dec := newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolInputBytes, model, req.GetRunId()+"-")
+	c := bodystream.Config{Ctx: ctx, Cancel: cancel, Body: resp.Body, Dec: dec, Backend: "anthropic", Source: b.redacted(),
+		First: dec.b.Lifecycle(nil, canonical.StatusRunning)}
+	return bodystream.New(c), nil
 }
 
 // headers sets the request's headers: the key, the version, the client's
@@ -268,83 +268,4 @@ func httpError(resp *http.Response) *canonical.Error {
 		msg = http.StatusText(resp.StatusCode)
 	}
 	return canonical.WireError(codeOf(resp.StatusCode, typ), msg)
-}
-
-// readBufSize is what one read of the stream takes at most.
-const readBufSize = 32 << 10
-
-// stream is one upstream response read as canonical events; Recv reads
-// the body, so no goroutine runs behind it.
-type stream struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	body    io.ReadCloser
-	b       *Backend
-	dec     *streamDecoder
-	buf     []byte
-	pending []*canonical.Event
-	next    int
-	once    sync.Once
-}
-
-// Recv implements canonical.Stream.
-func (s *stream) Recv() (*canonical.Event, error) {
-	for s.next == len(s.pending) {
-		if s.dec.Ended() {
-			s.release()
-			return nil, io.EOF
-		}
-		s.pending, s.next = s.pending[:0], 0
-		if s.buf == nil {
-			s.buf = make([]byte, readBufSize)
-		}
-		n, err := s.body.Read(s.buf)
-		if n > 0 {
-			var ferr error
-			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
-				s.pending = s.dec.Fail(s.pending, ferr)
-				continue
-			}
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
-			var eerr error
-			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
-				s.pending = s.dec.Fail(s.pending, eerr)
-			}
-		default:
-			s.pending = s.dec.Fail(s.pending, s.readError(err))
-		}
-	}
-	ev := s.pending[s.next]
-	s.pending[s.next] = nil
-	s.next++
-	return ev, nil
-}
-
-// Buffered returns how many events Recv returns without reading.
-func (s *stream) Buffered() int { return len(s.pending) - s.next }
-
-// readError is a read that failed: our cancellation or deadline, else the
-// upstream's connection broke (unavailable, never a completed run).
-func (s *stream) readError(err error) *canonical.Error {
-	if s.ctx.Err() != nil {
-		return canonical.AsError(s.ctx.Err())
-	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "anthropic backend: the upstream's stream broke off",
-		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
-}
-
-func (s *stream) release() {
-	s.once.Do(func() {
-		s.cancel()
-		_ = s.body.Close()
-	})
-}
-
-// Close implements canonical.Stream: it closes the upstream request.
-func (s *stream) Close() error {
-	s.release()
-	return nil
 }

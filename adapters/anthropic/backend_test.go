@@ -92,7 +92,7 @@ func TestBackendOutcomes(t *testing.T) {
 		code   canonical.Code
 		msg    string
 	}{
-		{"cut", canonical.StatusFailed, canonical.CodeUnavailable, "anthropic backend: the upstream's stream broke off"},
+		{"cut", canonical.StatusFailed, canonical.CodeUnavailable, "anthropic backend: the upstream's response broke off"},
 		{"refused", 0, canonical.CodeUnavailable, "Overloaded"},
 		{"limited", 0, canonical.CodeResourceExhausted, "slow down"},
 		{"missing", 0, canonical.CodeNotFound, "model: missing"},

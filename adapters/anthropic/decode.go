@@ -3,7 +3,7 @@ package anthropic
 import (
 	"encoding/base64"
 	"fmt"
-	"regexp"
+	"reflect"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -85,48 +85,44 @@ func invalid(field, format string, args ...any) *canonical.Error {
 	return canonical.Errorf(canonical.CodeInvalidArgument, "%s", msg)
 }
 
-var pointerRe = regexp.MustCompile(`within "(/[^"]*)"`)
-
 // jsonError turns a decoding error into a message naming the member;
-// at is the dotted path of the value decoded ("" for the body).
+// at is the dotted path of the value decoded ("" for the body). The
+// library words its errors at random: the fields are read, not the text.
 func jsonError(err error, at string) *canonical.Error {
-	s := err.Error()
-	if m := pointerRe.FindStringSubmatch(s); m != nil && strings.Contains(s, " into Go ") {
-		field := strings.ReplaceAll(strings.TrimPrefix(m[1], "/"), "/", ".")
+	if ptr, kind, ok := json.TypeMismatch(err); ok {
+		field := strings.ReplaceAll(strings.TrimPrefix(ptr, "/"), "/", ".")
 		if at != "" {
 			field = strings.TrimSuffix(at+"."+field, ".")
 		}
-		return invalid(field, "%s", expected(s))
+		return invalid(field, "%s", expected(kind))
 	}
 	if at != "" {
 		return invalid(at, "Input is invalid")
 	}
+	s := err.Error()
 	for _, p := range []string{"json: ", "jsontext: "} {
 		s = strings.TrimPrefix(s, p)
 	}
 	return invalid("", "The request body is not valid JSON: %s", s)
 }
 
-// expected says what a member should have been, from the Go type a
-// decoding error names.
-func expected(s string) string {
-	_, goType, _ := strings.Cut(s, " into Go ")
-	goType, _, _ = strings.Cut(goType, " ")
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+// expected says what a member should have been, from the kind of the Go
+// type it decodes into (pydantic's words, as Anthropic's API answers).
+func expected(kind reflect.Kind) string {
+	switch kind {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "Input should be a valid integer"
-	case strings.HasPrefix(goType, "float"), strings.HasPrefix(goType, "*float"):
+	case reflect.Float32, reflect.Float64:
 		return "Input should be a valid number"
-	case goType == "string", goType == "*string":
+	case reflect.String:
 		return "Input should be a valid string"
-	case goType == "bool", goType == "*bool":
+	case reflect.Bool:
 		return "Input should be a valid boolean"
-	case strings.HasPrefix(goType, "[]"):
+	case reflect.Slice, reflect.Array:
 		return "Input should be a valid list"
-	case goType != "":
-		return "Input should be a valid dictionary"
 	}
-	return "Input is invalid"
+	return "Input should be a valid dictionary"
 }
 
 // decodeRequest reads a create request's body into a canonical request.

@@ -14,10 +14,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
@@ -212,10 +212,19 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		cancel()
 		return nil, canonical.Errorf(canonical.CodeInternal, "openai backend: the upstream answered %q, not an event stream", mt)
 	}
-	s := &stream{ctx: ctx, cancel: cancel, body: resp.Body, b: b,
-		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolArgsBytes, model, req.GetRunId()+"-")}
-	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
-	return s, nil
+	dec := newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxToolArgsBytes, model, req.GetRunId()+"-")
+	c := bodystream.Config{Ctx: ctx, Cancel: cancel, Body: resp.Body, Dec: dec, Backend: "openai", Source: b.redacted(),
+		First: dec.b.Lifecycle(nil, canonical.StatusRunning)}
+	// A reset after the finish chunk: the answer is whole, only the usage
+	// chunk and [DONE] are lost (reference 10.2).
+	c.Broken = func(out []*canonical.Event) ([]*canonical.Event, bool) {
+		if dec.finish == "" {
+			return out, false
+		}
+		out, _ = dec.complete(out)
+		return out, true
+	}
+	return bodystream.New(c), nil
 }
 
 // marshalRequest is the request's JSON with the Extra members after the
@@ -288,87 +297,4 @@ func httpError(resp *http.Response) *canonical.Error {
 		msg = http.StatusText(resp.StatusCode)
 	}
 	return canonical.WireError(code, msg)
-}
-
-// readBufSize is what one read of the stream takes at most.
-const readBufSize = 32 << 10
-
-// stream is one upstream response read as canonical events; Recv reads
-// the body, so no goroutine runs behind it.
-type stream struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	body    io.ReadCloser
-	b       *Backend
-	dec     *streamDecoder
-	buf     []byte
-	pending []*canonical.Event
-	next    int
-	once    sync.Once
-}
-
-// Recv implements canonical.Stream.
-func (s *stream) Recv() (*canonical.Event, error) {
-	for s.next == len(s.pending) {
-		if s.dec.Ended() {
-			s.release()
-			return nil, io.EOF
-		}
-		s.pending, s.next = s.pending[:0], 0
-		if s.buf == nil {
-			s.buf = make([]byte, readBufSize)
-		}
-		n, err := s.body.Read(s.buf)
-		if n > 0 {
-			var ferr error
-			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
-				s.pending = s.dec.Fail(s.pending, ferr)
-				continue
-			}
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
-			var eerr error
-			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
-				s.pending = s.dec.Fail(s.pending, eerr)
-			}
-		case s.ctx.Err() == nil && s.dec.finish != "":
-			// A reset after the finish chunk: the answer is whole, only
-			// the usage chunk and [DONE] are lost (reference 10.2).
-			s.pending, _ = s.dec.complete(s.pending)
-		default:
-			s.pending = s.dec.Fail(s.pending, s.readError(err))
-		}
-	}
-	ev := s.pending[s.next]
-	s.pending[s.next] = nil
-	s.next++
-	return ev, nil
-}
-
-// Buffered returns how many events Recv returns without reading.
-func (s *stream) Buffered() int { return len(s.pending) - s.next }
-
-// readError is a read that failed: our cancellation or deadline, else the
-// upstream's connection broke (unavailable, never a completed run).
-func (s *stream) readError(err error) *canonical.Error {
-	if s.ctx.Err() != nil {
-		return canonical.AsError(s.ctx.Err())
-	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "openai backend: the upstream's stream broke off",
-		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
-}
-
-func (s *stream) release() {
-	s.once.Do(func() {
-		s.cancel()
-		_ = s.body.Close()
-	})
-}
-
-// Close implements canonical.Stream: it closes the upstream request.
-func (s *stream) Close() error {
-	s.release()
-	return nil
 }

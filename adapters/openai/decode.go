@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/base64"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -72,18 +73,18 @@ type decoded struct {
 }
 
 var (
-	pointerRe  = regexp.MustCompile(`within "(/[^"]*)"`)
 	toolNameRe = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )
 
 // jsonError turns a decoding error into OpenAI's "Invalid type for
 // '<param>'" naming the member (messages[0].content), or a parse error.
+// The library words its errors at random: the fields are read, not the text.
 func jsonError(err error) *apiError {
-	s := err.Error()
-	if m := pointerRe.FindStringSubmatch(s); m != nil && strings.Contains(s, "cannot unmarshal") {
-		param := paramPath(m[1])
-		return invalid(param, "invalid_type", fmt.Sprintf("Invalid type for '%s': expected %s.", param, expected(s)))
+	if ptr, kind, ok := json.TypeMismatch(err); ok {
+		param := paramPath(ptr)
+		return invalid(param, "invalid_type", fmt.Sprintf("Invalid type for '%s': expected %s.", param, expected(kind)))
 	}
+	s := err.Error()
 	for _, p := range []string{"json: ", "jsontext: "} {
 		s = strings.TrimPrefix(s, p)
 	}
@@ -107,22 +108,20 @@ func paramPath(ptr string) string {
 	return sb.String()
 }
 
-// expected says what a member should have been, from the Go type a
-// decoding error names.
-func expected(s string) string {
-	_, goType, _ := strings.Cut(s, " into Go ")
-	goType, _, _ = strings.Cut(goType, " ")
-	goType = strings.TrimPrefix(goType, "*")
-	switch {
-	case strings.HasPrefix(goType, "int"):
+// expected says what a member should have been, from the kind of the Go
+// type it decodes into.
+func expected(kind reflect.Kind) string {
+	switch kind {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return "an integer"
-	case strings.HasPrefix(goType, "float"):
+	case reflect.Float32, reflect.Float64:
 		return "a decimal"
-	case goType == "string":
+	case reflect.String:
 		return "a string"
-	case goType == "bool":
+	case reflect.Bool:
 		return "a boolean"
-	case strings.HasPrefix(goType, "[]"):
+	case reflect.Slice, reflect.Array:
 		return "an array"
 	}
 	return "an object"

@@ -14,7 +14,9 @@
 package json
 
 import (
+	"errors"
 	"io"
+	"reflect"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -53,6 +55,26 @@ type Kind = jsontext.Kind
 // SyntacticError is a JSON syntax error with the byte offset it was found
 // at (for codecs that report errors in their peer's own words).
 type SyntacticError = jsontext.SyntacticError
+
+// SemanticError is a value that does not fit the Go type it decodes into,
+// with the JSON pointer to it and the type. Its message is worded at random
+// by the library ("cannot"/"unable to"): read the fields, never the text.
+type SemanticError = jsonv2.SemanticError
+
+// TypeMismatch reports a value that did not fit the Go type it decoded
+// into: the JSON pointer to it and the type's kind (pointers followed), for
+// a protocol's "invalid type for <field>" message.
+func TypeMismatch(err error) (pointer string, kind reflect.Kind, ok bool) {
+	var se *SemanticError
+	if !errors.As(err, &se) || se.JSONPointer == "" || se.GoType == nil {
+		return "", reflect.Invalid, false
+	}
+	t := se.GoType
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return string(se.JSONPointer), t.Kind(), true
+}
 
 // Marshaler and Unmarshaler are the interfaces a type implements to own its
 // JSON form, writing to / reading from the stream without a copy.
