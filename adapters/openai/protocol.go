@@ -20,6 +20,7 @@ var Protocol = protocol.Protocol{
 	NewBackend:      newConfiguredBackend,
 	WriteRefusal:    writeRefusal,
 	Client:          newClient,
+	Conformance:     conformanceProfile,
 }
 
 // mountFrontend mounts the frontend with its frontends.openai options.
@@ -46,9 +47,15 @@ func newConfiguredBackend(opts *yaml.Node, d protocol.BackendDeps) (canonical.Ba
 	return NewBackend(c)
 }
 
+// clientParameters are the scripted targets' fault-injection parameters
+// (adapters/scripted), which the client sends as extra members and our
+// frontend keeps as parameters, so the conformance cases' server mode can
+// ask for them.
+var clientParameters = []string{"delay_ms", "fail_after", "fail_code", "fail_message", "hang", "split_rune", "deltas", "delta_text"}
+
 // newClient is the backend pointed at our frontend.
 func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
-	be, err := NewBackend(BackendConfig{BaseURL: c.Base + "/v1", HTTPClient: c.HTTPClient})
+	be, err := NewBackend(BackendConfig{BaseURL: c.Base + "/v1", HTTPClient: c.HTTPClient, PassParameters: clientParameters})
 	if err != nil {
 		return nil, err
 	}
