@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -11,16 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/interlingua-dev/interlingua/adapters/agent"
-	"github.com/interlingua-dev/interlingua/adapters/evergreen"
-	"github.com/interlingua-dev/interlingua/adapters/glide"
-	"github.com/interlingua-dev/interlingua/adapters/native"
-	"github.com/interlingua-dev/interlingua/adapters/triton"
-	"github.com/interlingua-dev/interlingua/adapters/xmlaction"
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+	"github.com/interlingua-dev/interlingua/internal/metrics"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // codeRunner answers every run with a refusal of code (before), or with
@@ -71,33 +69,16 @@ func mountFrontend(t *testing.T, p string, r canonical.Runner) *httptest.Server 
 	t.Helper()
 	mux := http.NewServeMux()
 	var closers []func()
-	switch p {
-	case "native":
-		native.NewFrontend(native.Config{Runner: r}).Mount(mux)
-	case "triton":
-		triton.NewFrontend(triton.FrontendConfig{Runner: r}).Mount(mux)
-	case "xml":
-		xmlaction.NewFrontend(xmlaction.Config{Runner: r}).Mount(mux)
-	case "glide":
-		fe := glide.NewFrontend(glide.FrontendConfig{Runner: r})
-		fe.Mount(mux)
-		closers = append(closers, fe.Close)
-	case "evergreen":
-		fe, err := evergreen.NewFrontend(evergreen.FrontendConfig{Runner: r})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fe.Mount(mux)
-		closers = append(closers, fe.Shutdown)
-	case "agent":
-		fe, err := agent.NewFrontend(agent.Config{Runner: r})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fe.Mount(mux)
-		closers = append(closers, fe.Close)
-	default:
+	proto := protocols.Get(p)
+	if proto == nil || proto.Mount == nil {
 		t.Fatalf("no frontend %q", p)
+	}
+	// Mounted as the server mounts it (protocol.Protocol.Mount), without
+	// a NATS side: every frontend in the list, whatever its name.
+	deps := protocol.FrontendDeps{Runner: r, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
+		OnShutdown: func(f func()) { closers = append(closers, f) }, OnClose: func(f func()) { closers = append(closers, f) }}
+	if err := proto.Mount(mux, deps); err != nil {
+		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.Protocols = new(http.Protocols)
