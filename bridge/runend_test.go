@@ -147,17 +147,19 @@ func TestUpstreamAddressHidden(t *testing.T) {
 		{"triton", "url: http://" + addr + "\nmodel: secret-model\nmetadata: off\n"},
 		{"glide", "url: ws://" + addr + "/v1/language/secret-router/chatStream\n"},
 		{"evergreen", "url: http://" + addr + "\n"},
+		{"agent", "url: http://" + addr + "\n"},
+		{"agent-ws", "url: http://" + addr + "\ntransport: websocket\n"},
 	} {
 		var opts yaml.Node
 		if err := yaml.Unmarshal([]byte(b.options), &opts); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Backends[b.typ] = bridge.BackendConfig{Type: b.typ, Options: *opts.Content[0]}
+		cfg.Backends[b.typ] = bridge.BackendConfig{Type: strings.TrimSuffix(b.typ, "-ws"), Options: *opts.Content[0]}
 		cfg.Routes = append(cfg.Routes, bridge.Route{Target: b.typ, Backend: b.typ})
 	}
 	var logs lockedBuffer
 	inst := bridgetest.StartLogged(t, &cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
-	for _, typ := range []string{"triton", "glide", "evergreen"} {
+	for _, typ := range []string{"triton", "glide", "evergreen", "agent", "agent-ws"} {
 		resp, err := http.Post(inst.URL+"/v1/runs", "application/json", strings.NewReader(`{"target":"`+typ+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`))
 		if err != nil {
 			t.Fatal(err)
@@ -165,14 +167,14 @@ func TestUpstreamAddressHidden(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body := string(b)
-		want := `"message":"` + typ + ` backend: the upstream did not answer"`
+		want := `"message":"` + strings.TrimSuffix(typ, "-ws") + ` backend: the upstream did not answer"`
 		if !strings.Contains(body, want) || strings.Contains(body, addr) || strings.Contains(body, "secret") {
 			t.Errorf("%s: the client got %s, want %s and no address", typ, body, want)
 		}
 	}
 	ends := logs.runEnds(t)
-	if len(ends) != 3 {
-		t.Fatalf("%d run-end lines, want 3", len(ends))
+	if len(ends) != 5 {
+		t.Fatalf("%d run-end lines, want 5", len(ends))
 	}
 	for _, e := range ends {
 		if c, _ := e["cause"].(string); !strings.Contains(c, addr) {

@@ -731,12 +731,13 @@ func (s *upStream) command(cmd []byte) (*response, error) {
 	s.header(hreq.Header)
 	resp, err := b.cfg.HTTPClient.Do(hreq)
 	if err != nil {
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
+		return nil, canonical.Unreachable("agent", fmt.Errorf("sending a command: %w", err))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.cfg.MaxEventBytes)))
 	resp.Body.Close()
 	if err != nil {
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: reading the command answer: %v", err)
+		return nil, &canonical.Error{Code: canonical.CodeUnavailable, Message: "agent backend: the upstream's response broke off",
+			Cause: fmt.Errorf("reading the command answer: %w", err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, httpFailure(resp.StatusCode, body)
@@ -776,7 +777,7 @@ func (s *upStream) openStream(since *uint64) (*eventStream, error) {
 	stopRun()
 	if err != nil {
 		cancel()
-		return nil, canonical.Errorf(canonical.CodeUnavailable, "agent upstream: opening the event stream: %v", err)
+		return nil, canonical.Unreachable("agent", fmt.Errorf("opening the event stream: %w", err))
 	}
 	if sresp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(sresp.Body, 64<<10))
@@ -839,7 +840,7 @@ func (s *upStream) startWS(cmd []byte) error {
 		if resp != nil {
 			return httpFailure(resp.StatusCode, nil)
 		}
-		return canonical.Errorf(canonical.CodeUnavailable, "agent upstream: %v", err)
+		return canonical.Unreachable("agent", fmt.Errorf("dialling the WebSocket: %w", err))
 	}
 	s.conn = wsconn.New(ws, wsconn.Config{MaxMessageBytes: int64(b.cfg.MaxEventBytes), Logger: b.cfg.Logger})
 	s.ws, s.gen = newWSSession(s.thread, s.conn)
