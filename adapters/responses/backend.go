@@ -13,10 +13,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
@@ -174,10 +174,13 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		return nil, e
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	s := &stream{ctx: ctx, cancel: cancel, body: resp.Body, b: b, object: mt == "application/json",
-		dec: newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxOutputBytes, req.GetRunId()+"-")}
-	s.pending = s.dec.b.Lifecycle(s.pending, canonical.StatusRunning)
-	return s, nil
+	dec := newStreamDecoder(b.cfg.MaxEventBytes, b.cfg.MaxOutputBytes, req.GetRunId()+"-")
+	c := bodystream.Config{Ctx: ctx, Cancel: cancel, Body: resp.Body, Dec: dec, Backend: "responses", Source: b.redacted(),
+		First: dec.b.Lifecycle(nil, canonical.StatusRunning)}
+	if mt == "application/json" { // the upstream answered one JSON response, not a stream
+		c.Object, c.MaxObjectBytes, c.MaxObjectOption = dec.object, b.cfg.MaxResponseBytes, "max_response_bytes"
+	}
+	return bodystream.New(c), nil
 }
 
 // transportError is the error for a request that got no response.
@@ -189,8 +192,7 @@ func (b *Backend) transportError(ctx context.Context, err error) *canonical.Erro
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "responses backend: the upstream did not answer",
-		Cause: fmt.Errorf("POST %s/responses: %w", b.redacted(), err)}
+	return canonical.Unreachable("responses", fmt.Errorf("POST %s/responses: %w", b.redacted(), err))
 }
 
 // httpError reads an error response in OpenAI's form (or other text).
@@ -212,105 +214,14 @@ func (b *Backend) httpError(resp *http.Response) *canonical.Error {
 	return canonical.WireError(codeOf(resp.StatusCode), msg)
 }
 
-// readBufSize is what one read of a streamed response takes.
-const readBufSize = 32 << 10
-
-// stream is one upstream response read as canonical events; Recv reads
-// the body, so no goroutine runs behind it.
-type stream struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	body    io.ReadCloser
-	b       *Backend
-	object  bool // the upstream answered one JSON response, not a stream
-	dec     *streamDecoder
-	buf     []byte
-	pending []*canonical.Event
-	next    int
-	once    sync.Once
-}
-
-// Recv implements canonical.Stream.
-func (s *stream) Recv() (*canonical.Event, error) {
-	for s.next == len(s.pending) {
-		if s.dec.Ended() {
-			s.release() // the terminal event ends the read: a body kept open is not waited for
-			return nil, io.EOF
-		}
-		s.pending, s.next = s.pending[:0], 0
-		if s.object {
-			s.pending = s.readObject(s.pending)
-			continue
-		}
-		if s.buf == nil {
-			s.buf = make([]byte, readBufSize)
-		}
-		n, err := s.body.Read(s.buf)
-		if n > 0 {
-			var ferr error
-			if s.pending, ferr = s.dec.Feed(s.buf[:n], s.pending); ferr != nil {
-				s.pending = s.dec.Fail(s.pending, ferr)
-				continue
-			}
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, io.EOF):
-			var eerr error
-			if s.pending, eerr = s.dec.End(s.pending); eerr != nil {
-				s.pending = s.dec.Fail(s.pending, eerr)
-			}
-		default:
-			s.pending = s.dec.Fail(s.pending, s.readError(err))
-		}
-	}
-	ev := s.pending[s.next]
-	s.pending[s.next] = nil
-	s.next++
-	return ev, nil
-}
-
-// Buffered returns how many events Recv returns without reading.
-func (s *stream) Buffered() int { return len(s.pending) - s.next }
-
-// readObject reads a whole JSON response (a server that does not stream).
-func (s *stream) readObject(out []*canonical.Event) []*canonical.Event {
-	limit := s.b.cfg.MaxResponseBytes
-	data, err := io.ReadAll(io.LimitReader(s.body, int64(limit)+1))
-	if err != nil {
-		return s.dec.Fail(out, s.readError(err))
-	}
-	if len(data) > limit {
-		return s.dec.Fail(out, canonical.Errorf(canonical.CodeResourceExhausted, "responses backend: response exceeds max_response_bytes (%d)", limit))
-	}
+// object decodes a whole JSON response (a server that does not stream).
+func (d *streamDecoder) object(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	var r response
 	if err := json.Unmarshal(data, &r, json.AllowDuplicateNames(true)); err != nil {
-		return s.dec.Fail(out, canonical.Errorf(canonical.CodeInternal, "responses backend: the upstream's response is not valid JSON: %s", jsonErrorText(err)))
+		return out, canonical.Errorf(canonical.CodeInternal, "responses backend: the upstream's response is not valid JSON: %s", jsonErrorText(err))
 	}
 	if r.Status == "failed" || r.Status == "cancelled" {
-		return s.dec.failed(&r, out)
+		return d.failed(&r, out), nil
 	}
-	return s.dec.terminal(&r, out)
-}
-
-func (s *stream) readError(err error) *canonical.Error {
-	if s.ctx.Err() != nil {
-		return canonical.AsError(s.ctx.Err())
-	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "responses backend: upstream stream truncated",
-		Cause: fmt.Errorf("reading the response from %s: %w", s.b.redacted(), err)}
-}
-
-// release closes the upstream request, once.
-func (s *stream) release() {
-	s.once.Do(func() {
-		s.cancel()
-		_ = s.body.Close()
-	})
-}
-
-// Close implements canonical.Stream: it closes the upstream request.
-func (s *stream) Close() error {
-	s.release()
-	return nil
+	return d.terminal(&r, out), nil
 }
