@@ -12,30 +12,15 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// How a conversation travels in a canonical request (the same layout as
-// the OpenAI Responses adapter's, so backends of either read both): the
-// input "prompt" is a node whose children are the turns in order, the
-// system prompt first as system leaves. A turn is a node of its role
-// whose leaves carry the role too: text/plain text, an image or document
-// as data (base64) or ref (URL); a tool_use is a leaf of role assistant
-// and mime MimeToolCall holding the input JSON, with metadata
-// tool_call_id and tool_name; a tool_result is a text leaf of role tool
-// with metadata tool_call_id (and is_error "true"); a thinking block is a
-// leaf of role assistant and mime MimeReasoning holding the thinking text,
-// with metadata signature when it has one; a redacted_thinking block is
-// such a leaf without text and with metadata redacted_data.
+// A conversation travels in a canonical request as canonical/conversation.go
+// lays it out. Anthropic's own: a tool_result leaf has metadata is_error
+// "true" when it failed; a thinking leaf has metadata signature when it
+// has one; a redacted_thinking block is a reasoning leaf without text and
+// with metadata redacted_data.
 const (
-	// MimeToolCall marks a leaf that is a tool call of an earlier turn.
-	MimeToolCall = "application/vnd.interlingua.tool-call+json"
-	// MimeReasoning marks a leaf that is reasoning of an earlier turn.
-	MimeReasoning = "application/vnd.interlingua.reasoning+text"
-
-	metaToolCallID = "tool_call_id"
-	metaToolName   = "tool_name"
-	metaIsError    = "is_error"
-	metaSignature  = "signature"
-	metaRedacted   = "redacted_data"
-	inputPrompt    = "prompt"
+	metaIsError   = "is_error"
+	metaSignature = "signature"
+	metaRedacted  = "redacted_data"
 )
 
 // Canonical parameter names the frontend sets and the backend reads.
@@ -148,7 +133,7 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 		}
 		prompt.Children = append(prompt.Children, n)
 	}
-	req.Inputs = []*canonical.NamedNode{{Name: inputPrompt, Node: prompt}}
+	req.Inputs = []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: prompt}}
 	if e := c.tools(req); e != nil {
 		return nil, e
 	}
@@ -295,7 +280,7 @@ func blockLeaves(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.
 		if b.Thinking == nil {
 			return nil, invalid(at+".thinking", "Field required")
 		}
-		n := &canonical.Node{Mime: MimeReasoning, Role: role, Payload: canonical.DataPayload([]byte(*b.Thinking))}
+		n := &canonical.Node{Mime: canonical.MimeReasoning, Role: role, Payload: canonical.DataPayload([]byte(*b.Thinking))}
 		if b.Signature != "" {
 			n.Metadata = map[string]string{metaSignature: b.Signature}
 		}
@@ -304,7 +289,7 @@ func blockLeaves(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.
 		if b.Data == "" {
 			return nil, invalid(at+".data", "Field required")
 		}
-		return []*canonical.Node{{Mime: MimeReasoning, Role: role, Payload: canonical.DataPayload(nil), Metadata: map[string]string{metaRedacted: b.Data}}}, nil
+		return []*canonical.Node{{Mime: canonical.MimeReasoning, Role: role, Payload: canonical.DataPayload(nil), Metadata: map[string]string{metaRedacted: b.Data}}}, nil
 	}
 	return nil, invalid(at+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'", b.Type)
 }
@@ -356,8 +341,8 @@ func toolUseLeaf(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.
 		return nil, invalid(at+".input", "Input should be a valid dictionary")
 	}
 	return []*canonical.Node{{
-		Mime: MimeToolCall, Role: role, Payload: canonical.DataPayload([]byte(b.Input)),
-		Metadata: map[string]string{metaToolCallID: b.ID, metaToolName: b.Name},
+		Mime: canonical.MimeToolCall, Role: role, Payload: canonical.DataPayload([]byte(b.Input)),
+		Metadata: map[string]string{canonical.MetaToolCallID: b.ID, canonical.MetaToolName: b.Name},
 	}}, nil
 }
 
@@ -367,7 +352,7 @@ func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.E
 	if b.ToolUseID == "" {
 		return nil, invalid(at+".tool_use_id", "Field required")
 	}
-	meta := map[string]string{metaToolCallID: b.ToolUseID}
+	meta := map[string]string{canonical.MetaToolCallID: b.ToolUseID}
 	if b.IsError {
 		meta[metaIsError] = "true"
 	}
@@ -401,7 +386,7 @@ func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.E
 				if e != nil {
 					return nil, e
 				}
-				n.Metadata = map[string]string{metaToolCallID: b.ToolUseID}
+				n.Metadata = map[string]string{canonical.MetaToolCallID: b.ToolUseID}
 				extra = append(extra, n)
 			default:
 				return nil, invalid(pat+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document'", p.Type)

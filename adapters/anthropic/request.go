@@ -120,13 +120,13 @@ func leaf(rb *requestBuilder, l *canonical.Node) {
 		if canonical.IsText(l) {
 			rb.r.System = append(rb.r.System, textBlock{Type: "text", Text: string(l.GetData())})
 		}
-	case l.GetMime() == MimeToolCall:
+	case l.GetMime() == canonical.MimeToolCall:
 		in := json.Value(l.GetData())
 		if in.Kind() != '{' || !json.Valid(in) {
 			in = json.Value("{}")
 		}
-		rb.add("assistant", toolUseBlock{Type: "tool_use", ID: meta[metaToolCallID], Name: meta[metaToolName], Input: in})
-	case l.GetMime() == MimeReasoning:
+		rb.add("assistant", toolUseBlock{Type: "tool_use", ID: meta[canonical.MetaToolCallID], Name: meta[canonical.MetaToolName], Input: in})
+	case l.GetMime() == canonical.MimeReasoning:
 		// Thinking goes back only with the signature Anthropic checks.
 		if d := meta[metaRedacted]; d != "" {
 			rb.add("assistant", redactedBlock{Type: "redacted_thinking", Data: d})
@@ -134,7 +134,7 @@ func leaf(rb *requestBuilder, l *canonical.Node) {
 			rb.add("assistant", thinkingBlock{Type: "thinking", Thinking: string(l.GetData()), Signature: s})
 		}
 	case role == "tool" && canonical.IsText(l):
-		rb.add("user", toolResultBlock{Type: "tool_result", ToolUseID: meta[metaToolCallID], Content: string(l.GetData()), IsError: meta[metaIsError] == "true"})
+		rb.add("user", toolResultBlock{Type: "tool_result", ToolUseID: meta[canonical.MetaToolCallID], Content: string(l.GetData()), IsError: meta[metaIsError] == "true"})
 	case canonical.IsText(l):
 		if role != "assistant" {
 			role = "user"

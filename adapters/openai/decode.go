@@ -13,30 +13,12 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// How a conversation travels in a canonical request (the layout of the
-// Responses and Anthropic adapters, so any backend reads any frontend's):
-// the input "prompt" is a node whose children are the messages in order.
-// A message is a node of its role whose leaves carry the role too:
-// text/plain text, an image as data (a data: URL decoded) or ref (any
-// other URL), audio as data. An assistant's tool call is a leaf of role
-// assistant and mime MimeToolCall holding the arguments, with metadata
-// tool_call_id and tool_name; a tool message is a text leaf of role tool
-// with metadata tool_call_id; an assistant's reasoning (reasoning_content
-// or reasoning) is a leaf of role assistant and mime MimeReasoning. A
-// developer message has role system and metadata openai.role=developer,
-// so every backend reads it as a system prompt and ours sends it back as
-// developer.
-const (
-	// MimeToolCall marks a leaf that is a tool call of an earlier turn.
-	MimeToolCall = "application/vnd.interlingua.tool-call+json"
-	// MimeReasoning marks a leaf that is reasoning of an earlier turn.
-	MimeReasoning = "application/vnd.interlingua.reasoning+text"
-
-	metaToolCallID = "tool_call_id"
-	metaToolName   = "tool_name"
-	metaRole       = "openai.role"
-	inputPrompt    = "prompt"
-)
+// A conversation travels in a canonical request as canonical/conversation.go
+// lays it out. Chat Completions' own: an assistant's reasoning of an
+// earlier turn is reasoning_content or reasoning; a developer message has
+// role system and metadata openai.role=developer, so every backend reads
+// it as a system prompt and ours sends it back as developer.
+const metaRole = "openai.role"
 
 // Canonical parameter names the frontend sets and the backend reads (the
 // names other adapters use for the same facts).
@@ -145,7 +127,7 @@ func decodeRequest(body []byte) (*decoded, *apiError) {
 		}
 		prompt.Children = append(prompt.Children, n)
 	}
-	req.Inputs = []*canonical.NamedNode{{Name: inputPrompt, Node: prompt}}
+	req.Inputs = []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: prompt}}
 	if e := c.tools(req); e != nil {
 		return nil, e
 	}
@@ -219,7 +201,7 @@ func turn(m *inMessage, i int) (*canonical.Node, *apiError) {
 	at := fmt.Sprintf("messages[%d]", i)
 	if m.Role == "assistant" {
 		if r := firstNonEmpty(m.ReasoningContent, m.Reasoning); r != "" {
-			n.Children = append(n.Children, &canonical.Node{Mime: MimeReasoning, Role: role, Payload: canonical.DataPayload([]byte(r))})
+			n.Children = append(n.Children, &canonical.Node{Mime: canonical.MimeReasoning, Role: role, Payload: canonical.DataPayload([]byte(r))})
 		}
 	}
 	leaves, e := contentLeaves(m.Content, role, at+".content", m.Role == "assistant" && (len(m.ToolCalls) > 0 || m.FunctionCall != nil))
@@ -229,13 +211,13 @@ func turn(m *inMessage, i int) (*canonical.Node, *apiError) {
 	for _, l := range leaves {
 		l.Metadata = meta
 		if m.Role == "tool" {
-			l.Metadata = map[string]string{metaToolCallID: m.ToolCallID}
+			l.Metadata = map[string]string{canonical.MetaToolCallID: m.ToolCallID}
 		}
 	}
 	n.Children = append(n.Children, leaves...)
 	if m.Role == "tool" && len(leaves) == 0 { // an empty result still answers its call
 		n.Children = append(n.Children, &canonical.Node{Mime: "text/plain", Role: role, Payload: canonical.DataPayload(nil),
-			Metadata: map[string]string{metaToolCallID: m.ToolCallID}})
+			Metadata: map[string]string{canonical.MetaToolCallID: m.ToolCallID}})
 	}
 	if m.Role != "assistant" && len(m.ToolCalls) > 0 {
 		return nil, invalid(at+".tool_calls", "invalid_value", fmt.Sprintf("Invalid parameter: '%s.tool_calls' is only allowed on messages with role 'assistant'.", at))
@@ -249,8 +231,8 @@ func turn(m *inMessage, i int) (*canonical.Node, *apiError) {
 			return nil, invalid(fmt.Sprintf("%s.tool_calls[%d].function.name", at, j), "missing_required_parameter",
 				fmt.Sprintf("Missing required parameter: '%s.tool_calls[%d].function.name'.", at, j))
 		}
-		n.Children = append(n.Children, &canonical.Node{Mime: MimeToolCall, Role: role, Payload: canonical.DataPayload([]byte(tc.Function.Arguments)),
-			Metadata: map[string]string{metaToolCallID: tc.ID, metaToolName: tc.Function.Name}})
+		n.Children = append(n.Children, &canonical.Node{Mime: canonical.MimeToolCall, Role: role, Payload: canonical.DataPayload([]byte(tc.Function.Arguments)),
+			Metadata: map[string]string{canonical.MetaToolCallID: tc.ID, canonical.MetaToolName: tc.Function.Name}})
 	}
 	return n, nil
 }

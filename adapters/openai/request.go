@@ -44,16 +44,16 @@ func (tb *turnBuilder) leaf(l *canonical.Node) {
 	role := l.GetRole()
 	meta := l.GetMetadata()
 	switch {
-	case l.GetMime() == MimeReasoning:
+	case l.GetMime() == canonical.MimeReasoning:
 		// Reasoning of earlier turns is not sent back (servers ignore or
 		// refuse it).
-	case l.GetMime() == MimeToolCall:
+	case l.GetMime() == canonical.MimeToolCall:
 		i := tb.last("assistant")
-		tb.turns[i].ToolCalls = append(tb.turns[i].ToolCalls, wireCall{ID: meta[metaToolCallID], Type: "function",
-			Function: wireFunction{Name: meta[metaToolName], Arguments: string(l.GetData())}})
+		tb.turns[i].ToolCalls = append(tb.turns[i].ToolCalls, wireCall{ID: meta[canonical.MetaToolCallID], Type: "function",
+			Function: wireFunction{Name: meta[canonical.MetaToolName], Arguments: string(l.GetData())}})
 	case role == "tool":
 		i := tb.last("tool")
-		tb.turns[i].ToolCallID = meta[metaToolCallID]
+		tb.turns[i].ToolCallID = meta[canonical.MetaToolCallID]
 		if canonical.IsText(l) {
 			tb.parts[i] = append(tb.parts[i], outPart{Type: "text", Text: string(l.GetData())})
 		}

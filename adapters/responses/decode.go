@@ -12,27 +12,11 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// How conversation items travel in a canonical request: the input
-// "prompt" is a node whose children are the items in order (instructions
-// first, as a system leaf). A message is a node of its role whose leaves
-// (text/plain, or an image or file as data or ref) carry the role too; a
-// function call is a leaf of role assistant and mime MimeToolCall holding
-// the arguments, with metadata tool_call_id and tool_name; a function
-// call's output is a text leaf of role tool with metadata tool_call_id; a
-// reasoning item is a leaf of role assistant and mime MimeReasoning
-// holding the summary text, with metadata encrypted_content when the
-// client sent it.
-const (
-	// MimeToolCall marks a leaf that is a tool call of an earlier turn.
-	MimeToolCall = "application/vnd.interlingua.tool-call+json"
-	// MimeReasoning marks a leaf that is reasoning of an earlier turn.
-	MimeReasoning = "application/vnd.interlingua.reasoning+text"
-
-	metaToolCallID = "tool_call_id"
-	metaToolName   = "tool_name"
-	metaEncrypted  = "encrypted_content"
-	inputPrompt    = "prompt"
-)
+// Conversation items travel in a canonical request as
+// canonical/conversation.go lays them out (instructions first, as a
+// system leaf); a reasoning item's leaf holds the summary text, with
+// metadata encrypted_content when the client sent it.
+const metaEncrypted = "encrypted_content"
 
 // Extension keys of the request members that no canonical field holds, so
 // a Responses backend sends them on.
@@ -267,12 +251,12 @@ func itemNode(it *item) *canonical.Node {
 		if it.Arguments != nil {
 			args = *it.Arguments
 		}
-		return &canonical.Node{Id: it.ID, Role: "assistant", Mime: MimeToolCall, Payload: canonical.DataPayload([]byte(args)),
-			Metadata: map[string]string{metaToolCallID: it.CallID, metaToolName: it.Name}}
+		return &canonical.Node{Id: it.ID, Role: "assistant", Mime: canonical.MimeToolCall, Payload: canonical.DataPayload([]byte(args)),
+			Metadata: map[string]string{canonical.MetaToolCallID: it.CallID, canonical.MetaToolName: it.Name}}
 	case "function_call_output":
 		s, _ := outputText(it.Output)
 		n := canonical.TextNode("tool", s)
-		n.Id, n.Metadata = it.ID, map[string]string{metaToolCallID: it.CallID}
+		n.Id, n.Metadata = it.ID, map[string]string{canonical.MetaToolCallID: it.CallID}
 		return n
 	case "reasoning":
 		var sb strings.Builder
@@ -286,7 +270,7 @@ func itemNode(it *item) *canonical.Node {
 				sb.WriteString(*p.Text)
 			}
 		}
-		n := &canonical.Node{Id: it.ID, Role: "assistant", Mime: MimeReasoning, Payload: canonical.DataPayload([]byte(sb.String()))}
+		n := &canonical.Node{Id: it.ID, Role: "assistant", Mime: canonical.MimeReasoning, Payload: canonical.DataPayload([]byte(sb.String()))}
 		if it.EncryptedContent != nil {
 			n.Metadata = map[string]string{metaEncrypted: *it.EncryptedContent}
 		}
@@ -368,7 +352,7 @@ func (c *createRequest) canonicalRequest(conversation []item) *canonical.Request
 	}
 	req := &canonical.Request{
 		Target:     c.Model,
-		Inputs:     []*canonical.NamedNode{{Name: inputPrompt, Node: root}},
+		Inputs:     []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: root}},
 		Parameters: map[string]*structpb.Value{},
 		Extensions: map[string]*structpb.Value{},
 		Metadata:   c.Metadata,

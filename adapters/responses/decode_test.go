@@ -35,8 +35,8 @@ func TestDecodeCreate(t *testing.T) {
 		}
 	}
 	req, _ := decodeForRun([]byte(createSeeds[1]))
-	leaves := canonical.Leaves(nil, canonical.Input(req, inputPrompt))
-	if len(leaves) != 6 || leaves[0].GetRole() != "system" || leaves[3].GetMime() != MimeToolCall || leaves[4].GetRole() != "tool" || leaves[5].GetMime() != MimeReasoning {
+	leaves := canonical.Leaves(nil, canonical.Input(req, canonical.InputPrompt))
+	if len(leaves) != 6 || leaves[0].GetRole() != "system" || leaves[3].GetMime() != canonical.MimeToolCall || leaves[4].GetRole() != "tool" || leaves[5].GetMime() != canonical.MimeReasoning {
 		t.Fatalf("leaves %v", leaves)
 	}
 	if got := string(leaves[2].GetData()); got != "\x00\x01\x02" || leaves[2].GetMime() != "image/png" {

@@ -67,12 +67,8 @@
 //
 // # Canonical form of a conversation
 //
-// The input "prompt" is a node whose children are the items in order,
-// instructions first as a system leaf. A message is a node of its role
-// whose leaves carry the role too; a function call is a leaf of role
-// assistant with mime MimeToolCall and metadata tool_call_id and
-// tool_name; its output a text leaf of role tool with metadata
-// tool_call_id; earlier reasoning a leaf with mime MimeReasoning. The
+// As canonical/conversation.go lays it out for every protocol that sends
+// a conversation, instructions first as a system leaf. The
 // request members no canonical field holds travel as extensions
 // responses.* (text, include, truncation, max_tool_calls, top_logprobs,
 // reasoning_summary, strict_tools, prompt_cache_key, safety_identifier).

@@ -162,7 +162,7 @@ func plainLeaves(n *canonical.Node) bool {
 		if len(c.GetChildren()) != 0 || (c.GetRole() != "" && c.GetRole() != n.GetRole()) {
 			return false
 		}
-		if m := c.GetMime(); m == MimeToolCall || m == MimeReasoning || c.GetRole() == "tool" {
+		if m := c.GetMime(); m == canonical.MimeToolCall || m == canonical.MimeReasoning || c.GetRole() == "tool" {
 			return false
 		}
 	}
@@ -184,13 +184,13 @@ func wireRole(r string) string {
 func appendLeaf(out []item, n *canonical.Node, role string) []item {
 	md := n.GetMetadata()
 	switch {
-	case n.GetMime() == MimeToolCall:
+	case n.GetMime() == canonical.MimeToolCall:
 		args := string(n.GetData())
-		return append(out, item{Type: "function_call", CallID: md[metaToolCallID], Name: md[metaToolName], Arguments: &args})
+		return append(out, item{Type: "function_call", CallID: md[canonical.MetaToolCallID], Name: md[canonical.MetaToolName], Arguments: &args})
 	case role == "tool":
 		s, _ := json.Marshal(string(n.GetData()))
-		return append(out, item{Type: "function_call_output", CallID: md[metaToolCallID], Output: s})
-	case n.GetMime() == MimeReasoning:
+		return append(out, item{Type: "function_call_output", CallID: md[canonical.MetaToolCallID], Output: s})
+	case n.GetMime() == canonical.MimeReasoning:
 		return out // reasoning of earlier turns is not sent back (no upstream id)
 	}
 	p, ok := contentPart(n, wireRole(role))
