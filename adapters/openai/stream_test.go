@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -160,8 +161,8 @@ func FuzzStreamDecoder(f *testing.F) {
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("error depends on chunking: %v / %v", werr, gerr)
 		}
-		if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
-			t.Fatal(d)
+		if !sameEvents(want, got) { // proto.Equal first: cmp.Diff was 90% of each execution
+			t.Fatal(cmp.Diff(want, got, protocmp.Transform()))
 		}
 		terminals := 0
 		for _, ev := range got {
@@ -173,4 +174,17 @@ func FuzzStreamDecoder(f *testing.F) {
 			t.Fatalf("%d terminal events", terminals)
 		}
 	})
+}
+
+// sameEvents reports whether a and b are the same events.
+func sameEvents(a, b []*canonical.Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
