@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // BackendConfig configures a backend that calls one Anthropic Messages
@@ -35,7 +35,7 @@ type BackendConfig struct {
 	Model string `yaml:"model"`
 	// APIKey says where the key is: an environment variable or a file
 	// (trailing newline ignored). Default: no key.
-	APIKey SecretRef `yaml:"api_key"`
+	APIKey protocol.SecretRef `yaml:"api_key"`
 	// Auth is how the key is sent: x-api-key or bearer (Authorization:
 	// Bearer). Default x-api-key.
 	Auth string `yaml:"auth"`
@@ -61,12 +61,6 @@ type BackendConfig struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// SecretRef names where a secret is: give at most one of Env and File.
-type SecretRef struct {
-	Env  string `yaml:"env"`
-	File string `yaml:"file"`
-}
-
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
@@ -76,9 +70,6 @@ func (c *BackendConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
 	} else if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
 		errs = append(errs, fmt.Errorf("base_url: %q ends in /v1: give the server's root, as the Anthropic SDKs take it", c.BaseURL))
-	}
-	if c.APIKey.Env != "" && c.APIKey.File != "" {
-		errs = append(errs, errors.New("api_key: give env or file, not both"))
 	}
 	if c.Auth != "" && c.Auth != "x-api-key" && c.Auth != "bearer" {
 		errs = append(errs, fmt.Errorf("auth: %q is not x-api-key or bearer", c.Auth))
@@ -90,23 +81,7 @@ func (c *BackendConfig) Validate() error {
 }
 
 // key reads the API key.
-func (c *BackendConfig) key() (string, error) {
-	switch {
-	case c.APIKey.Env != "":
-		k := os.Getenv(c.APIKey.Env)
-		if k == "" {
-			return "", fmt.Errorf("api_key: environment variable %s is empty or unset", c.APIKey.Env)
-		}
-		return k, nil
-	case c.APIKey.File != "":
-		b, err := os.ReadFile(c.APIKey.File)
-		if err != nil {
-			return "", fmt.Errorf("api_key: %w", err)
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
-	}
-	return "", nil
-}
+func (c *BackendConfig) key() (string, error) { return c.APIKey.Read("api_key") }
 
 // Backend is a canonical.Backend calling a Messages server. It is safe
 // for concurrent use; its streams run no goroutines.

@@ -13,6 +13,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	peer "github.com/interlingua-dev/interlingua/conformance/peers/anthropic"
 	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 func newPeerBackend(t *testing.T, models ...peer.Model) (*anthropic.Backend, *peer.Peer) {
@@ -130,7 +131,7 @@ func TestBackendConfig(t *testing.T) {
 		{anthropic.BackendConfig{}, "base_url: required"},
 		{anthropic.BackendConfig{BaseURL: "https://api.anthropic.com/v1"}, `base_url: "https://api.anthropic.com/v1" ends in /v1: give the server's root, as the Anthropic SDKs take it`},
 		{anthropic.BackendConfig{BaseURL: "http://x", Auth: "basic"}, `auth: "basic" is not x-api-key or bearer`},
-		{anthropic.BackendConfig{BaseURL: "http://x", APIKey: anthropic.SecretRef{Env: "ANTHROPIC_TEST_UNSET_VARIABLE"}}, "api_key: environment variable ANTHROPIC_TEST_UNSET_VARIABLE is empty or unset"},
+		{anthropic.BackendConfig{BaseURL: "http://x", APIKey: protocol.SecretRef{Env: "ANTHROPIC_TEST_UNSET_VARIABLE"}}, "api_key: environment variable ANTHROPIC_TEST_UNSET_VARIABLE is empty or unset"},
 	} {
 		_, err := anthropic.NewBackend(tc.cfg)
 		if err == nil || err.Error() != tc.want {

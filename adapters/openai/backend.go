@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // BackendConfig configures a backend that calls one OpenAI-compatible
@@ -36,7 +36,7 @@ type BackendConfig struct {
 	Model string `yaml:"model"`
 	// APIKey says where the key is: an environment variable or a file
 	// (trailing newline ignored), never inline. Default: no key.
-	APIKey SecretRef `yaml:"api_key"`
+	APIKey protocol.SecretRef `yaml:"api_key"`
 	// Headers are added to every upstream request.
 	Headers map[string]string `yaml:"headers"`
 	// Timeout bounds one run. Default 10m.
@@ -63,12 +63,6 @@ type BackendConfig struct {
 	Logger *slog.Logger `yaml:"-"`
 }
 
-// SecretRef names where a secret is: give at most one of Env and File.
-type SecretRef struct {
-	Env  string `yaml:"env"`
-	File string `yaml:"file"`
-}
-
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
@@ -78,9 +72,6 @@ func (c *BackendConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
 	} else if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/chat/completions") {
 		errs = append(errs, fmt.Errorf("base_url: %q names the endpoint: give the API root (…/v1)", c.BaseURL))
-	}
-	if c.APIKey.Env != "" && c.APIKey.File != "" {
-		errs = append(errs, errors.New("api_key: give env or file, not both"))
 	}
 	switch c.MaxTokensField {
 	case "", "max_tokens", "max_completion_tokens":
@@ -94,23 +85,7 @@ func (c *BackendConfig) Validate() error {
 }
 
 // key reads the API key.
-func (c *BackendConfig) key() (string, error) {
-	switch {
-	case c.APIKey.Env != "":
-		k := os.Getenv(c.APIKey.Env)
-		if k == "" {
-			return "", fmt.Errorf("api_key: environment variable %s is empty or unset", c.APIKey.Env)
-		}
-		return k, nil
-	case c.APIKey.File != "":
-		b, err := os.ReadFile(c.APIKey.File)
-		if err != nil {
-			return "", fmt.Errorf("api_key: %w", err)
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
-	}
-	return "", nil
-}
+func (c *BackendConfig) key() (string, error) { return c.APIKey.Read("api_key") }
 
 // Backend is a canonical.Backend calling a Chat Completions server. It is
 // safe for concurrent use; its streams run no goroutines.

@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -20,21 +19,23 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // BackendConfig configures a backend that calls one OpenAI-Responses
 // server (OpenAI, vLLM, Ollama, another Interlingua). Zero values mean the
 // documented defaults; options come from the backend's YAML options.
 type BackendConfig struct {
-	// URL is the API's base URL, the one that holds /responses, e.g.
-	// https://api.openai.com/v1 or http://vllm:8000/v1; required.
-	URL string `yaml:"url"`
+	// BaseURL is the API's root, the one that holds /responses, e.g.
+	// https://api.openai.com/v1 or http://vllm:8000/v1 (as the OpenAI SDKs
+	// take it); required.
+	BaseURL string `yaml:"base_url"`
 	// Model is the upstream model. Default: the run's target (after the
 	// route's rename).
 	Model string `yaml:"model"`
-	// APIKeyEnv names an environment variable holding the upstream's key,
-	// sent as Authorization: Bearer.
-	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKey says where the upstream's key is ({env: NAME} or {file:
+	// PATH}), sent as Authorization: Bearer.
+	APIKey protocol.SecretRef `yaml:"api_key"`
 	// Headers are added to every upstream request.
 	Headers map[string]string `yaml:"headers"`
 	// Store is sent as store: false by default: the bridge keeps the
@@ -63,10 +64,10 @@ type BackendConfig struct {
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
-	if c.URL == "" {
-		errs = append(errs, errors.New("url: required"))
-	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("url: %q is not an http(s) URL with a host", c.URL))
+	if c.BaseURL == "" {
+		errs = append(errs, errors.New("base_url: required (the API root with /v1, as the OpenAI SDKs take it)"))
+	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))
@@ -76,8 +77,8 @@ func (c *BackendConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must not be negative", name))
 		}
 	}
-	if c.APIKeyEnv != "" && os.Getenv(c.APIKeyEnv) == "" {
-		errs = append(errs, fmt.Errorf("api_key_env: the environment variable %s is not set", c.APIKeyEnv))
+	if _, err := c.APIKey.Read("api_key"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -102,10 +103,11 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxOutputBytes = cmp.Or(cfg.MaxOutputBytes, 16<<20)
 	cfg.MaxResponseBytes = cmp.Or(cfg.MaxResponseBytes, 16<<20)
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), client: cfg.HTTPClient, log: cfg.Logger}
-	if cfg.APIKeyEnv != "" {
-		b.key = os.Getenv(cfg.APIKeyEnv)
+	key, err := cfg.APIKey.Read("api_key")
+	if err != nil {
+		return nil, err
 	}
+	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, client: cfg.HTTPClient, log: cfg.Logger}
 	if b.client == nil {
 		b.own = http.DefaultTransport.(*http.Transport).Clone()
 		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // TestBackendAnswers: an upstream that answers one JSON response instead
@@ -38,7 +39,7 @@ func TestBackendAnswers(t *testing.T) {
 	}))
 	defer srv.Close()
 	t.Setenv("TEST_RESPONSES_KEY", "sk-test")
-	be, err := NewBackend(BackendConfig{URL: srv.URL + "/v1", APIKeyEnv: "TEST_RESPONSES_KEY"})
+	be, err := NewBackend(BackendConfig{BaseURL: srv.URL + "/v1", APIKey: protocol.SecretRef{Env: "TEST_RESPONSES_KEY"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestBackendAnswers(t *testing.T) {
 	if want := `{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}],"store":false,"stream":true}`; gotBody != want {
 		t.Fatalf("request %s, want %s", gotBody, want)
 	}
-	limited, err := NewBackend(BackendConfig{URL: srv.URL + "/v1", APIKeyEnv: "TEST_RESPONSES_KEY", Headers: map[string]string{"X-Case": "limit"}})
+	limited, err := NewBackend(BackendConfig{BaseURL: srv.URL + "/v1", APIKey: protocol.SecretRef{Env: "TEST_RESPONSES_KEY"}, Headers: map[string]string{"X-Case": "limit"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestBackendAnswers(t *testing.T) {
 	if e := canonical.AsError(err); e == nil || e.Code != canonical.CodeResourceExhausted || e.Message != "Rate limit reached." {
 		t.Fatalf("429: %v", err)
 	}
-	if _, err := NewBackend(BackendConfig{URL: "ftp://x"}); err == nil {
+	if _, err := NewBackend(BackendConfig{BaseURL: "ftp://x"}); err == nil {
 		t.Fatal("a bad url was accepted")
 	}
 }

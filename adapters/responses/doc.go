@@ -75,7 +75,7 @@
 //
 // # Backend: type responses
 //
-// POST <url>/responses with stream true and store false (option store):
+// POST <base_url>/responses with stream true and store false (option store):
 // the bridge keeps the conversation and sends it whole as input items, as
 // it does for a stateless upstream. The stream is decoded by type (the
 // data's, not the event name): unknown types, keepalive and [DONE] are

@@ -142,7 +142,7 @@ func (c client) want(method, path, body string, status int, wantBody string) {
 func peerConfig(t *testing.T, p *peer) bridge.Config {
 	cfg := bridge.DefaultConfig()
 	var n yaml.Node
-	if err := yaml.Unmarshal([]byte("url: "+p.srv.URL+"/v1\n"), &n); err != nil {
+	if err := yaml.Unmarshal([]byte("base_url: "+p.srv.URL+"/v1\n"), &n); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Backends["up"] = bridge.BackendConfig{Type: "responses", Options: *n.Content[0]}

@@ -54,7 +54,7 @@ func newConfiguredBackend(opts *yaml.Node, d protocol.BackendDeps) (canonical.Ba
 
 // newClient is the backend pointed at our frontend.
 func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
-	be, err := NewBackend(BackendConfig{URL: c.Base + "/v1", HTTPClient: c.HTTPClient})
+	be, err := NewBackend(BackendConfig{BaseURL: c.Base + "/v1", HTTPClient: c.HTTPClient})
 	if err != nil {
 		return nil, err
 	}
