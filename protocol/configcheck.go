@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -118,10 +119,13 @@ func checkScalar(n *yaml.Node, t reflect.Type, path string) []error {
 }
 
 func configErr(n *yaml.Node, path, msg string) error {
-	if path == "" {
-		return fmt.Errorf("line %d: %s", n.Line, msg)
+	if path != "" {
+		msg = path + ": " + msg
 	}
-	return fmt.Errorf("line %d: %s: %s", n.Line, path, msg)
+	if n.Line == 0 { // a node built in code, not read from a file
+		return errors.New(msg)
+	}
+	return fmt.Errorf("line %d: %s", n.Line, msg)
 }
 
 func joinPath(path, key string) string {

@@ -90,7 +90,7 @@ func newConformancePeer(cs []*cases.Case) (*profile.Peer, error) {
 	mux := http.NewServeMux()
 	NewFrontend(FrontendConfig{Runner: peerRunner{be}}).Mount(mux)
 	return &profile.Peer{Handler: mux, Cancelled: cancelled,
-		Backend: func(addr, _ string) map[string]any { return map[string]any{"url": "http://" + addr + "/v1"} }}, nil
+		Backend: func(addr, _ string) map[string]any { return map[string]any{"base_url": "http://" + addr + "/v1"} }}, nil
 }
 
 // peerRunner runs the driver's scripts for the peer's frontend.
