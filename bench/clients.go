@@ -57,6 +57,12 @@ func newClient(protocol string, cs clientSpec) (client, error) {
 		return &xmlClient{cs: cs, hc: httpClient(cs.streams)}, nil
 	case "native":
 		return &nativeClient{cs: cs, hc: httpClient(cs.streams)}, nil
+	case "anthropic":
+		return &anthropicClient{cs: cs, hc: httpClient(cs.streams)}, nil
+	case "openai":
+		return newOpenAIClient(cs)
+	case "responses":
+		return newResponsesClient(cs)
 	case "agent":
 		return &agentClient{cs: cs, hc: httpClient(2 * cs.streams), seq: make([]uint64, cs.streams)}, nil
 	}

@@ -13,9 +13,10 @@
 //     text delta.
 //   - Latency per delta: from the moment the upstream wrote the delta (a
 //     stamp taken by the peer wrapper as the bytes go to the socket:
-//     tritonpeer's SSE frames, glidepeer's WebSocket frames, or the
-//     producer behind the Evergreen upstream handing the event to its
-//     frontend) to the moment the client parsed it. With the scripted
+//     tritonpeer's SSE frames, the Anthropic peer's text_delta events,
+//     the OpenAI peer's content chunks, glidepeer's WebSocket frames, or
+//     the producer behind the Evergreen, agent and Responses upstreams
+//     handing the event to its frontend) to the moment the client parsed it. With the scripted
 //     backend there is no upstream and no direct path: the figure is then
 //     the interval between consecutive deltas at the client.
 //   - CPU seconds per million deltas (getrusage of the whole process:
@@ -28,13 +29,22 @@
 // Clients are thin and protocol-honest: Triton and the XML frontend are
 // read as SSE, Glide over one WebSocket per stream, the native frontend as
 // NDJSON, the agent protocol as an SSE thread stream (thread bench-<slot>)
-// plus a run.start command, all scanned without decoding JSON trees;
+// plus a run.start command, Anthropic's Messages stream as SSE counting
+// text_delta events (the bench parameters as top-level members, which
+// the frontend passes on), OpenAI Chat Completions as SSE chunks counting
+// non-empty delta content (a finish_reason and [DONE] required) and
+// Responses as SSE counting response.output_text.delta (response.completed
+// required), all scanned without decoding JSON trees;
 // Evergreen uses the adapter's own gRPC backend (adapters/evergreen) as its
 // client, since gRPC framing is not worth re-implementing.
 //
 // Upstreams: Triton is conformance/peers/triton, Glide conformance/peers/
-// glide; Evergreen and the agent protocol are their adapters' frontends in
-// front of a paced producer in this package (a canonical.Runner). Pacing (Options.Rate) is done by the peers
+// glide, Anthropic conformance/peers/anthropic, OpenAI Chat Completions
+// conformance/peers/openai; Evergreen, the agent protocol and Responses
+// (which has no independent peer: its conformance profile plays the
+// upstream the same way) are their adapters' frontends in front of a
+// paced producer in this package (a canonical.Runner). Pacing
+// (Options.Rate) is done by the peers
 // (per-response delays) or the producer (an absolute schedule), never by
 // the bridge; with the scripted backend it is its delay_ms parameter, so
 // per-stream intervals there are whole milliseconds.
@@ -61,7 +71,9 @@
 // Limits: Glide clients hold one connection per stream, so a Glide
 // frontend takes at most 1,000 streams (its MaxConnections is 1,024); the
 // scripted backend paces in whole milliseconds (delay_ms) and cannot be
-// paced through Glide (no request parameters); the Triton reference peer
+// paced through Glide (no request parameters), and the OpenAI and
+// Responses frontends cannot drive it at all (their requests carry only
+// their own members, so the bench parameters would not reach it); the Triton reference peer
 // builds each script in time quadratic in its delta count, so very long
 // Triton-peer streams charge that to both paths' TTFD.
 //

@@ -23,7 +23,7 @@ import (
 // table carry it. A pair without a direct path has nothing to compare it
 // with and gets none.
 func TestNoopProxyPath(t *testing.T) {
-	peers := []string{"triton", "glide", "evergreen", "agent"}
+	peers := []string{"triton", "glide", "evergreen", "agent", "anthropic", "openai", "responses"}
 	if testing.Short() {
 		peers = peers[:1]
 	}

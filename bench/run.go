@@ -23,11 +23,11 @@ import (
 )
 
 // Frontends are the frontend protocols the harness has a client for.
-var Frontends = []string{"triton", "evergreen", "glide", "xml", "native", "agent"}
+var Frontends = []string{"triton", "evergreen", "glide", "xml", "native", "agent", "anthropic", "openai", "responses"}
 
 // Backends are the backend protocols it can drive: those with a reference
 // upstream, and scripted and xml (the XML decoder around scripted).
-var Backends = []string{"triton", "evergreen", "glide", "agent", "scripted", "xml"}
+var Backends = []string{"triton", "evergreen", "glide", "agent", "anthropic", "openai", "responses", "scripted", "xml"}
 
 // Options configure one pair's measurement. Zero values take the defaults
 // noted.

@@ -39,6 +39,13 @@ func TestRunPairs(t *testing.T) {
 		{"triton", "glide", false},
 		{"evergreen", "triton", false},
 		{"agent", "triton", false},
+		{"anthropic", "anthropic", true},
+		{"anthropic", "scripted", false},
+		{"triton", "anthropic", false},
+		{"openai", "openai", true},
+		{"responses", "responses", true},
+		{"openai", "triton", false},
+		{"triton", "openai", false},
 	}
 	if testing.Short() {
 		pairs = pairs[:5]

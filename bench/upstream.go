@@ -558,6 +558,12 @@ func newUpstream(protocol string, sc script) (upstream, error) {
 		return newGlideUp(sc)
 	case "evergreen":
 		return newEvergreenUp(sc)
+	case "anthropic":
+		return newAnthropicUp(sc)
+	case "openai":
+		return newOpenAIUp(sc)
+	case "responses":
+		return newResponsesUp(sc)
 	}
 	return nil, errors.New("no upstream peer for " + protocol)
 }
