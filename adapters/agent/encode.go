@@ -498,6 +498,9 @@ type checkpointLink struct {
 
 func (e *Encoder) lifecycle(ev *canonical.Event, lc *canonical.Lifecycle, out []wireEvent) []wireEvent {
 	status, errText := wireStatus(lc)
+	if len(ev.GetNamespace()) > 0 && lc.GetStatus() == canonical.StatusFailed && lc.GetError().GetMessage() == "" {
+		errText = "" // a subgraph that failed without a word (LangGraph sends none): no invented text
+	}
 	data := &lifecycleData{Event: status, GraphName: lc.GetGraphName(), Error: errText}
 	if data.GraphName == "" && len(ev.GetNamespace()) == 0 {
 		data.GraphName = e.cfg.GraphName

@@ -438,3 +438,26 @@ func FuzzFrameEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// A subgraph's failed lifecycle without a message is sent without an
+// error member, as LangGraph sends it (issue 30 #4); the root's keeps
+// "run failed", which the SDK shows as the run's error.
+func TestSubgraphFailedWithoutMessage(t *testing.T) {
+	for _, tc := range []struct {
+		ns   []string
+		want string
+	}{
+		{[]string{"tools:1"}, `{"event":"failed"}`},
+		{nil, `{"event":"failed","error":"run failed"}`},
+	} {
+		enc := NewEncoder(EncoderConfig{})
+		ev := &canonical.Event{Namespace: tc.ns, Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusFailed}}}
+		out, err := enc.Encode(ev, nil)
+		if err != nil || len(out) != 1 {
+			t.Fatalf("%d events, %v", len(out), err)
+		}
+		if got := string(out[0].data); got != tc.want {
+			t.Errorf("namespace %v: data %s, want %s", tc.ns, got, tc.want)
+		}
+	}
+}
