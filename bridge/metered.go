@@ -105,12 +105,16 @@ func (m *metered) Buffered() int {
 }
 
 func (m *metered) Close() error {
-	if !m.done {
+	if !m.done { // the client left before the terminal event: not "ok"
 		m.done = true
-		m.end(0, nil)
+		m.end(0, errAbandoned)
 	}
 	return m.Stream.Close()
 }
+
+// errAbandoned is the code and message of a run its client closed before
+// it ended (outcome abandoned).
+var errAbandoned = canonical.Errorf(canonical.CodeCanceled, "the client closed the run before it ended").Proto()
 
 func (m *metered) end(st canonical.RunStatus, e *canonical.ErrorProto) {
 	m.release()

@@ -182,3 +182,29 @@ func TestUpstreamAddressHidden(t *testing.T) {
 		}
 	}
 }
+
+// A run its client closes before the terminal event is counted and logged
+// as abandoned with code canceled (it was logged with code ok).
+func TestRunEndAbandoned(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	var logs lockedBuffer
+	inst := bridgetest.StartLogged(t, &cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
+	resp, err := http.Post(inst.URL+"/v1/runs", "application/json",
+		strings.NewReader(`{"target":"echo","parameters":{"hang":true},"inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // the client leaves mid-run
+	deadline := time.Now().Add(10 * time.Second)
+	for len(logs.runEnds(t)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ends := logs.runEnds(t)
+	if len(ends) != 1 || ends[0]["outcome"] != "abandoned" || ends[0]["code"] != "canceled" {
+		t.Fatalf("run-end lines %v, want one abandoned, canceled", ends)
+	}
+}
