@@ -109,12 +109,8 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxToolInputBytes = cmp.Or(cfg.MaxToolInputBytes, 16<<20)
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, client: cfg.HTTPClient, log: cfg.Logger}
-	if b.client == nil {
-		b.own = http.DefaultTransport.(*http.Transport).Clone()
-		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256
-		b.client = &http.Client{Transport: b.own}
-	}
+	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
+	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,12 +126,7 @@ func (b *Backend) Close() error {
 }
 
 // redacted is the base URL without credentials, for causes.
-func (b *Backend) redacted() string {
-	if u, err := url.Parse(b.base); err == nil {
-		return u.Redacted()
-	}
-	return "anthropic"
-}
+func (b *Backend) redacted() string { return bodystream.Redacted(b.base, "anthropic") }
 
 // Start implements canonical.Backend: it sends the request (always
 // streaming) and waits for the response headers. An error status is

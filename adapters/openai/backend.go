@@ -117,12 +117,8 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxToolArgsBytes = cmp.Or(cfg.MaxToolArgsBytes, 16<<20)
-	b := &Backend{cfg: cfg, url: base + "/chat/completions", key: key, client: cfg.HTTPClient, log: cfg.Logger}
-	if b.client == nil {
-		b.own = http.DefaultTransport.(*http.Transport).Clone()
-		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256
-		b.client = &http.Client{Transport: b.own}
-	}
+	b := &Backend{cfg: cfg, url: base + "/chat/completions", key: key, log: cfg.Logger}
+	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -138,12 +134,7 @@ func (b *Backend) Close() error {
 }
 
 // redacted is the URL without credentials, for causes.
-func (b *Backend) redacted() string {
-	if u, err := url.Parse(b.url); err == nil {
-		return u.Redacted()
-	}
-	return "openai"
-}
+func (b *Backend) redacted() string { return bodystream.Redacted(b.url, "openai") }
 
 // Start implements canonical.Backend: it sends the request (always
 // streaming, with include_usage) and waits for the response headers. An

@@ -107,12 +107,8 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, client: cfg.HTTPClient, log: cfg.Logger}
-	if b.client == nil {
-		b.own = http.DefaultTransport.(*http.Transport).Clone()
-		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256
-		b.client = &http.Client{Transport: b.own}
-	}
+	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
+	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -128,12 +124,7 @@ func (b *Backend) Close() error {
 }
 
 // redacted is the base URL without credentials, for logs.
-func (b *Backend) redacted() string {
-	if u, err := url.Parse(b.base); err == nil {
-		return u.Redacted()
-	}
-	return "responses"
-}
+func (b *Backend) redacted() string { return bodystream.Redacted(b.base, "responses") }
 
 // Start implements canonical.Backend: it sends the request with stream
 // true and waits for the response headers. An upstream error before the

@@ -129,17 +129,8 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 1024)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxResponseBytes = cmp.Or(cfg.MaxResponseBytes, 16<<20)
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), client: cfg.HTTPClient, log: cfg.Logger, meta: map[string]modelInputs{}}
-	if b.client == nil {
-		b.own = http.DefaultTransport.(*http.Transport).Clone()
-		// Concurrent runs to one Triton each hold a connection; keep them
-		// for reuse rather than the default two per host.
-		b.own.MaxIdleConns, b.own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
-		// A read takes every response the upstream has sent (up to 32
-		// KiB), so a burst is decoded, and written on, at once.
-		b.own.ReadBufferSize = bodystream.ReadBufSize
-		b.client = &http.Client{Transport: b.own}
-	}
+	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), log: cfg.Logger, meta: map[string]modelInputs{}}
+	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -163,12 +154,7 @@ func (b *Backend) modelURL(model string) string {
 }
 
 // redacted is the base URL without credentials, for messages.
-func (b *Backend) redacted() string {
-	if u, err := url.Parse(b.base); err == nil {
-		return u.Redacted()
-	}
-	return "triton"
-}
+func (b *Backend) redacted() string { return bodystream.Redacted(b.base, "triton") }
 
 // Start implements canonical.Backend: it sends the request and waits for
 // the response headers (Triton sends them with the first response). An

@@ -1,7 +1,7 @@
-// Package bodystream reads an upstream's HTTP response body as a run's
-// canonical events: the read loop every HTTP backend shares (Triton,
-// OpenAI, Anthropic, OpenAI Responses), around each protocol's own
-// incremental decoder. Recv reads the body, so no goroutine runs behind a
+// Package bodystream is what every HTTP backend shares (Triton, OpenAI,
+// Anthropic, OpenAI Responses): its client (NewClient, Redacted) and the
+// read loop of its response bodies as a run's canonical events, around
+// each protocol's own incremental decoder. Recv reads the body, so no goroutine runs behind a
 // stream; what one read decodes is returned without another (Buffered).
 package bodystream
 
@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"sync"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -179,4 +181,29 @@ func (s *Stream) release() {
 func (s *Stream) Close() error {
 	s.release()
 	return nil
+}
+
+// NewClient returns configured, or a client with its own transport (own
+// is then that transport; the backend's Close releases its idle
+// connections). Concurrent runs to one upstream each hold a connection:
+// the transport keeps 256 per host for reuse rather than the default two;
+// a read takes up to ReadBufSize, so a burst is decoded, and written on,
+// at once.
+func NewClient(configured *http.Client) (client *http.Client, own *http.Transport) {
+	if configured != nil {
+		return configured, nil
+	}
+	own = http.DefaultTransport.(*http.Transport).Clone()
+	own.MaxIdleConns, own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
+	own.ReadBufferSize = ReadBufSize
+	return &http.Client{Transport: own}, own
+}
+
+// Redacted is raw, a URL, without its credentials, for causes and logs;
+// fallback when raw is not a URL.
+func Redacted(raw, fallback string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return fallback
 }

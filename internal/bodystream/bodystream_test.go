@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -157,5 +158,26 @@ func TestStreamCancelled(t *testing.T) {
 	_, last, _ := run(t, Config{Ctx: ctx, Cancel: cancel, Body: &brokenBody{strings.NewReader(""), context.Canceled}, Dec: newLineDecoder()})
 	if last.GetStatus() != canonical.StatusFailed || canonical.Code(last.GetError().GetCode()) != canonical.CodeCanceled {
 		t.Fatalf("terminal %v", last)
+	}
+}
+
+// A configured client is used as it is; without one the backend gets its
+// own transport (its idle connections are the backend's to release), and
+// an upstream's address loses its credentials in causes.
+func TestNewClientAndRedacted(t *testing.T) {
+	configured := &http.Client{}
+	if c, own := NewClient(configured); c != configured || own != nil {
+		t.Fatalf("configured client: %p %v", c, own)
+	}
+	c, own := NewClient(nil)
+	if own == nil || c.Transport != own || own.MaxIdleConnsPerHost != 256 || own.ReadBufferSize != ReadBufSize {
+		t.Fatalf("own transport: %+v", own)
+	}
+	own.CloseIdleConnections()
+	if got := Redacted("http://user:secret@upstream:8000/v1", "x"); got != "http://user:xxxxx@upstream:8000/v1" {
+		t.Errorf("Redacted = %q", got)
+	}
+	if got := Redacted("http://[::1", "x"); got != "x" {
+		t.Errorf("Redacted(not a URL) = %q", got)
 	}
 }
