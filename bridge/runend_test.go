@@ -184,7 +184,7 @@ func TestUpstreamAddressHidden(t *testing.T) {
 }
 
 // A run its client closes before the terminal event is counted and logged
-// as abandoned with code canceled (it was logged with code ok).
+// with code canceled (an abandoned one was logged with code ok).
 func TestRunEndAbandoned(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	var logs lockedBuffer
@@ -203,8 +203,11 @@ func TestRunEndAbandoned(t *testing.T) {
 	for len(logs.runEnds(t)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The client's leaving cancels the request's context too: the run may
+	// end cancelled before the frontend closes it (abandoned). Either way
+	// its code says so, never ok.
 	ends := logs.runEnds(t)
-	if len(ends) != 1 || ends[0]["outcome"] != "abandoned" || ends[0]["code"] != "canceled" {
-		t.Fatalf("run-end lines %v, want one abandoned, canceled", ends)
+	if len(ends) != 1 || (ends[0]["outcome"] != "abandoned" && ends[0]["outcome"] != "cancelled") || ends[0]["code"] != "canceled" {
+		t.Fatalf("run-end lines %v, want one abandoned or cancelled, code canceled", ends)
 	}
 }
