@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/burst"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
@@ -42,68 +43,6 @@ func (s *sseSink) event(name string, v any) error {
 	return s.sw.QueueEvent("", name, data)
 }
 
-// batch is what the receiving goroutine hands the writer: the events Recv
-// returned without waiting, or the error that ended them.
-type batch struct {
-	evs []*canonical.Event
-	err error
-}
-
-// receiver reads a stream on its own goroutine (recvLoop), so the writer
-// can write pings while Recv waits. Close stops it and waits for it.
-type receiver struct {
-	stream canonical.Stream
-	out    chan batch
-	quit   chan struct{}
-	done   chan struct{}
-}
-
-func newReceiver(stream canonical.Stream) *receiver {
-	r := &receiver{stream: stream, out: make(chan batch), quit: make(chan struct{}), done: make(chan struct{})}
-	go r.recvLoop()
-	return r
-}
-
-// recvLoop receives events, a burst at a time (what Buffered says is at
-// hand), until the stream ends or the writer quits.
-func (r *receiver) recvLoop() {
-	defer close(r.done)
-	ready, _ := r.stream.(canonical.Buffered)
-	for {
-		var b batch
-		ev, err := r.stream.Recv()
-		if err != nil {
-			b.err = err
-		} else {
-			b.evs = append(b.evs, ev)
-			for ready != nil && ready.Buffered() > 0 && len(b.evs) < 256 {
-				ev, err := r.stream.Recv()
-				if err != nil {
-					b.err = err
-					break
-				}
-				b.evs = append(b.evs, ev)
-			}
-		}
-		select {
-		case r.out <- b:
-		case <-r.quit:
-			return
-		}
-		if b.err != nil {
-			return
-		}
-	}
-}
-
-// close stops the receiver: the stream is closed (unblocking Recv) and
-// the goroutine waited for.
-func (r *receiver) close() {
-	close(r.quit)
-	_ = r.stream.Close()
-	<-r.done
-}
-
 // streamRun writes the run as a Messages event stream, with a ping after
 // each PingInterval without an event.
 func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, model, rid string) {
@@ -115,8 +54,8 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, mod
 	}
 	out := &sseSink{w: w, sw: sw, rid: rid}
 	enc := newEncoder(out, model)
-	rc := newReceiver(stream)
-	defer rc.close()
+	rc := burst.New(stream)
+	defer rc.Close()
 	ping := time.NewTimer(f.cfg.PingInterval)
 	defer ping.Stop()
 	for {
@@ -127,7 +66,7 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, mod
 			}
 			ping.Reset(f.cfg.PingInterval)
 			continue
-		case b := <-rc.out:
+		case b := <-rc.C():
 			if f.writeBatch(enc, out, b, model) {
 				return
 			}
@@ -150,8 +89,8 @@ func (f *Frontend) ping(enc *encoder, out *sseSink) error {
 
 // writeBatch writes a batch's events and flushes them; it reports whether
 // the response has ended (the run's end, a failure, a client gone).
-func (f *Frontend) writeBatch(enc *encoder, out *sseSink, b batch, model string) bool {
-	for _, ev := range b.evs {
+func (f *Frontend) writeBatch(enc *encoder, out *sseSink, b burst.Batch, model string) bool {
+	for _, ev := range b.Events {
 		done, fail, err := enc.event(ev)
 		if err != nil {
 			f.log.Debug("messages: client gone", "model", model, "run", ev.GetRunId(), "err", err)
@@ -166,8 +105,8 @@ func (f *Frontend) writeBatch(enc *encoder, out *sseSink, b batch, model string)
 			return true
 		}
 	}
-	if b.err != nil {
-		err := b.err
+	if b.Err != nil {
+		err := b.Err
 		if errors.Is(err, io.EOF) {
 			err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
 		}

@@ -7,70 +7,9 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/burst"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
-
-// batch is what the receiving goroutine hands the writer: the events Recv
-// returned without waiting, or the error that ended them.
-type batch struct {
-	evs []*canonical.Event
-	err error
-}
-
-// receiver reads a stream on its own goroutine (recvLoop), so the writer
-// can write keepalives while Recv waits. close stops it and waits for it.
-type receiver struct {
-	stream canonical.Stream
-	out    chan batch
-	quit   chan struct{}
-	done   chan struct{}
-}
-
-func newReceiver(stream canonical.Stream) *receiver {
-	r := &receiver{stream: stream, out: make(chan batch), quit: make(chan struct{}), done: make(chan struct{})}
-	go r.recvLoop()
-	return r
-}
-
-// recvLoop receives events, a burst at a time (what Buffered says is at
-// hand, at most 256), until the stream ends or the writer quits.
-func (r *receiver) recvLoop() {
-	defer close(r.done)
-	ready, _ := r.stream.(canonical.Buffered)
-	for {
-		var b batch
-		ev, err := r.stream.Recv()
-		if err != nil {
-			b.err = err
-		} else {
-			b.evs = append(b.evs, ev)
-			for ready != nil && ready.Buffered() > 0 && len(b.evs) < 256 {
-				ev, err := r.stream.Recv()
-				if err != nil {
-					b.err = err
-					break
-				}
-				b.evs = append(b.evs, ev)
-			}
-		}
-		select {
-		case r.out <- b:
-		case <-r.quit:
-			return
-		}
-		if b.err != nil {
-			return
-		}
-	}
-}
-
-// close stops the receiver: the stream is closed (unblocking Recv, and
-// cancelling the run if it has not ended) and the goroutine waited for.
-func (r *receiver) close() {
-	close(r.quit)
-	_ = r.stream.Close()
-	<-r.done
-}
 
 // streamRun writes the run as chunks, with a keepalive comment after each
 // Keepalive without one (which commits the 200 if nothing did yet).
@@ -83,8 +22,8 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 	}
 	out := newStreamWriter(w, sw, d.model, f.cfg.ReasoningField, time.Now().Unix(), d.includeUsage)
 	rd := newReader(out)
-	rc := newReceiver(stream)
-	defer rc.close()
+	rc := burst.New(stream)
+	defer rc.Close()
 	tick := time.NewTimer(f.cfg.Keepalive)
 	defer tick.Stop()
 	for {
@@ -95,7 +34,7 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 				return
 			}
 			tick.Reset(f.cfg.Keepalive)
-		case b := <-rc.out:
+		case b := <-rc.C():
 			if f.writeBatch(rd, out, b, d.model) {
 				return
 			}
@@ -106,8 +45,8 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 
 // writeBatch writes a batch's chunks and flushes them; it reports whether
 // the response has ended (the run's end, a failure, a client gone).
-func (f *Frontend) writeBatch(rd *reader, out *streamWriter, b batch, model string) bool {
-	for _, ev := range b.evs {
+func (f *Frontend) writeBatch(rd *reader, out *streamWriter, b burst.Batch, model string) bool {
+	for _, ev := range b.Events {
 		done, err := rd.event(ev)
 		if err != nil {
 			f.log.Debug("chat completions: client gone", "model", model, "run", ev.GetRunId(), "err", err)
@@ -118,8 +57,8 @@ func (f *Frontend) writeBatch(rd *reader, out *streamWriter, b batch, model stri
 			return true
 		}
 	}
-	if b.err != nil {
-		err := b.err
+	if b.Err != nil {
+		err := b.Err
 		if errors.Is(err, io.EOF) {
 			err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
 		}
