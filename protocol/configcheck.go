@@ -95,7 +95,7 @@ func checkScalar(n *yaml.Node, t reflect.Type, path string) []error {
 		return []error{configErr(n, path, "want a single value")}
 	}
 	switch {
-	case t == reflect.TypeOf(time.Duration(0)):
+	case t == durationType:
 		if n.Tag == "!!int" || n.Tag == "!!float" {
 			return []error{configErr(n, path, fmt.Sprintf("%s has no unit: write %ss (or ms, m, h)", n.Value, n.Value))}
 		}
@@ -117,6 +117,9 @@ func checkScalar(n *yaml.Node, t reflect.Type, path string) []error {
 	}
 	return nil
 }
+
+// durationType is time.Duration's: a duration option is written 30s.
+var durationType = reflect.TypeOf(time.Duration(0))
 
 func configErr(n *yaml.Node, path, msg string) error {
 	if path != "" {

@@ -233,8 +233,7 @@ func (b *Backend) transportError(ctx context.Context, err error) *canonical.Erro
 	if ctx.Err() != nil {
 		return canonical.AsError(ctx.Err())
 	}
-	return &canonical.Error{Code: canonical.CodeUnavailable, Message: "openai backend: the upstream did not answer",
-		Cause: fmt.Errorf("POST %s: %w", b.redacted(), err)}
+	return canonical.Unreachable("openai", fmt.Errorf("POST %s: %w", b.redacted(), err))
 }
 
 // httpError reads an error answer: {"error":{...}} (code a string, an
