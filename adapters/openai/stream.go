@@ -105,6 +105,11 @@ func (d *streamDecoder) Fail(out []*canonical.Event, err error) []*canonical.Eve
 // event decodes one SSE event: [DONE], an error (an "error" event, an
 // object with a non-null error member, a flat {"object":"error"}), or a
 // chunk.
+// chunkJSON reads an upstream's chunks as servers write them: invalid
+// UTF-8 kept as U+FFFD, a repeated member allowed. Joined once, not per
+// chunk.
+var chunkJSON = json.JoinOptions(json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true))
+
 func (d *streamDecoder) event(ev *sse.Event, out []*canonical.Event) ([]*canonical.Event, *canonical.Error) {
 	data := bytes.TrimSpace(ev.Data)
 	if bytes.HasPrefix(data, []byte("[DONE]")) {
@@ -114,7 +119,7 @@ func (d *streamDecoder) event(ev *sse.Event, out []*canonical.Event) ([]*canonic
 		return out, nil
 	}
 	var c inChunk
-	if err := json.Unmarshal(data, &c, json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true)); err != nil {
+	if err := json.Unmarshal(data, &c, chunkJSON); err != nil {
 		if ev.Event == "error" { // old llama.cpp: "error:" or "event: error" with text
 			return d.b.End(out, canonical.StatusFailed, canonical.WireError(canonical.CodeInternal, trimMessage(string(data)))), nil
 		}
