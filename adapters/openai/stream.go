@@ -102,14 +102,14 @@ func (d *streamDecoder) Fail(out []*canonical.Event, err error) []*canonical.Eve
 	return d.b.End(out, canonical.StatusFailed, canonical.AsError(err))
 }
 
-// event decodes one SSE event: [DONE], an error (an "error" event, an
-// object with a non-null error member, a flat {"object":"error"}), or a
-// chunk.
 // chunkJSON reads an upstream's chunks as servers write them: invalid
 // UTF-8 kept as U+FFFD, a repeated member allowed. Joined once, not per
 // chunk.
 var chunkJSON = json.JoinOptions(json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true))
 
+// event decodes one SSE event: [DONE], an error (an "error" event, an
+// object with a non-null error member, a flat {"object":"error"}), or a
+// chunk.
 func (d *streamDecoder) event(ev *sse.Event, out []*canonical.Event) ([]*canonical.Event, *canonical.Error) {
 	data := bytes.TrimSpace(ev.Data)
 	if bytes.HasPrefix(data, []byte("[DONE]")) {
