@@ -65,14 +65,18 @@ type successResponse struct {
 	Meta   responseMeta `json:"meta"`
 }
 
+// responseMeta is a CommandResponse's meta: the CDDL's ResponseMeta
+// (applied_through_seq; Extensible) with the thread's id, as LangGraph
+// (@langchain/langgraph-api 1.5.1, protocol/service.mjs) sends it.
 type responseMeta struct {
+	ThreadID          string `json:"thread_id,omitempty"`
 	AppliedThroughSeq uint64 `json:"applied_through_seq"`
 }
 
-// successFrame is a CommandResponse with result, a JSON object, and
-// meta.applied_through_seq.
-func successFrame(id uint64, result []byte, applied uint64) []byte {
-	return appendJSON(nil, &successResponse{Type: "success", ID: id, Result: result, Meta: responseMeta{applied}})
+// successFrame is a CommandResponse on thread with result, a JSON object,
+// and meta {thread_id, applied_through_seq}.
+func successFrame(id uint64, result []byte, thread string, applied uint64) []byte {
+	return appendJSON(nil, &successResponse{Type: "success", ID: id, Result: result, Meta: responseMeta{thread, applied}})
 }
 
 // errorResponse is an ErrorResponse (section 3.3); id is null for a
@@ -504,7 +508,7 @@ func (f *Frontend) stateGet(th *Thread, p params) ([]byte, uint64, *protoError) 
 	defer th.mu.Unlock()
 	res := &stateResult{Values: valuesJSON(th.rt.rec.Values, keys)}
 	if h := th.rt.rec.Head; h != "" {
-		res.Checkpoint = &checkpointLink{ID: h}
+		res.Checkpoint = &checkpointRef{ID: h} // state.get reads the root: ns ""
 	}
 	return appendJSON(nil, res), th.seq, nil
 }
@@ -613,8 +617,14 @@ type (
 		ThreadID string `json:"thread_id,omitempty"`
 	}
 	stateResult struct {
-		Values     json.Value      `json:"values"`
-		Checkpoint *checkpointLink `json:"checkpoint,omitzero"`
+		Values     json.Value     `json:"values"`
+		Checkpoint *checkpointRef `json:"checkpoint,omitzero"`
+	}
+	// checkpointRef is the CDDL's CheckpointRef {id, ns?} with ns always
+	// written, as LangGraph's state.get writes it ("" for the root).
+	checkpointRef struct {
+		ID string `json:"id"`
+		NS string `json:"ns"`
 	}
 	checkpointsResult struct {
 		Checkpoints []checkpointSummary `json:"checkpoints"`

@@ -1077,7 +1077,11 @@ func (d *Decoder) messages(base *canonical.Event, data map[string]json.Value, ou
 			}
 		}
 		s.msgOpen, s.next = true, 0
-		return d.emit(out, base, &canonical.KindMessageStart{MessageStart: ms})
+		out = d.emit(out, base, &canonical.KindMessageStart{MessageStart: ms})
+		if r := jstr(data["run_id"]); r != "" { // LangGraph's, on each of the message's events
+			out[len(out)-1].Extensions = map[string]*structpb.Value{runIDExt: structpb.NewStringValue(r)}
+		}
+		return out
 	case "content-block-start":
 		var content map[string]json.Value
 		_ = json.Unmarshal(data["content"], &content, peerJSON)

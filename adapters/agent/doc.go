@@ -20,7 +20,9 @@
 //     CDDL shape, and langgraph-api's shape when params carry since). GET
 //     without Upgrade is 426.
 //   - POST /threads/{thread_id}/commands: one command, answered 200 with a
-//     CommandResponse (meta.applied_through_seq) or ErrorResponse; HTTP
+//     CommandResponse (meta {thread_id, applied_through_seq}: the CDDL's
+//     ResponseMeta, Extensible, with the thread's id as LangGraph sends
+//     it) or ErrorResponse; HTTP
 //     4xx only for transport failures (body not JSON, no integer id or
 //     string method, body too large) with {"error","message"}.
 //   - GET /threads/{thread_id}/state and POST
@@ -50,7 +52,16 @@
 // tool-call-delta after a tool_call_chunk start; content-block-finish
 // carries the finalized block, which the Encoder assembles from the deltas;
 // message-finish carries usage and reason; a model failure is the messages
-// error event (with the run's error message and canonical code name).
+// error event (with the run's error message and canonical code name). A
+// message's run_id (the model call's LangChain run, which LangGraph writes
+// in the data of each of the message's events and the SDK keys messages
+// by) is read from its message-start and written on each of its events.
+// An updates event is the protocol's UpdatesData, data {node?, values}
+// (CDDL UpdatesEvent; @langchain/protocol 0.0.21 UpdatesData), whatever
+// the upstream's form: LangGraph 1.5.1 sends the node's values as data
+// and the node in params.node, which the backend reads into the same
+// canonical state update (node and values). state.get's checkpoint is a
+// CheckpointRef {id, ns} with ns "" (the root), as LangGraph writes it.
 //
 // When the backend is a plain model, the bridge is the agent runtime: the
 // thread's state is its message list (LangChain message dicts) plus any

@@ -180,11 +180,23 @@ type Encoder struct {
 	// pendingErr is a message that ended with FinishError: its error event
 	// waits for the next event, which (if it is the run's failure) supplies
 	// the message and code.
-	pendingErr *wireEvent
+	pendingErr   *wireEvent
+	pendingRunID string // its message's run_id
 }
 
-// nsEnc is the open block of one namespace.
+// runIDExt is the extension of a message-start event that holds the
+// message's run_id: the LangChain run of the model call that LangGraph
+// writes in the data of each of a message's events ({"event":
+// "message-start", "id", "run_id"}; the SDK's MessageAssembler keys
+// messages by it and keeps it as additional_kwargs.run_id). The decoder
+// reads it from message-start; the encoder writes it on each event of the
+// message. (The protocol's MessageMetadata.run_id is a different place:
+// metadata passes as the upstream sent it.)
+const runIDExt = "agent.run_id"
+
+// nsEnc is the open block of one namespace, and its open message's run_id.
 type nsEnc struct {
+	runID string
 	open  bool
 	typ   canonical.BlockType
 	index uint32
@@ -313,6 +325,7 @@ type eventError struct {
 	ToolCallID string `json:"tool_call_id,omitzero"`
 	Message    string `json:"message"`
 	Code       string `json:"code"`
+	RunID      string `json:"run_id,omitzero"` // a message's (runIDExt)
 }
 
 func (e *Encoder) flushPendingError(out []wireEvent, next *canonical.Event) []wireEvent {
@@ -326,7 +339,8 @@ func (e *Encoder) flushPendingError(out []wireEvent, next *canonical.Event) []wi
 		msg, code = lc.GetError().GetMessage(), canonical.Code(lc.GetError().GetCode())
 	}
 	w := *p
-	w.start, w.end = e.write(&eventError{Event: "error", Message: msg, Code: code.String()})
+	w.start, w.end = e.write(&eventError{Event: "error", Message: msg, Code: code.String(), RunID: e.pendingRunID})
+	e.pendingRunID = ""
 	return append(out, w)
 }
 
@@ -337,11 +351,13 @@ type (
 		Role     string         `json:"role"`
 		ID       string         `json:"id"`
 		Metadata map[string]any `json:"metadata,omitempty"`
+		RunID    string         `json:"run_id,omitempty"`
 	}
 	messageFinish struct {
 		Event  string     `json:"event"`
 		Usage  *wireUsage `json:"usage,omitzero"`
 		Reason string     `json:"reason,omitempty"`
+		RunID  string     `json:"run_id,omitempty"`
 	}
 	toolStarted struct {
 		Event      string     `json:"event"`
@@ -366,6 +382,11 @@ type (
 	inputAnswered struct {
 		InterruptIDs []string `json:"interrupt_ids"`
 	}
+	// stateUpdate is an updates event's data, the CDDL's UpdatesData
+	// {? node: text, values: {* text => any}, Extensible} (@langchain/protocol
+	// 0.0.21 UpdatesData {node?, values}): the node rides in data, not in
+	// params as LangGraph 1.5.1 puts it (its data is the values alone; the
+	// decoder reads both forms).
 	stateUpdate struct {
 		Node   string `json:"node,omitempty"`
 		Values any    `json:"values"`
@@ -395,7 +416,9 @@ func (e *Encoder) encode(ev *canonical.Event, out []wireEvent) ([]wireEvent, err
 	case *canonical.KindBlockFinish:
 		return e.blockFinish(ev, k.BlockFinish, out), nil
 	case *canonical.KindMessageStart:
-		ms := &messageStart{Event: "message-start", Role: wireRole(k.MessageStart.GetRole()), ID: k.MessageStart.GetMessageId()}
+		s := e.state(ev.GetNamespace())
+		s.runID = ev.GetExtensions()[runIDExt].GetStringValue()
+		ms := &messageStart{Event: "message-start", Role: wireRole(k.MessageStart.GetRole()), ID: k.MessageStart.GetMessageId(), RunID: s.runID}
 		if md := k.MessageStart.GetMetadata(); len(md) > 0 {
 			ms.Metadata = plainFields(md, true)
 		}
@@ -461,6 +484,8 @@ func plainObject(v *structpb.Value) any {
 
 func (e *Encoder) messageFinish(ev *canonical.Event, mf *canonical.MessageFinish, out []wireEvent) []wireEvent {
 	if mf.GetFinishReason() == canonical.FinishError {
+		s := e.state(ev.GetNamespace())
+		e.pendingRunID, s.runID = s.runID, ""
 		ms := ev.GetTimeUnixNano() / 1e6
 		if ms == 0 {
 			ms = e.cfg.Now().UnixMilli()
@@ -468,7 +493,9 @@ func (e *Encoder) messageFinish(ev *canonical.Event, mf *canonical.MessageFinish
 		e.pendingErr = &wireEvent{method: methodMessages, namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: ms}
 		return out
 	}
-	data := &messageFinish{Event: "message-finish", Reason: wireReason(mf.GetFinishReason())}
+	s := e.state(ev.GetNamespace())
+	data := &messageFinish{Event: "message-finish", Reason: wireReason(mf.GetFinishReason()), RunID: s.runID}
+	s.runID = ""
 	if u := mf.GetUsage(); u != nil && (u.GetInputTokens() != 0 || u.GetOutputTokens() != 0 || u.GetTotalTokens() != 0) {
 		data.Usage = newWireUsage(u)
 	}
@@ -645,6 +672,7 @@ type blockEvent struct {
 	Index   uint32
 	Content any
 	Delta   *wireDelta
+	RunID   string // omitted when empty
 }
 
 // MarshalJSONTo writes the event token by token (most of a run's events
@@ -666,6 +694,9 @@ func (b *blockEvent) MarshalJSONTo(enc *json.Encoder) error {
 		if t.err == nil {
 			t.err = b.Delta.MarshalJSONTo(enc)
 		}
+	}
+	if b.RunID != "" {
+		t.str("run_id", b.RunID)
 	}
 	t.token(json.EndObject)
 	return t.err
@@ -754,8 +785,8 @@ func nullable(s string) *string {
 
 func (e *Encoder) blockStart(ev *canonical.Event, bs *canonical.BlockStart, out []wireEvent) []wireEvent {
 	s := e.state(ev.GetNamespace())
-	*s = nsEnc{open: true, typ: bs.GetType(), index: bs.GetIndex(), id: bs.GetId(), name: bs.GetName(), mime: bs.GetMime(), ref: bs.GetRef(), acc: s.acc[:0]}
-	data := &blockEvent{Event: "content-block-start", Index: bs.GetIndex()}
+	*s = nsEnc{runID: s.runID, open: true, typ: bs.GetType(), index: bs.GetIndex(), id: bs.GetId(), name: bs.GetName(), mime: bs.GetMime(), ref: bs.GetRef(), acc: s.acc[:0]}
+	data := &blockEvent{Event: "content-block-start", Index: bs.GetIndex(), RunID: s.runID}
 	switch bs.GetType() {
 	case canonical.BlockText:
 		data.Content = &textBlock{Type: "text", ID: s.id}
@@ -784,7 +815,7 @@ func (s *nsEnc) dataBlock(final bool) *dataBlock {
 // addDelta appends a content-block-delta through the reused e.delta.
 func (e *Encoder) addDelta(out []wireEvent, ev *canonical.Event, index uint32, d wireDelta) []wireEvent {
 	e.body = d
-	e.delta = blockEvent{Event: "content-block-delta", Index: index, Delta: &e.body}
+	e.delta = blockEvent{Event: "content-block-delta", Index: index, Delta: &e.body, RunID: e.state(ev.GetNamespace()).runID}
 	out = e.add(out, methodMessages, ev, &e.delta)
 	e.body = wireDelta{} // keep no text
 	return out
@@ -837,7 +868,7 @@ func (e *Encoder) blockFinish(ev *canonical.Event, bf *canonical.BlockFinish, ou
 		out = e.addDelta(out, ev, s.index, wireDelta{Type: "data-delta", Data: s.acc[len(s.acc)-s.held:], Encoding: "base64"})
 		s.held = 0
 	}
-	data := &blockEvent{Event: "content-block-finish", Index: bf.GetIndex()}
+	data := &blockEvent{Event: "content-block-finish", Index: bf.GetIndex(), RunID: s.runID}
 	switch s.typ {
 	case canonical.BlockText:
 		data.Content = &textBlock{Type: "text", Text: string(s.acc), ID: s.id}

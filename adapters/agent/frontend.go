@@ -506,7 +506,7 @@ func (f *Frontend) serveCommands(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, errorFrame(int64(cmd.id), pe))
 		return
 	}
-	writeJSON(w, successFrame(cmd.id, result, applied))
+	writeJSON(w, successFrame(cmd.id, result, th.id, applied))
 }
 
 func writeJSON(w http.ResponseWriter, b []byte) {

@@ -347,6 +347,7 @@ func lgRunStatus(t *testing.T, url, thread string) string {
 type observation struct {
 	Runs []struct {
 		Messages   json.Value `json:"messages"`
+		RunIDs     json.Value `json:"run_ids"`
 		Lifecycle  json.Value `json:"lifecycle"`
 		Updates    json.Value `json:"updates"`
 		Tools      json.Value `json:"tools"`
@@ -434,7 +435,7 @@ func compareObservations(t *testing.T, want, got observation) {
 			name      string
 			want, got json.Value
 		}{
-			{"messages", w.Messages, g.Messages}, {"lifecycle", w.Lifecycle, g.Lifecycle}, {"tools", w.Tools, g.Tools},
+			{"messages", w.Messages, g.Messages}, {"run_ids", w.RunIDs, g.RunIDs}, {"lifecycle", w.Lifecycle, g.Lifecycle}, {"tools", w.Tools, g.Tools},
 			{"interrupts", w.Interrupts, g.Interrupts}, {"error", w.Error, g.Error}, {"final", w.Final, g.Final},
 			{"updates", w.Updates, unwrapUpdates(t, g.Updates)},
 		} {
@@ -478,4 +479,73 @@ func jsonEqual(a, b json.Value) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// TestLangGraphCommandMeta: a command's answer through Interlingua has
+// the members LangGraph's has: meta {thread_id, applied_through_seq}, and
+// state.get's checkpoint {id, ns}, with the same thread id and ns.
+func TestLangGraphCommandMeta(t *testing.T) {
+	lg := startLangGraph(t)
+	for name, url := range map[string]string{"langgraph": lg, "interlingua": fronted(t, lg, "sse")} {
+		t.Run(name, func(t *testing.T) {
+			thread := newUUID()
+			start := lgCommand(t, url, thread, `{"id":1,"method":"run.start","params":{"assistant_id":"react","input":{"messages":[{"role":"user","content":"What is 6 * 7?"}]}}}`)
+			if start.Meta.ThreadID != thread || start.Meta.Applied == nil {
+				t.Errorf("run.start's meta %+v, want thread_id %s and applied_through_seq", start.Meta, thread)
+			}
+			deadline := time.Now().Add(wait)
+			for {
+				got := lgCommand(t, url, thread, `{"id":2,"method":"state.get","params":{"namespace":[]}}`)
+				var values struct {
+					Messages []json.Value `json:"messages"`
+				}
+				_ = json.Unmarshal(got.Result.Values, &values)
+				if len(values.Messages) == 4 { // the run's end: question, call, result, answer
+					if got.Meta.ThreadID != thread || got.Result.Checkpoint == nil || got.Result.Checkpoint.ID == "" || got.Result.Checkpoint.NS == nil || *got.Result.Checkpoint.NS != "" {
+						t.Errorf("state.get answered %s", got.raw)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the run did not end in %v: %s", wait, got.raw)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// commandAnswer is what TestLangGraphCommandMeta reads of an answer.
+type commandAnswer struct {
+	Type string `json:"type"`
+	Meta struct {
+		ThreadID string  `json:"thread_id"`
+		Applied  *uint64 `json:"applied_through_seq"`
+	} `json:"meta"`
+	Result struct {
+		Values     json.Value `json:"values"`
+		Checkpoint *struct {
+			ID string  `json:"id"`
+			NS *string `json:"ns"`
+		} `json:"checkpoint"`
+	} `json:"result"`
+	raw []byte
+}
+
+// lgCommand posts a command to the thread's /commands at url.
+func lgCommand(t *testing.T, url, thread, body string) commandAnswer {
+	t.Helper()
+	resp, err := http.Post(url+"/threads/"+thread+"/commands", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	var a commandAnswer
+	if err := json.Unmarshal(buf.Bytes(), &a); err != nil || a.Type != "success" {
+		t.Fatalf("%s answered %d %s (%v)", body, resp.StatusCode, buf.Bytes(), err)
+	}
+	a.raw = buf.Bytes()
+	return a
 }

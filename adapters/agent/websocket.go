@@ -105,7 +105,7 @@ func (cn *wsConn) readLoop(ctx context.Context) {
 			if pe != nil {
 				cn.send(errorFrame(int64(cmd.id), pe))
 			} else {
-				cn.send(successFrame(cmd.id, result, applied))
+				cn.send(successFrame(cmd.id, result, cn.th.id, applied))
 			}
 		}
 	}
@@ -216,7 +216,7 @@ type namespaceStatus struct {
 func (cn *wsConn) answerSubscription(cmdID uint64, id string, flt *filter, replay []record, applied uint64) {
 	cn.subs[id] = flt
 	res := &subscribeResult{SubscriptionID: id, ReplayedEvents: len(replay)}
-	_ = cn.sendFrame(successFrame(cmdID, appendJSON(nil, res), applied))
+	_ = cn.sendFrame(successFrame(cmdID, appendJSON(nil, res), cn.th.id, applied))
 	for i := range replay {
 		if cn.sendFrame(replay[i].frame) != nil {
 			return
@@ -241,7 +241,7 @@ func (cn *wsConn) unsubscribe(cmd *command) {
 	delete(cn.th.subs, id)
 	applied := cn.th.seq
 	cn.th.mu.Unlock()
-	_ = cn.sendFrame(successFrame(cmd.id, []byte(`{}`), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, []byte(`{}`), cn.th.id, applied))
 }
 
 // reconnect implements subscription.reconnect: the CDDL shape {run_id,
@@ -324,7 +324,7 @@ func (cn *wsConn) reconnect(cmd *command) {
 		res.CurrentNamespaces = append(res.CurrentNamespaces, namespaceStatus{Namespace: s.ns, Status: s.status})
 	}
 	th.mu.Unlock()
-	_ = cn.sendFrame(successFrame(cmd.id, appendJSON(nil, res), applied))
+	_ = cn.sendFrame(successFrame(cmd.id, appendJSON(nil, res), cn.th.id, applied))
 	if lapsed != nil && cn.sendFrame(errorFrame(-1, gapError(lapsed))) != nil {
 		return
 	}

@@ -11,8 +11,9 @@
 // The observation: per run, the messages the SDK assembled (thread.messages:
 // each one's text, as its tokens came, and its tool calls), the lifecycle
 // events (namespaces without their task ids), the interrupts, the root
-// failure's error, the updates (node and payload), and the final values'
-// messages (type, content, tool calls).
+// failure's error, the updates (node and payload), each message's run_id
+// on its events, and the final values' messages (type, content, tool
+// calls).
 import { Client } from "@langchain/langgraph-sdk";
 import WebSocket from "ws";
 
@@ -64,8 +65,20 @@ async function observeRun(thread, start) {
   const lifecycle = events.filter((e) => e.method === "lifecycle").map((e) => [bare(e.params.namespace).join("/"), e.params.data.event]);
   const failed = events.find((e) => isRootTerminal(e) && e.params.data.event === "failed");
   const values = events.filter((e) => e.method === "values" && e.params.namespace.length === 0).at(-1)?.params.data;
+  // Each message's run_id (the model call's LangChain run), as the data
+  // of its messages events carry it: message id -> the run_ids seen.
+  const runIds = new Map();
+  const openMsg = new Map();
+  for (const e of events.filter((e) => e.method === "messages")) {
+    const ns = e.params.namespace.join("/");
+    if (e.params.data.event === "message-start") openMsg.set(ns, e.params.data.id);
+    const id = openMsg.get(ns) ?? null;
+    if (!runIds.has(id)) runIds.set(id, new Set());
+    runIds.get(id).add(e.params.data.run_id ?? null);
+  }
   return {
     messages: seen,
+    run_ids: [...runIds].map(([id, set]) => [id, [...set]]),
     lifecycle,
     updates: events.filter((e) => e.method === "updates").map((e) => [e.params.node ?? null, e.params.data]),
     tools: events.filter((e) => e.method === "tools").map((e) => [e.params.data.event, e.params.data.tool_call_id]),

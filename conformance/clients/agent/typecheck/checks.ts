@@ -2,7 +2,10 @@
 // 0.0.21 made strict (strict.ts), plus the few keys the reference's
 // Interlingua choices add where the schema leaves records Extensible:
 //  - message-finish.reason (choice 21, read by the SDK);
-//  - since and min_available_seq on the replay-gap error frame (choice 4).
+//  - since and min_available_seq on the replay-gap error frame (choice 4);
+//  - as LangGraph (@langchain/langgraph-api 1.5.1) sends them: thread_id in
+//    a command response's meta, and a message's run_id (the model call's
+//    LangChain run) in the data of each of its messages events.
 import type * as P from "@langchain/protocol";
 import type { Strict } from "./strict.ts";
 
@@ -15,7 +18,7 @@ type MessageFinishX = Strict<P.MessageFinishData> & { reason?: "stop" | "length"
 type MessagesEventX = {
   method: "messages";
   params: Omit<Strict<P.MessagesEvent["params"]>, "data"> & {
-    data: Strict<Exclude<P.MessagesData, P.MessageFinishData>> | MessageFinishX;
+    data: (Strict<Exclude<P.MessagesData, P.MessageFinishData>> | MessageFinishX) & { run_id?: string };
   };
 };
 
@@ -23,7 +26,10 @@ type MessagesEventX = {
 export type WireEvent = Envelope & (Strict<Exclude<P.EventData, P.MessagesEvent>> | MessagesEventX);
 
 /** Response is a CommandResponse whose result is the given command's. */
-export type Response<R> = Omit<Strict<P.CommandResponse>, "result"> & { result: Strict<R> };
+export type Response<R> = Omit<Strict<P.CommandResponse>, "result" | "meta"> & {
+  result: Strict<R>;
+  meta?: Strict<P.ResponseMeta> & { thread_id?: string };
+};
 
 /** Empty is EmptyResult as we send it: {}. */
 export type Empty = Record<string, never>;
