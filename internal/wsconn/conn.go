@@ -19,7 +19,7 @@ import (
 type Conn struct {
 	ws   *websocket.Conn
 	cfg  Config
-	out  chan frame // the send queue; writeLoop is its only receiver
+	out  *sendQueue // writeLoop is its only taker
 	held *heldConn  // ws's network connection if made by Upgrade, else nil
 
 	once    sync.Once
@@ -50,7 +50,7 @@ func New(ws *websocket.Conn, cfg Config) *Conn {
 	c := &Conn{
 		ws:      ws,
 		cfg:     cfg,
-		out:     make(chan frame, cfg.SendQueue),
+		out:     newSendQueue(cfg.SendQueue),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -88,12 +88,10 @@ func (c *Conn) Send(ctx context.Context, msgType int, data []byte) error {
 		return c.err
 	default:
 	}
-	select {
-	case c.out <- frame{typ: msgType, data: data}:
+	if c.out.push(frame{typ: msgType, data: data}) {
 		return nil
-	default: // slow consumer: cut off, never grow
 	}
-	return c.cutOff()
+	return c.cutOff() // slow consumer: cut off, never grow
 }
 
 // SendWait is Send for producers that can wait: when the queue is full it
@@ -108,30 +106,35 @@ func (c *Conn) SendWait(ctx context.Context, msgType int, data []byte) error {
 			"wsconn: message type %d is neither text (1) nor binary (2)", msgType)
 	}
 	f := frame{typ: msgType, data: data}
-	select {
-	case <-c.closing:
-		return c.err
-	case c.out <- f:
-		return nil
-	default:
+	var t *time.Timer
+	for {
+		select {
+		case <-c.closing:
+			return c.err
+		default:
+		}
+		if c.out.push(f) {
+			return nil
+		}
+		if t == nil {
+			t = time.NewTimer(c.cfg.WriteTimeout / 2)
+			defer t.Stop()
+		}
+		select { // the writer signals room as it takes each frame
+		case <-c.out.room:
+		case <-ctx.Done():
+			return canonical.AsError(ctx.Err())
+		case <-c.closing:
+			return c.err
+		case <-t.C:
+			return c.cutOff()
+		}
 	}
-	t := time.NewTimer(c.cfg.WriteTimeout / 2)
-	defer t.Stop()
-	select {
-	case c.out <- f:
-		return nil
-	case <-ctx.Done():
-		return canonical.AsError(ctx.Err())
-	case <-c.closing:
-		return c.err
-	case <-t.C:
-	}
-	return c.cutOff()
 }
 
 // cutOff ends the connection as a slow consumer (1008).
 func (c *Conn) cutOff() error {
-	msg := fmt.Sprintf("send queue full (%d frames)", cap(c.out))
+	msg := fmt.Sprintf("send queue full (%d frames)", c.out.max)
 	err := &Error{Code: ClosePolicyViolation, Reason: msg, Err: &canonical.Error{
 		Code: canonical.CodeResourceExhausted, Message: msg, Cause: ErrSlowConsumer}}
 	if !c.end(err, false) {
@@ -349,8 +352,8 @@ func (c *Conn) writeLoop() {
 		default:
 		}
 		select {
-		case f := <-c.out:
-			if err := c.writeQueued(f); err != nil {
+		case <-c.out.ready:
+			if err := c.writeQueued(); err != nil {
 				c.endWrite(err)
 			}
 		case <-ping.C:
@@ -365,15 +368,16 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// writeQueued writes f and the frames queued behind it when it was taken,
-// held (see heldConn) so that they reach the network in one write. It stops
-// early if the Conn starts to end. Frames queued meanwhile wait for the next
-// call, which comes at once: no frame waits for another to batch with, and
-// the loop gets to its ping and closing cases between bursts.
-func (c *Conn) writeQueued(f frame) error {
-	n := len(c.out)
+// writeQueued writes the frames queued when it starts, held (see
+// heldConn) so that they reach the network in one write. It stops early if
+// the Conn starts to end. Frames queued meanwhile wait for the next call,
+// which comes at once (each push signals ready): no frame waits for another
+// to batch with, and the loop gets to its ping and closing cases between
+// bursts.
+func (c *Conn) writeQueued() error {
+	n := c.out.len()
 	c.held.hold()
-	err := c.write(f, time.Now().Add(c.cfg.WriteTimeout))
+	var err error
 burst:
 	for ; err == nil && n > 0; n-- {
 		select {
@@ -381,7 +385,8 @@ burst:
 			break burst
 		default:
 		}
-		err = c.write(<-c.out, time.Now().Add(c.cfg.WriteTimeout))
+		f, _ := c.out.pop() // only this goroutine takes: n frames are there
+		err = c.write(f, time.Now().Add(c.cfg.WriteTimeout))
 	}
 	if rerr := c.held.release(); err == nil {
 		err = rerr
@@ -406,14 +411,12 @@ func (c *Conn) finish() {
 		}
 		c.held.hold()
 		var err error
-	flush:
 		for err == nil {
-			select {
-			case f := <-c.out:
-				err = c.write(f, d)
-			default:
-				break flush
+			f, ok := c.out.pop()
+			if !ok {
+				break
 			}
+			err = c.write(f, d)
 		}
 		if rerr := c.held.release(); err == nil {
 			err = rerr

@@ -17,13 +17,33 @@ import (
 // Nothing is held back to wait for a frame that has not been queued yet; see
 // heldConn. On error the Upgrader has replied to the client, as with
 // up.Upgrade.
+//
+// An Upgrader that sets no buffers gets writeBuffers and a read buffer of
+// readBufferSize: gorilla then holds a write buffer only while it writes a
+// message, and reads into a small buffer of its own (it keeps net/http's 4
+// KiB ones for the life of the connection otherwise: 8 KiB of every idle
+// socket's heap).
 func Upgrade(up *websocket.Upgrader, w http.ResponseWriter, r *http.Request, responseHeader http.Header, cfg Config) (*Conn, error) {
+	if up.WriteBufferPool == nil && up.WriteBufferSize == 0 && up.ReadBufferSize == 0 {
+		pooled := *up
+		pooled.WriteBufferPool, pooled.ReadBufferSize = &writeBuffers, readBufferSize
+		up = &pooled
+	}
 	ws, err := up.Upgrade(&heldHijacker{ResponseWriter: w}, r, responseHeader)
 	if err != nil {
 		return nil, err
 	}
 	return New(ws, cfg), nil
 }
+
+// readBufferSize is the read buffer of a connection Upgrade makes: what
+// clients send on our sockets (requests, commands, cancels) is small; a
+// larger message takes more reads, not more memory.
+const readBufferSize = 1024
+
+// writeBuffers are gorilla's write buffers for the connections Upgrade
+// makes with an Upgrader that brings no pool of its own.
+var writeBuffers sync.Pool
 
 // heldHijacker hands gorilla's Upgrader the hijacked connection wrapped in a
 // heldConn. It unwraps w with http.ResponseController, so middleware that
