@@ -40,6 +40,9 @@ type APIKey struct {
 	// MaxObservers bounds the key's open thread observers (replays and
 	// live event streams), each a JetStream consumer. Default 64.
 	MaxObservers int `yaml:"max_observers"`
+	// Admin lets the key use the inspector (/inspect, /v1/inspect/), which
+	// shows every key's captured runs. Default false.
+	Admin bool `yaml:"admin"`
 }
 
 // authenticator checks API keys against their SHA-256 digests.

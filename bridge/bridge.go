@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/inspect"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
@@ -52,6 +53,7 @@ type Bridge struct {
 	remotes  map[*remoteStream]struct{} // runs this instance's clients read from other instances
 	// keyObservers counts the observers open per API key.
 	keyObservers map[string]int
+	inspect      *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue
@@ -129,6 +131,10 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 		attribute.String("interlingua.target", target), attribute.String("interlingua.backend", rt.Backend),
 		attribute.String("interlingua.frontend", frontendOf(ctx)), attribute.String("interlingua.thread", req.GetThreadId()),
 		attribute.String("interlingua.run", req.GetRunId()), attribute.Bool("interlingua.remote", !b.hosts(rt.Backend))))
+	var tapped *inspect.Run // the inspector's capture of the run, if any
+	if b.inspect != nil {
+		ctx, tapped = b.inspect.Begin(ctx, req, inspect.RunInfo{Target: target, Frontend: frontendOf(ctx), Backend: rt.Backend, Start: start})
+	}
 	var s canonical.Stream
 	if b.hosts(rt.Backend) {
 		s, err = b.runLocal(ctx, rt, be, req, false, claim)
@@ -136,12 +142,13 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 		s, err = b.runRemote(ctx, rt, req, claim)
 	}
 	if err != nil {
+		tapped.Refused(err)
 		release()
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
 		return nil, err
 	}
-	return b.meter(ctx, s, req, target, rt.Backend, start, span, release), nil
+	return tapped.Wrap(b.meter(ctx, s, req, target, rt.Backend, start, span, release)), nil
 }
 
 // admitKey counts a run against its API key's max_runs; release undoes it.

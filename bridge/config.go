@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/interlingua-dev/interlingua/inspect"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/protocol"
 	"github.com/interlingua-dev/interlingua/protocols"
@@ -59,6 +60,9 @@ type Config struct {
 	TLS     TLSConfig      `yaml:"tls"`
 	Auth    AuthConfig     `yaml:"auth"`
 	Tracing tracing.Config `yaml:"tracing"`
+	// Inspector is the page at /inspect that shows captured runs wire to
+	// canonical to wire (docs/inspector.md). Default off.
+	Inspector inspect.Config `yaml:"inspector"`
 	// HostBackends names the backends this instance runs; the others are
 	// reached through instances that host them, over NATS. Default: all
 	// configured backends; "none" hosts none.
@@ -439,6 +443,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("nats.replicas: %d is not 1 to 5", r))
 	case r > 1 && c.NATS.URL == "":
 		errs = append(errs, fmt.Errorf("nats.replicas: %d needs a NATS cluster (nats.url); the embedded server is one server", r))
+	}
+	if err := c.Inspector.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if strings.ContainsAny(c.NATS.SubjectPrefix, " .*>") {
 		errs = append(errs, fmt.Errorf("nats.subject_prefix: %q must be one subject token", c.NATS.SubjectPrefix))

@@ -113,10 +113,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.HandleFunc("GET /v1/targets", s.serveTargets)
 	mux.Handle("GET /metrics", s.serverMetrics().Handler())
-	var handler http.Handler = mux
-	if auth != nil {
-		handler = auth.middleware(mux, log)
-	}
+	handler := s.inspectorHandler(cfg, mux, auth, log)
 	handler = newOriginPolicy(cfg.Listen, cfg.AllowedOrigins).middleware(handler)
 	handler = writeDeadline(handler, cfg.WriteTimeout, s.bridge.metrics.SlowConsumers.WithLabelValues("http"))
 	handler = tracing.Middleware(bodyTimeout(handler, cfg.BodyTimeout))
@@ -135,6 +132,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if certs != nil {
 		s.http.TLSConfig = certs.config()
 	}
+	s.http.RegisterOnShutdown(s.bridge.inspect.Close) // the inspector's live streams end (nil-safe)
 	s.backends = backends
 	deps := protocol.FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools,
 		Fabric: frontendFabric{fabric}, Ready: func() bool { return !s.bridge.Draining() && fabric.Ready() },

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/wiretap"
 )
 
 // Decoder is a protocol's incremental decoder of a streamed body.
@@ -196,7 +197,9 @@ func NewClient(configured *http.Client) (client *http.Client, own *http.Transpor
 	own = http.DefaultTransport.(*http.Transport).Clone()
 	own.MaxIdleConns, own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
 	own.ReadBufferSize = ReadBufSize
-	return &http.Client{Transport: own}, own
+	// The inspector records a captured run's upstream exchange through
+	// the wrapper (internal/wiretap); one atomic load while it is off.
+	return &http.Client{Transport: wiretap.Transport(own)}, own
 }
 
 // Redacted is raw, a URL, without its credentials, for causes and logs;

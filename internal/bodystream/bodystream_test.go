@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/wiretap"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -162,7 +163,8 @@ func TestStreamCancelled(t *testing.T) {
 }
 
 // A configured client is used as it is; without one the backend gets its
-// own transport (its idle connections are the backend's to release), and
+// own transport (its idle connections are the backend's to release),
+// wrapped by the inspector's wiretap, and
 // an upstream's address loses its credentials in causes.
 func TestNewClientAndRedacted(t *testing.T) {
 	configured := &http.Client{}
@@ -170,7 +172,7 @@ func TestNewClientAndRedacted(t *testing.T) {
 		t.Fatalf("configured client: %p %v", c, own)
 	}
 	c, own := NewClient(nil)
-	if own == nil || c.Transport != own || own.MaxIdleConnsPerHost != 256 || own.ReadBufferSize != ReadBufSize {
+	if own == nil || c.Transport != wiretap.Transport(own) || own.MaxIdleConnsPerHost != 256 || own.ReadBufferSize != ReadBufSize {
 		t.Fatalf("own transport: %+v", own)
 	}
 	own.CloseIdleConnections()
