@@ -26,28 +26,20 @@
 //     rounds) and RSS per concurrent stream above the round's baseline.
 //   - Errors: streams that failed or ended short.
 //
-// Clients are thin and protocol-honest: Triton and the XML frontend are
-// read as SSE, Glide over one WebSocket per stream, the native frontend as
-// NDJSON, the agent protocol as an SSE thread stream (thread bench-<slot>)
-// plus a run.start command, Anthropic's Messages stream as SSE counting
-// text_delta events (the bench parameters as top-level members, which
-// the frontend passes on), OpenAI Chat Completions as SSE chunks counting
-// non-empty delta content (a finish_reason and [DONE] required) and
-// Responses as SSE counting response.output_text.delta (response.completed
-// required), all scanned without decoding JSON trees;
-// Evergreen uses the adapter's own gRPC backend (adapters/evergreen) as its
-// client, since gRPC framing is not worth re-implementing.
-//
-// Upstreams: Triton is conformance/peers/triton, Glide conformance/peers/
-// glide, Anthropic conformance/peers/anthropic, OpenAI Chat Completions
-// conformance/peers/openai; Evergreen, the agent protocol and Responses
-// (which has no independent peer: its conformance profile plays the
-// upstream the same way) are their adapters' frontends in front of a
-// paced producer in this package (a canonical.Runner). Pacing
-// (Options.Rate) is done by the peers
-// (per-response delays) or the producer (an absolute schedule), never by
-// the bridge; with the scripted backend it is its delay_ms parameter, so
-// per-stream intervals there are whole milliseconds.
+// The harness names no protocol: each adapter's protocol value carries
+// its part (protocol.Protocol.Load, package bench/load, in the adapter's
+// load.go): a thin, protocol-honest client of its frontend that scans the
+// wire for text deltas without decoding JSON trees, a reference upstream
+// (a conformance peer, or the adapter's own frontend in front of a paced
+// producer, load.FrontendUpstream) that stamps each delta as it sends it,
+// and its idle connections. Frontends are the protocols with a client,
+// Backends those with an upstream, the scripted one (Load.Scripted) and
+// the route wrappers around it; the report's scenarios are derived from
+// the same values (Load.RatioDeltas, Reference, MaxStreams, ...). Pacing
+// (Options.Rate) is done by the peers (per-response delays) or the
+// producer (an absolute schedule), never by the bridge; with the scripted
+// backend it is its delay_ms parameter, so per-stream intervals there are
+// whole milliseconds.
 //
 // Options.Proxy adds a third path where there is a direct one: the peer
 // behind a reverse proxy that translates nothing (net/http/httputil), in
@@ -60,22 +52,19 @@
 // stream to show what the replay log costs (an experiment; the bridge's
 // configuration is not changed).
 //
-// Other modes: Idle opens thousands of idle streaming connections (agent
-// protocol SSE thread streams, Glide and Evergreen WebSockets) to a child
+// Other modes: Idle opens thousands of idle streaming connections (half
+// SSE, half WebSocket, from the protocols' Load.Idle) to a child
 // `interlingua serve` process, reads its RSS, and runs 1,000 active
 // streams alongside; Cluster measures two bridge instances joined by a
 // NATS server (runs placed over the fabric versus local ones);
 // WriteReport runs the standard matrix, re-profiles the converter
 // benchmarks that miss their target, and writes docs/benchmarks.md.
 //
-// Limits: Glide clients hold one connection per stream, so a Glide
-// frontend takes at most 1,000 streams (its MaxConnections is 1,024); the
-// scripted backend paces in whole milliseconds (delay_ms) and cannot be
-// paced through Glide (no request parameters), and the OpenAI and
-// Responses frontends cannot drive it at all (their requests carry only
-// their own members, so the bench parameters would not reach it); the Triton reference peer
-// builds each script in time quadratic in its delta count, so very long
-// Triton-peer streams charge that to both paths' TTFD.
+// Limits: a frontend whose client holds one connection per stream takes
+// at most Load.MaxStreams streams; the scripted backend paces in whole
+// milliseconds (delay_ms) and cannot be paced through a frontend whose
+// requests carry no parameters (Load.Echo), and frontends whose clients
+// refuse parameters cannot drive it at all.
 //
 // Every goroutine the harness starts is owned by the round or instance
 // that started it and ends before it returns or is closed.

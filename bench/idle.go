@@ -2,9 +2,8 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,25 +19,18 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"github.com/interlingua-dev/interlingua/bench/load"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // IdleOptions configure the idle-connections measurement.
 type IdleOptions struct {
-	// Conns is the number of idle streaming connections: half SSE (agent
-	// protocol thread streams, or native NDJSON runs that hang when the
-	// agent frontend is not mounted), half WebSocket (Glide chatStream, at
-	// most GlideConns, the rest Evergreen sessions). Default 10,000.
+	// Conns is the number of idle streaming connections: half SSE, half
+	// WebSocket, each half shared by the protocols whose Load.Idle has
+	// that transport (see idlePlan). Default 10,000.
 	Conns int
-	// GlideConns caps the Glide connections (its frontend accepts 1,024).
-	// Default 1,000.
-	GlideConns int
-	// AgentThreads is the number of agent-protocol threads the SSE
-	// streams subscribe to, round robin (the frontend holds at most
-	// MaxThreads, 1,000, in memory). Default 500.
-	AgentThreads int
 	// ActiveStreams run at once, while the idle connections stay open,
-	// through the Triton frontend from the scripted backend, each
+	// through the reference frontend from the scripted backend, each
 	// ActiveDeltas deltas. Defaults 1,000 and 100; negative skips.
 	ActiveStreams, ActiveDeltas int
 	// Binary is the interlingua executable to start ("serve"). Default
@@ -49,16 +42,13 @@ type IdleOptions struct {
 
 // IdleResult is the server process's footprint.
 type IdleResult struct {
-	Conns        int    `json:"conns"`
-	SSEKind      string `json:"sse_kind"`
-	AgentThreads int    `json:"agent_threads,omitempty"`
-	SSE          int    `json:"sse"`
-	GlideWS      int    `json:"glide_ws"`
-	EvergreenWS  int    `json:"evergreen_ws"`
-	Failed       int    `json:"failed"`
-	FirstFailure string `json:"first_failure,omitempty"`
-	NoFileSoft   uint64 `json:"nofile_soft"`
-	NoFileHard   uint64 `json:"nofile_hard"`
+	Conns int `json:"conns"`
+	// Idle are the connections open, by protocol, in the order planned.
+	Idle         []IdleConns `json:"idle"`
+	Failed       int         `json:"failed"`
+	FirstFailure string      `json:"first_failure,omitempty"`
+	NoFileSoft   uint64      `json:"nofile_soft"`
+	NoFileHard   uint64      `json:"nofile_hard"`
 	// BaselineRSS is the server's VmRSS before the connections, IdleRSS
 	// with all of them open (after a settle), PerConnBytes the difference
 	// per connection.
@@ -79,13 +69,20 @@ type IdleResult struct {
 	LoadAfter  [3]float64 `json:"loadavg_after"`
 }
 
+// IdleConns are one protocol's idle connections.
+type IdleConns struct {
+	Protocol  string `json:"protocol"`
+	Transport string `json:"transport"`
+	Conns     int    `json:"conns"`
+	// Text says what they are (Load.Idle.Text).
+	Text string `json:"text"`
+}
+
 // Idle starts `interlingua serve` as a child process (so its RSS is the
 // server's alone), opens the idle connections, reads the child's memory,
 // then runs the active streams alongside them.
 func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 	o.Conns = cmpOr(o.Conns, 10_000)
-	o.GlideConns = cmpOr(o.GlideConns, 1000)
-	o.AgentThreads = cmpOr(o.AgentThreads, 500)
 	if o.ActiveStreams == 0 {
 		o.ActiveStreams = 1000
 	}
@@ -115,12 +112,7 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 
 	pool := &connPool{}
 	defer pool.closeAll()
-	res.SSEKind, res.AgentThreads = "agent", o.AgentThreads
-	if err := openSSE(child.addr, "agent", 0, pool); err != nil {
-		res.SSEKind, res.AgentThreads = "native", 0
-	}
-	pool.closeAll()
-	openIdle(ctx, child.addr, o, res, pool)
+	openIdle(ctx, child.addr, o, idlePlan(ctx, child.addr, o.Conns), res, pool)
 	// Settle: let per-connection goroutines reach their idle state.
 	select {
 	case <-ctx.Done():
@@ -144,14 +136,62 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 	return res, nil
 }
 
-// openIdle opens o.Conns idle streaming connections to addr through
-// o.Dialers concurrent dialers, half SSE and half WebSocket (Glide up to
-// o.GlideConns, Evergreen after), and records the counts in res.
-func openIdle(ctx context.Context, addr string, o IdleOptions, res *IdleResult, pool *connPool) {
-	nWS := o.Conns - o.Conns/2
-	nGlide := min(nWS, o.GlideConns)
+// idleKind is one protocol's share of the idle connections.
+type idleKind struct {
+	name string
+	idle *load.Idle
+	want int
+}
+
+// idlePlan shares conns idle connections out: half SSE, half WebSocket;
+// within a transport, in the protocol list's order, the protocols with a
+// cap (Load.Idle.Max) first, each up to its cap, and the last one takes
+// the rest. A protocol whose first connection fails to open (its frontend
+// is not mounted) gets none; a transport's Fallback protocols are used
+// only when none of the others can open one.
+func idlePlan(ctx context.Context, addr string, conns int) []*idleKind {
+	var plan []*idleKind
+	for _, tr := range []struct {
+		transport string
+		n         int
+	}{{load.SSE, (conns + 1) / 2}, {load.WebSocket, conns / 2}} {
+		var open, fallback []*idleKind
+		for i := range protocols.All {
+			p := &protocols.All[i]
+			if p.Load == nil || p.Load.Idle == nil || p.Load.Idle.Transport != tr.transport {
+				continue
+			}
+			k := &idleKind{name: p.Name, idle: p.Load.Idle}
+			if k.idle.Fallback {
+				fallback = append(fallback, k)
+			} else if c, err := k.idle.Open(ctx, addr, 0); err == nil {
+				_ = c.Close()
+				open = append(open, k)
+			}
+		}
+		if len(open) == 0 {
+			open = fallback
+		}
+		slices.SortStableFunc(open, func(a, b *idleKind) int { return cmp.Compare(b.idle.Max, a.idle.Max) })
+		left := tr.n
+		for i, k := range open {
+			k.want = left
+			if k.idle.Max > 0 && i < len(open)-1 {
+				k.want = min(left, k.idle.Max)
+			}
+			left -= k.want
+			plan = append(plan, k)
+		}
+	}
+	return plan
+}
+
+// openIdle opens the plan's connections to addr through o.Dialers
+// concurrent dialers, the kinds interleaved, and records the counts in
+// res.
+func openIdle(ctx context.Context, addr string, o IdleOptions, plan []*idleKind, res *IdleResult, pool *connPool) {
 	type job struct {
-		kind string
+		kind *idleKind
 		i    int
 	}
 	jobs := make(chan job)
@@ -163,38 +203,32 @@ func openIdle(ctx context.Context, addr string, o IdleOptions, res *IdleResult, 
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				var err error
-				switch j.kind {
-				case "sse":
-					err = openSSE(addr, res.SSEKind, j.i%o.AgentThreads, pool)
-				case "glide":
-					err = openWS(ctx, "ws://"+addr+"/v1/language/stream/chatStream", pool)
-				case "evergreen":
-					err = openWS(ctx, "ws://"+addr+"/evergreen/ws", pool)
-				}
+				c, err := j.kind.idle.Open(ctx, addr, j.i)
 				if err != nil {
 					failed.Add(1)
-					firstFail.CompareAndSwap(nil, j.kind+": "+err.Error())
+					firstFail.CompareAndSwap(nil, j.kind.name+": "+err.Error())
+					continue
 				}
+				pool.add(j.kind.name, c)
 			}
 		}()
 	}
-	for i := 0; i < o.Conns; i++ {
-		j := job{"sse", i}
-		if i%2 == 1 { // interleave the kinds
-			j.kind = "glide"
-			if i/2 >= nGlide {
-				j.kind = "evergreen"
+	sent := make([]int, len(plan))
+	for more := true; more && ctx.Err() == nil; {
+		more = false
+		for n, k := range plan { // one of each kind in turn
+			if sent[n] < k.want {
+				jobs <- job{k, sent[n]}
+				sent[n]++
+				more = true
 			}
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		jobs <- j
 	}
 	close(jobs)
 	wg.Wait()
-	res.SSE, res.GlideWS, res.EvergreenWS = pool.count("sse"), pool.count("glide"), pool.count("evergreen")
+	for _, k := range plan {
+		res.Idle = append(res.Idle, IdleConns{Protocol: k.name, Transport: k.idle.Transport, Conns: pool.count(k.name), Text: k.idle.Text})
+	}
 	res.Failed = int(failed.Load())
 	if f, ok := firstFail.Load().(string); ok {
 		res.FirstFailure = f
@@ -205,9 +239,12 @@ func openIdle(ctx context.Context, addr string, o IdleOptions, res *IdleResult, 
 // backend through the child, with its idle connections open; the figures
 // are the child's (RSS, CPU), not this process's allocations.
 func activeAlongside(ctx context.Context, child *child, streams, deltas int) (*Side, error) {
-	cl := newTritonClient(clientSpec{base: "http://" + child.addr, target: "stream",
-		params: map[string]any{"deltas": deltas, "delta_text": "tok "}, streams: streams, mode: "active"})
-	defer cl.close()
+	cl, err := referenceFrontend().Load.NewClient(load.ClientSpec{Base: "http://" + child.addr, Target: "stream",
+		Params: map[string]any{"deltas": deltas, "delta_text": "tok "}, Streams: streams, Mode: "active"})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
 	h := &harness{o: Options{Streams: streams, Deltas: deltas, Timeout: 5 * time.Minute}}
 	m := &mode{name: "active", cl: cl, prompt: func(k string) string { return k }, acc: &sideAcc{}, pid: child.pid}
 	if err := h.round(ctx, m, true, false); err != nil {
@@ -367,74 +404,15 @@ func (p *connPool) closeAll() {
 	p.conns = nil
 }
 
-// openSSE opens one idle streaming response with a raw HTTP/1.1 request
-// and keeps the connection once the response headers (and, for native,
-// the first event line) have arrived.
-func openSSE(addr, kind string, i int, pool *connPool) error {
-	var path, body string
-	switch kind {
-	case "agent":
-		path, body = fmt.Sprintf("/threads/idle-%d/stream", i), `{"channels":["lifecycle"]}`
-	default:
-		path, body = "/v1/runs", `{"target":"stream","parameters":{"hang":true}}`
-	}
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return err
-	}
-	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", path, addr, len(body), body)
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, req); err != nil {
-		c.Close()
-		return err
-	}
-	var buf [2048]byte
-	n := 0
-	for !bytes.Contains(buf[:n], []byte("\r\n\r\n")) {
-		if n == len(buf) {
-			c.Close()
-			return errors.New("response headers too long")
-		}
-		k, err := c.Read(buf[n:])
-		n += k
-		if err != nil {
-			c.Close()
-			return fmt.Errorf("reading response headers: %w", err)
-		}
-	}
-	if !bytes.HasPrefix(buf[:n], []byte("HTTP/1.1 200")) {
-		c.Close()
-		line, _, _ := bytes.Cut(buf[:n], []byte("\r\n"))
-		return fmt.Errorf("%s: %s", path, line)
-	}
-	_ = c.SetDeadline(time.Time{})
-	pool.add("sse", c)
-	return nil
-}
-
-var idleDialer = &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 512, WriteBufferSize: 512}
-
-func openWS(ctx context.Context, url string, pool *connPool) error {
-	ws, resp, err := idleDialer.DialContext(ctx, url, nil)
-	if err != nil {
-		if resp != nil {
-			return fmt.Errorf("%v (HTTP %d)", err, resp.StatusCode)
-		}
-		return err
-	}
-	kind := "glide"
-	if strings.Contains(url, "/evergreen/") {
-		kind = "evergreen"
-	}
-	pool.add(kind, ws.NetConn())
-	return nil
-}
-
 // WriteIdleMarkdown writes the idle result as a table.
 func WriteIdleMarkdown(w io.Writer, r *IdleResult) {
 	fmt.Fprintf(w, "### %d idle streaming connections to one `interlingua serve`\n\n", r.Conns)
-	fmt.Fprintf(w, "%d SSE (%s), %d Glide WebSocket, %d Evergreen WebSocket; %d failed to open. Open-files limit %d (hard %d).\n\n",
-		r.SSE, sseKindText(r.SSEKind, r.AgentThreads), r.GlideWS, r.EvergreenWS, r.Failed, r.NoFileSoft, r.NoFileHard)
+	var kinds []string
+	for _, k := range r.Idle {
+		kinds = append(kinds, fmt.Sprintf("%d %s", k.Conns, k.Text))
+	}
+	fmt.Fprintf(w, "%s; %d failed to open. Open-files limit %d (hard %d).\n\n",
+		strings.Join(kinds, ", "), r.Failed, r.NoFileSoft, r.NoFileHard)
 	fmt.Fprintln(w, "| figure | server process |")
 	fmt.Fprintln(w, "|---|---:|")
 	fmt.Fprintf(w, "| RSS before (MiB) | %s |\n", mib(r.BaselineRSS))
@@ -443,7 +421,7 @@ func WriteIdleMarkdown(w io.Writer, r *IdleResult) {
 	fmt.Fprintf(w, "| goroutines | %s |\n", num(float64(r.Goroutines)))
 	fmt.Fprintf(w, "| heap in use (MiB) | %s |\n", mib(r.HeapInuse))
 	if a := r.Active; a != nil {
-		fmt.Fprintf(w, "| active streams alongside (Triton SSE ← scripted) | %d × %d deltas |\n", r.ActiveStreams, r.ActiveDeltas)
+		fmt.Fprintf(w, "| active streams alongside (%s ← %s) | %d × %d deltas |\n", referenceFrontend().Load.Title, scriptedName(), r.ActiveStreams, r.ActiveDeltas)
 		fmt.Fprintf(w, "| active: deltas/s | %s |\n", num(a.DeltasPerSec))
 		fmt.Fprintf(w, "| active: TTFD p50 / p99 (µs) | %s / %s |\n", trim(a.TTFDP50us), trim(a.TTFDP99us))
 		fmt.Fprintf(w, "| active: errors | %d |\n", a.Errors)
@@ -459,11 +437,4 @@ func WriteIdleMarkdown(w io.Writer, r *IdleResult) {
 		fmt.Fprintf(w, "First active-stream error: %s\n", r.Active.FirstError)
 	}
 	fmt.Fprintln(w)
-}
-
-func sseKindText(k string, threads int) string {
-	if k == "agent" {
-		return fmt.Sprintf("agent-protocol thread streams, POST /threads/{id}/stream, on %d threads", threads)
-	}
-	return "native NDJSON runs that hang after their first event, POST /v1/runs"
 }

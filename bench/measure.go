@@ -9,70 +9,15 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/bench/load"
 )
 
-// epoch is the origin of every timestamp the harness takes (monotonic).
-var epoch = time.Now()
-
-// now is nanoseconds since epoch on the monotonic clock.
-func now() int64 { return int64(time.Since(epoch)) }
-
-// stamps are the upstream's send times of one stream's deltas. The
-// upstream appends from its one writer goroutine and closes done when the
-// stream's last frame is written; the client reads only after done.
-type stamps struct {
-	t    []int64
-	done chan struct{}
-	once sync.Once
-}
-
-func (s *stamps) add() { s.t = append(s.t, now()) }
-
-func (s *stamps) finish() { s.once.Do(func() { close(s.done) }) }
-
-// stampBook maps a stream's key (its prompt text) to its stamps.
-type stampBook struct {
-	mu   sync.Mutex
-	m    map[string]*stamps
-	hint int // expected deltas per stream
-}
-
-func newStampBook(hint int) *stampBook {
-	return &stampBook{m: map[string]*stamps{}, hint: hint}
-}
-
-// open registers key before its request is sent.
-func (b *stampBook) open(key string) *stamps {
-	s := &stamps{t: make([]int64, 0, b.hint), done: make(chan struct{})}
-	b.mu.Lock()
-	b.m[key] = s
-	b.mu.Unlock()
-	return s
-}
-
-// get returns key's stamps, nil when no stream registered it.
-func (b *stampBook) get(key string) *stamps {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.m[key]
-}
-
-func (b *stampBook) forget(key string) {
-	b.mu.Lock()
-	delete(b.m, key)
-	b.mu.Unlock()
-}
-
-// recorder is what a client records of one stream.
-type recorder struct {
-	start int64   // request sent
-	recv  []int64 // each text delta parsed
-}
-
-func (r *recorder) delta() { r.recv = append(r.recv, now()) }
+// now is the harness's clock (load.Now): nanoseconds since its epoch,
+// monotonic, the clock of every stamp and record.
+func now() int64 { return load.Now() }
 
 // percentile returns the p-th percentile (0..100) of sorted v, 0 if empty.
 func percentile(sorted []int64, p int) int64 {

@@ -7,6 +7,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/bench/load"
 )
 
 // noopProxy is the reference hop: the standard library's reverse proxy
@@ -18,7 +20,7 @@ import (
 // process); the bridged path's excess over it is what translating and
 // everything else the instance does cost.
 type noopProxy struct {
-	srv  *server
+	srv  *load.Server
 	tr   *http.Transport
 	base string // the peer's base URL with the proxy's address
 }
@@ -65,14 +67,14 @@ func newNoopProxy(base string, h2c bool, streams int) (*noopProxy, error) {
 		}
 		rp.ServeHTTP(w, r)
 	})
-	srv, err := serve(fullDuplex, h2c)
+	srv, err := load.Serve(fullDuplex, h2c)
 	if err != nil {
 		return nil, err
 	}
-	return &noopProxy{srv: srv, tr: tr, base: scheme + "://" + srv.addr()}, nil
+	return &noopProxy{srv: srv, tr: tr, base: scheme + "://" + srv.Addr()}, nil
 }
 
 func (p *noopProxy) close() {
-	p.srv.close()
+	p.srv.Close()
 	p.tr.CloseIdleConnections()
 }

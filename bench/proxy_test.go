@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/interlingua-dev/interlingua/bench/load"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // TestNoopProxyPath: with Proxy, every same-protocol pair gets a third
@@ -23,7 +26,8 @@ import (
 // table carry it. A pair without a direct path has nothing to compare it
 // with and gets none.
 func TestNoopProxyPath(t *testing.T) {
-	peers := []string{"triton", "glide", "evergreen", "agent", "anthropic", "openai", "responses"}
+	// Every protocol with a frontend and a reference upstream.
+	peers := names(func(p *protocol.Protocol) bool { return isFrontend(p) && hasPeer(p) })
 	if testing.Short() {
 		peers = peers[:1]
 	}
@@ -247,12 +251,12 @@ func TestNoopProxyStreams(t *testing.T) {
 // upstream) also serves the test as a client of it.
 func proxied(t *testing.T, scheme string, upstream http.Handler, h2c bool) *noopProxy {
 	t.Helper()
-	up, err := serve(upstream, h2c)
+	up, err := load.Serve(upstream, h2c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(up.close)
-	px, err := newNoopProxy(scheme+"://"+up.addr(), h2c, 4)
+	t.Cleanup(up.Close)
+	px, err := newNoopProxy(scheme+"://"+up.Addr(), h2c, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

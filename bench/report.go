@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // ReportOptions configure the benchmark report (make bench).
@@ -132,9 +135,11 @@ type matrix struct {
 	one, oneIn, active          *scenario
 }
 
-// matrixPeers are the protocols with a reference upstream peer, so a
-// direct path and a no-op proxy path to compare with.
-var matrixPeers = []string{"triton", "evergreen", "glide", "agent"}
+// matrixPeers are the protocols of the same-protocol scenarios: a
+// frontend and a reference upstream, so a direct path and a no-op proxy
+// path to compare with, and a length for the unpaced load
+// (Load.RatioDeltas).
+var matrixPeers = names(func(p *protocol.Protocol) bool { return isFrontend(p) && hasPeer(p) && p.Load.RatioDeltas > 0 })
 
 // scale is full, or quick in a reduced matrix.
 func (m *matrix) scale(full, quick int) int {
@@ -152,28 +157,86 @@ func (m *matrix) add(group string, opt Options) *scenario {
 
 func newMatrix(quick bool) *matrix {
 	m := &matrix{quick: quick, ratio: map[string]*scenario{}, paced: map[string]*scenario{}, spread: map[string]*scenario{}, start: map[string]*scenario{}}
+	ref, scripted := referenceFrontend().Name, scriptedName()
 	m.addPeerScenarios()
-	m.one = m.add("one", Options{Frontend: "triton", Backend: "scripted", Streams: 1, Deltas: m.scale(1_000_000, 100_000), External: true, ServerProcs: 1, Rounds: 2})
-	m.oneIn = m.add("one", Options{Frontend: "triton", Backend: "scripted", Streams: 1, Deltas: m.scale(1_000_000, 100_000), Procs: 1})
-	m.add("one", Options{Frontend: "triton", Backend: "scripted", Streams: 1, Deltas: m.scale(1_000_000, 100_000), Procs: 2})
+	m.one = m.add("one", Options{Frontend: ref, Backend: scripted, Streams: 1, Deltas: m.scale(1_000_000, 100_000), External: true, ServerProcs: 1, Rounds: 2})
+	m.oneIn = m.add("one", Options{Frontend: ref, Backend: scripted, Streams: 1, Deltas: m.scale(1_000_000, 100_000), Procs: 1})
+	m.add("one", Options{Frontend: ref, Backend: scripted, Streams: 1, Deltas: m.scale(1_000_000, 100_000), Procs: 2})
 	for _, exp := range []string{"", FabricSyncPersist, FabricNoReplay} {
-		m.add("fabric", Options{Frontend: "triton", Backend: "scripted", Streams: 4, Deltas: m.scale(100_000, 10_000), Fabric: exp})
+		m.add("fabric", Options{Frontend: ref, Backend: scripted, Streams: 4, Deltas: m.scale(100_000, 10_000), Fabric: exp})
 	}
 	for _, fe := range Frontends {
-		m.add("scripted", Options{Frontend: fe, Backend: "scripted", Streams: 8, Deltas: m.scale(20_000, 2000)})
+		m.add("nopeer", Options{Frontend: fe, Backend: scripted, Streams: 8, Deltas: m.scale(20_000, 2000)})
 	}
-	// An unpaced agent-protocol run outruns an SSE reader by more than the
-	// thread buffer (10,000 events) at 20,000 deltas: the reader is cut
-	// off (the slow-consumer rule). A shorter run shows the figures.
-	m.add("scripted", Options{Frontend: "agent", Backend: "scripted", Streams: 8, Deltas: m.scale(5000, 2000)})
-	m.add("scripted", Options{Frontend: "triton", Backend: "xml", Streams: 8, Deltas: m.scale(20_000, 2000)})
-	for _, pr := range [][2]string{{"triton", "glide"}, {"glide", "triton"}, {"evergreen", "triton"}, {"triton", "evergreen"},
-		{"agent", "triton"}, {"triton", "agent"}, {"xml", "glide"}, {"native", "evergreen"}} {
+	// An unpaced run of a frontend that buffers a bounded number of events
+	// per run outruns its reader at 20,000 deltas: the reader is cut off
+	// (the slow-consumer rule). A shorter run shows the figures.
+	for _, fe := range Frontends {
+		if n := frontendLoad(fe).MaxUnpacedDeltas; n > 0 {
+			m.add("nopeer", Options{Frontend: fe, Backend: scripted, Streams: 8, Deltas: m.scale(n, min(n, 2000))})
+		}
+	}
+	for _, wrap := range names(func(p *protocol.Protocol) bool { return p.WrapRoute != nil }) {
+		m.add("nopeer", Options{Frontend: ref, Backend: wrap, Streams: 8, Deltas: m.scale(20_000, 2000)})
+	}
+	for _, pr := range crossPairs(ref) {
 		m.add("cross", Options{Frontend: pr[0], Backend: pr[1], Streams: 8, Deltas: m.scale(2000, 200)})
 	}
-	m.active = m.add("active", Options{Frontend: "triton", Backend: "scripted", Streams: 1000, Deltas: m.scale(100, 20), Rounds: 2})
-	m.add("active", Options{Frontend: "glide", Backend: "scripted", Streams: 1000, Deltas: m.scale(100, 20), Rounds: 2})
+	m.active = m.add("active", Options{Frontend: ref, Backend: scripted, Streams: 1000, Deltas: m.scale(100, 20), Rounds: 2})
+	for _, fe := range activeFrontends()[1:] {
+		m.add("active", Options{Frontend: fe, Backend: scripted, Streams: 1000, Deltas: m.scale(100, 20), Rounds: 2})
+	}
 	return m
+}
+
+// crossPairs are the cross-protocol scenarios: the reference frontend ref
+// to and from every other same-protocol peer, and each frontend without
+// a peer of its own to one of those peers in turn.
+func crossPairs(ref string) [][2]string {
+	var peers [][2]string
+	var others []string
+	for _, p := range matrixPeers {
+		if p != ref {
+			peers = append(peers, [2]string{ref, p}, [2]string{p, ref})
+			others = append(others, p)
+		}
+	}
+	if len(others) == 0 {
+		return peers
+	}
+	i := 0
+	for _, fe := range Frontends {
+		if p := protocols.Get(fe); !hasPeer(p) {
+			peers = append(peers, [2]string{fe, others[i%len(others)]})
+			i++
+		}
+	}
+	return peers
+}
+
+// activeFrontends are the frontends of the 1,000-stream loads: the
+// reference one, then those that cap their connections (Load.MaxStreams)
+// and take 1,000.
+func activeFrontends() []string {
+	out := []string{referenceFrontend().Name}
+	for _, fe := range Frontends {
+		if n := frontendLoad(fe).MaxStreams; n >= 1000 && fe != out[0] {
+			out = append(out, fe)
+		}
+	}
+	return out
+}
+
+// titles joins the protocols' Load titles ("A and B").
+func titles(names []string) string {
+	var t []string
+	for _, n := range names {
+		t = append(t, protocols.Get(n).Load.Title)
+	}
+	if len(t) < 2 {
+		return strings.Join(t, "")
+	}
+	return strings.Join(t[:len(t)-1], ", ") + " and " + t[len(t)-1]
 }
 
 // addPeerScenarios adds the same-protocol pairs, each measured against
@@ -186,9 +249,8 @@ func (m *matrix) addPeerScenarios() {
 	// protocol stays under its thread buffer (10,000 events; see below).
 	// Five rounds a path: on this shared machine one round's ratio swings
 	// by ±0.1.
-	ratioDeltas := map[string]int{"triton": 20_000, "evergreen": 10_000, "glide": 10_000, "agent": 5000}
 	for _, p := range matrixPeers {
-		m.ratio[p] = m.add("ratio", Options{Frontend: p, Backend: p, Streams: 16, Deltas: m.scale(ratioDeltas[p], 200), Rounds: 5, Proxy: true})
+		m.ratio[p] = m.add("ratio", Options{Frontend: p, Backend: p, Streams: 16, Deltas: m.scale(protocols.Get(p).Load.RatioDeltas, 200), Rounds: 5, Proxy: true})
 	}
 	for _, p := range matrixPeers {
 		m.paced[p] = m.add("paced", Options{Frontend: p, Backend: p, Streams: 100, Deltas: m.scale(200, 50), Rate: 10_000, Proxy: true})
@@ -228,8 +290,10 @@ func (m *measurements) targets() []target {
 		targets = append(targets, m.matrix.latencyTargets(p)...)
 	}
 	targets = append(targets, m.matrix.oneStreamTarget())
-	for _, p := range []string{"triton", "evergreen"} {
-		targets = append(targets, m.matrix.ratioTarget(p))
+	for _, p := range matrixPeers {
+		if protocols.Get(p).Load.ThroughputTarget {
+			targets = append(targets, m.matrix.ratioTarget(p))
+		}
 	}
 	targets = append(targets, m.idleTarget(), m.activeTarget())
 	return append(targets, m.clusterTargets()...)
@@ -255,7 +319,7 @@ func (m *matrix) latencyTargets(p string) []target {
 }
 
 func (m *matrix) oneStreamTarget() target {
-	t := target{what: "one stream, Triton SSE frontend ← scripted, server process on one core (GOMAXPROCS 1; client in another process)", goal: "≥ 300,000 deltas/s"}
+	t := target{what: fmt.Sprintf("one stream, %s frontend ← %s, server process on one core (GOMAXPROCS 1; client in another process)", referenceFrontend().Load.Title, scriptedName()), goal: "≥ 300,000 deltas/s"}
 	if m.one.res != nil {
 		v := m.one.res.Bridged.DeltasPerSec
 		t.got, t.ok, t.measured = fmt.Sprintf("%s deltas/s (server CPU %.1f µs per delta)", num(v), m.one.res.Bridged.CPUSecPerMDelta), v >= 300_000, true
@@ -298,7 +362,7 @@ func (m *measurements) idleTarget() target {
 // activeTarget counts the errors of every 1,000-stream load, alone and
 // alongside the idle connections.
 func (m *measurements) activeTarget() target {
-	t := target{what: "1,000 concurrently active streams (Triton and Glide frontends ← scripted; and alongside the idle connections)", goal: "no errors"}
+	t := target{what: fmt.Sprintf("1,000 concurrently active streams (%s frontends ← %s; and alongside the idle connections)", titles(activeFrontends()), scriptedName()), goal: "no errors"}
 	errs, ok := 0, m.matrix.active.res != nil
 	for _, s := range m.matrix.all {
 		if s.group == "active" {
@@ -361,9 +425,9 @@ var loadGroups = []struct{ id, title, text string }{
 	{"paced", "Added latency at 10,000 deltas/s", "100 streams, each paced by the peer at one delta per 10 ms (100 deltas/s, a fast LLM). The peer stamps each delta as it writes it; latency is stamp to client parse. The peers pace with Go timers, which a mostly idle process fires at the netpoller's millisecond granularity, so the streams' deltas leave in bunches of about ten every millisecond, as a batching model server's decode steps do; latency includes the wait behind the rest of a bunch at each hop."},
 	{"spread", "Added latency at 10,000 deltas/s, starts spread over 200 ms", "The paced load above with the 100 streams started 2 ms apart (500 starts a second) instead of 0.1 ms apart: a run's time to first delta while the others stream, rather than behind 99 other starts."},
 	{"start", "What a run start costs", "100 streams of one delta each, started together, five rounds a path. With one delta a stream, CPU s / M deltas reads as µs of CPU per run (process-wide: client, peer and, bridged, the instance). A run's time to first delta is mostly its wait behind the runs starting with it: 100 starts on 2 cores wait on the order of 100 × the CPU of a start ÷ 2, so an added TTFD p99 of 1 ms at this concurrency needs the instance to start a run in about 20 µs of CPU."},
-	{"one", "One stream, as fast as possible", "Triton SSE frontend from the scripted backend. First with the server as a child `interlingua serve` limited to one core (GOMAXPROCS 1) and the client in the bench process; then in process, where with GOMAXPROCS 1 the raw SSE client shares the core with the server."},
+	{"one", "One stream, as fast as possible", "The reference frontend (%[1]s) from the scripted backend. First with the server as a child `interlingua serve` limited to one core (GOMAXPROCS 1) and the client in the bench process; then in process, where with GOMAXPROCS 1 the raw client shares the core with the server."},
 	{"fabric", "What the replay log costs", "The same load with the instance's JetStream replay stream as configured (persist_mode async by default: written in batches), recreated with persist_mode sync (one write per event, JetStream's default), and deleted (events still published to NATS, not stored). Experiments only: the bridge's configuration is not changed."},
-	{"scripted", "Every frontend from the scripted backend", "No direct path; delta latency is the interval between deltas at the client. The agent protocol runs twice: at 20,000 deltas per stream an unpaced run gets more than its thread's event buffer (10,000) ahead of the SSE reader, which is then cut off with a resume-gap error, as the design's slow-consumer rule says; at 5,000 it is not."},
+	{"nopeer", "Every frontend from the scripted backend", "No direct path; delta latency is the interval between deltas at the client. A frontend that buffers a bounded number of events per run (%[2]s) runs twice: at 20,000 deltas per stream an unpaced run gets more than that buffer ahead of the reader, which is then cut off with an error, as the design's slow-consumer rule says; at its shorter length (Load.MaxUnpacedDeltas) it is not."},
 	{"cross", "Cross-protocol pairs", "Different protocols on the two sides, so there is no direct path; latency is from the peer's send stamp."},
 	{"active", "1,000 concurrently active streams", ""},
 }
@@ -377,7 +441,7 @@ func (m *measurements) writeLoad(w io.Writer) {
 	for _, g := range loadGroups {
 		fmt.Fprintf(w, "### %s\n\n", g.title)
 		if g.text != "" {
-			fmt.Fprintln(w, g.text)
+			fmt.Fprintln(w, groupText(g.text))
 			fmt.Fprintln(w)
 		}
 		for _, s := range m.matrix.all {
@@ -405,6 +469,21 @@ func (m *measurements) writeLoad(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "Failed: %v\n\n", m.clusterErr)
 	}
+}
+
+// groupText fills a group's text with the reference frontend's title (%[1]s)
+// and the titles of the frontends with a bounded buffer per run (%[2]s).
+func groupText(text string) string {
+	if !strings.Contains(text, "%[") {
+		return text
+	}
+	var bounded []string
+	for _, fe := range Frontends {
+		if frontendLoad(fe).MaxUnpacedDeltas > 0 {
+			bounded = append(bounded, fe)
+		}
+	}
+	return fmt.Sprintf(text, referenceFrontend().Load.Title, cmp.Or(titles(bounded), "none"))
 }
 
 // writeSubsection writes a table written for a level-3 heading one level
@@ -448,7 +527,7 @@ peer's send stamp to the client's parse; TTFD from the client's request to its f
 
 Where the two sides speak the same protocol, a third path joins the alternation: the peer behind a reverse
 proxy that translates nothing ("no-op proxy": the standard library's net/http/httputil.ReverseProxy, HTTP/1.1
-with WebSocket upgrades, or h2c for Evergreen's gRPC, writing each chunk on as soon as it is read). It does
+with WebSocket upgrades, or h2c for gRPC, writing each chunk on as soon as it is read). It does
 what any hop must (accept the connection, open one upstream, and per delta a socket read, a socket write and
 the wake-ups between them) and nothing else, so "proxy vs direct" is what a hop costs on this machine, and
 bridged minus proxy is what translating, the replay log and the rest of the instance add to it.`
@@ -575,12 +654,22 @@ func parseBench(data []byte) []benchLine {
 	return out
 }
 
-// converterPkgs are the adapters whose per-delta benchmarks the converter
-// target applies to.
-var converterPkgs = []string{"adapters/triton", "adapters/evergreen", "adapters/glide", "adapters/xmlaction", "adapters/agent"}
-
+// isConverter: b is a per-delta benchmark (a name with Delta) of an
+// adapter, which the converter target applies to.
 func isConverter(b benchLine) bool {
-	return slices.Contains(converterPkgs, b.pkg) && strings.Contains(b.name, "Delta")
+	return strings.HasPrefix(b.pkg, "adapters/") && strings.Contains(b.name, "Delta")
+}
+
+// converterPkgs are the adapters with per-delta benchmarks in convs, in
+// the order first seen: each should have one each way.
+func converterPkgs(convs []benchLine) []string {
+	var out []string
+	for _, b := range convs {
+		if isConverter(b) && !slices.Contains(out, b.pkg) {
+			out = append(out, b.pkg)
+		}
+	}
+	return out
 }
 
 func converterTargets(convs []benchLine) []target {
@@ -598,7 +687,7 @@ func converterTargets(convs []benchLine) []target {
 			ok: b.nsOp <= 1000 && b.allocs <= 2, measured: true,
 		})
 	}
-	for _, p := range converterPkgs {
+	for _, p := range converterPkgs(convs) {
 		for _, dir := range []struct {
 			name  string
 			verbs []string

@@ -19,15 +19,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/interlingua-dev/interlingua/bench/load"
 	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
-
-// Frontends are the frontend protocols the harness has a client for.
-var Frontends = []string{"triton", "evergreen", "glide", "xml", "native", "agent", "anthropic", "openai", "responses"}
-
-// Backends are the backend protocols it can drive: those with a reference
-// upstream, and scripted and xml (the XML decoder around scripted).
-var Backends = []string{"triton", "evergreen", "glide", "agent", "anthropic", "openai", "responses", "scripted", "xml"}
 
 // Options configure one pair's measurement. Zero values take the defaults
 // noted.
@@ -174,8 +170,8 @@ type Result struct {
 // mode is one path: a client and what it asks.
 type mode struct {
 	name   string
-	cl     client
-	book   *stampBook
+	cl     load.Client
+	book   *load.StampBook
 	prompt func(key string) string
 	acc    *sideAcc
 	pid    int // the process whose RSS and CPU the path's figures are; 0 is this one
@@ -251,8 +247,8 @@ func (o *Options) validate() error {
 	if !slices.Contains(Backends, o.Backend) {
 		return fmt.Errorf("backend %q: known backends are %s", o.Backend, strings.Join(Backends, ", "))
 	}
-	if o.Frontend == "glide" && o.Streams > 1000 {
-		return fmt.Errorf("glide frontend: at most 1000 streams (its MaxConnections is 1024 and a client holds one connection per stream)")
+	if n := frontendLoad(o.Frontend).MaxStreams; n > 0 && o.Streams > n {
+		return fmt.Errorf("%s frontend: at most %d streams (its client holds one connection per stream, and the frontend takes no more)", o.Frontend, n)
 	}
 	return nil
 }
@@ -276,7 +272,7 @@ type backendSide struct {
 	target string
 	params map[string]any
 	prompt func(key string) string
-	up     upstream
+	up     *load.Upstream
 }
 
 func newBackendSide(o Options, res *Result, cleanup *cleanups) (*backendSide, error) {
@@ -285,41 +281,42 @@ func newBackendSide(o Options, res *Result, cleanup *cleanups) (*backendSide, er
 	if o.Rate > 0 {
 		interval = time.Duration(float64(o.Streams) / o.Rate * float64(time.Second))
 	}
-	if o.Backend == "scripted" || o.Backend == "xml" {
-		return be, be.scripted(o, res, interval)
+	bp := protocols.Get(o.Backend)
+	if bp.Load == nil || bp.Load.NewUpstream == nil {
+		return be, be.scripted(o, res, interval, bp.WrapRoute != nil)
 	}
-	up, err := newUpstream(o.Backend, script{deltas: o.Deltas, text: o.DeltaText, interval: interval, streams: o.Streams})
+	up, err := bp.Load.NewUpstream(load.Script{Target: benchTarget, Deltas: o.Deltas, Text: o.DeltaText, Interval: interval, Streams: o.Streams})
 	if err != nil {
 		return nil, err
 	}
-	cleanup.add(up.close)
-	bc, err := up.backend()
+	cleanup.add(up.Close)
+	opts, err := protocol.OptionsNode(up.Backend)
 	if err != nil {
 		return nil, err
 	}
 	be.up = up
-	be.cfg.Backends["up"] = bc
-	if o.Backend == "glide" && o.Deltas+64 > 1024 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the bridge's Glide backend runs with max_buffered_frames %d: at its default, 1,024, an unpaced peer that gets more than 1,024 frames ahead of the client fails the run (resource_exhausted), since runs sharing one upstream connection cannot be pushed back one by one", o.Deltas+64))
-	}
+	be.cfg.Backends["up"] = bridge.BackendConfig{Type: bp.Name, Options: opts}
+	res.Notes = append(res.Notes, up.Notes...)
 	be.cfg.Routes = append(be.cfg.Routes, bridge.Route{Target: benchTarget, Backend: "up"})
 	be.prompt = func(key string) string { return key }
 	return be, nil
 }
 
-// scripted routes the bench targets to the scripted backend, which streams
-// what the request's parameters (or, for Glide, its prompt) ask for.
-func (be *backendSide) scripted(o Options, res *Result, interval time.Duration) error {
+// scripted routes the bench targets to the scripted backend (through the
+// route wrapper, the XML decoder, when wrap), which streams what the
+// request's parameters (or, from a frontend whose requests carry none,
+// its prompt) ask for.
+func (be *backendSide) scripted(o Options, res *Result, interval time.Duration, wrap bool) error {
 	res.LatencyFrom = "previous-delta"
-	xml := o.Backend == "xml"
+	be.cfg.Backends[scriptBackend] = bridge.BackendConfig{Type: scriptedProtocol().Name}
 	be.cfg.Routes = append(be.cfg.Routes,
-		bridge.Route{Target: benchTarget, Backend: "scripted", Model: "stream", XML: xml},
-		bridge.Route{Target: benchTarget + "-echo", Backend: "scripted", Model: "echo", XML: xml})
-	if o.Frontend == "glide" {
-		// Glide carries no parameters: the echo target streams the
-		// prompt back a word per delta.
+		bridge.Route{Target: benchTarget, Backend: scriptBackend, Model: "stream", XML: wrap},
+		bridge.Route{Target: benchTarget + "-echo", Backend: scriptBackend, Model: "echo", XML: wrap})
+	if frontendLoad(o.Frontend).Echo {
+		// The frontend carries no parameters: the echo target streams
+		// the prompt back a word per delta.
 		if interval > 0 {
-			return errors.New("glide frontend with the scripted backend cannot be paced: Glide requests carry no parameters (delay_ms)")
+			return fmt.Errorf("%s frontend with the scripted backend cannot be paced: its requests carry no parameters (delay_ms)", o.Frontend)
 		}
 		be.target = benchTarget + "-echo"
 		words := strings.TrimSuffix(strings.Repeat(strings.TrimSpace(o.DeltaText)+" ", o.Deltas), " ")
@@ -400,40 +397,41 @@ type paths struct {
 }
 
 func newPaths(o Options, be *backendSide, base string, pid int, cleanup *cleanups) (*paths, error) {
-	bcl, err := newClient(o.Frontend, clientSpec{base: base, target: be.target, params: be.params, streams: o.Streams, mode: "bridged"})
+	fl := frontendLoad(o.Frontend)
+	bcl, err := fl.NewClient(load.ClientSpec{Base: base, Target: be.target, Params: be.params, Streams: o.Streams, Mode: "bridged"})
 	if err != nil {
 		return nil, err
 	}
-	cleanup.add(bcl.close)
-	var book *stampBook
+	cleanup.add(bcl.Close)
+	var book *load.StampBook
 	if be.up != nil {
-		book = be.up.book()
+		book = be.up.Book
 	}
 	p := &paths{bridged: &mode{name: "bridged", cl: bcl, book: book, prompt: be.prompt, acc: &sideAcc{}, pid: pid}}
 	p.all = []*mode{p.bridged}
 	if be.up == nil || o.Frontend != o.Backend {
 		return p, nil
 	}
-	dcl, err := newClient(o.Backend, clientSpec{base: be.up.base(), target: benchTarget, streams: o.Streams, mode: "direct"})
+	dcl, err := fl.NewClient(load.ClientSpec{Base: be.up.Base, Target: benchTarget, Streams: o.Streams, Mode: "direct"})
 	if err != nil {
 		return nil, err
 	}
-	cleanup.add(dcl.close)
+	cleanup.add(dcl.Close)
 	p.direct = &mode{name: "direct", cl: dcl, book: book, prompt: be.prompt, acc: &sideAcc{}}
 	p.all = []*mode{p.direct, p.bridged}
 	if !o.Proxy {
 		return p, nil
 	}
-	px, err := newNoopProxy(be.up.base(), o.Backend == "evergreen", o.Streams)
+	px, err := newNoopProxy(be.up.Base, be.up.H2C, o.Streams)
 	if err != nil {
 		return nil, err
 	}
 	cleanup.add(px.close)
-	pcl, err := newClient(o.Backend, clientSpec{base: px.base, target: benchTarget, streams: o.Streams, mode: "proxy"})
+	pcl, err := fl.NewClient(load.ClientSpec{Base: px.base, Target: benchTarget, Streams: o.Streams, Mode: "proxy"})
 	if err != nil {
 		return nil, err
 	}
-	cleanup.add(pcl.close)
+	cleanup.add(pcl.Close)
 	p.proxy = &mode{name: "proxy", cl: pcl, book: book, prompt: be.prompt, acc: &sideAcc{}}
 	p.all = []*mode{p.direct, p.proxy, p.bridged}
 	return p, nil
@@ -594,8 +592,8 @@ func (h *harness) round(ctx context.Context, m *mode, measured, profile bool) er
 // roundStreams are one round's streams, by index: what each asks, what
 // its client and (with an upstream peer) the peer recorded, how it ended.
 type roundStreams struct {
-	recs    []recorder
-	sts     []*stamps // nil without an upstream peer
+	recs    []load.Recorder
+	sts     []*load.Stamps // nil without an upstream peer
 	keys    []string
 	prompts []string
 	errs    []error
@@ -604,14 +602,14 @@ type roundStreams struct {
 
 func (h *harness) newRoundStreams(m *mode) *roundStreams {
 	n := h.o.Streams
-	rs := &roundStreams{recs: make([]recorder, n), sts: make([]*stamps, n), keys: make([]string, n),
+	rs := &roundStreams{recs: make([]load.Recorder, n), sts: make([]*load.Stamps, n), keys: make([]string, n),
 		prompts: make([]string, n), errs: make([]error, n), ends: make([]int64, n)}
 	for i := range rs.recs {
-		rs.recs[i].recv = make([]int64, 0, h.o.Deltas)
+		rs.recs[i].Recv = make([]int64, 0, h.o.Deltas)
 		rs.keys[i] = fmt.Sprintf("k%d-%s-%d", h.seq, m.name, i)
 		rs.prompts[i] = m.prompt(rs.keys[i])
 		if m.book != nil {
-			rs.sts[i] = m.book.open(rs.keys[i])
+			rs.sts[i] = m.book.Open(rs.keys[i])
 		}
 	}
 	return rs
@@ -666,7 +664,7 @@ func (h *harness) runStreams(ctx context.Context, m *mode, rs *roundStreams, beg
 					t.Stop()
 				}
 			}
-			rs.errs[i] = m.cl.stream(ctx, i, rs.prompts[i], &rs.recs[i])
+			rs.errs[i] = m.cl.Stream(ctx, i, rs.prompts[i], &rs.recs[i])
 			rs.ends[i] = now()
 		}()
 	}
@@ -687,7 +685,7 @@ func (rs *roundStreams) settleUpstream(m *mode) {
 		if !finished[i] && rs.errs[i] == nil {
 			rs.errs[i] = errors.New("upstream did not finish the stream")
 		}
-		m.book.forget(rs.keys[i])
+		m.book.Forget(rs.keys[i])
 	}
 }
 
@@ -712,18 +710,22 @@ func (rs *roundStreams) warmupErr(name string) error {
 // delta, each delta's latency (from the upstream's stamp, or without one
 // the interval since the previous delta), and its error, including a
 // count that is not the one asked for or stamps that do not pair up.
-func (a *sideAcc) addStream(r *recorder, st *stamps, err error, deltas int) {
-	if err == nil && len(r.recv) != deltas {
-		err = fmt.Errorf("stream ended after %d of %d deltas", len(r.recv), deltas)
+func (a *sideAcc) addStream(r *load.Recorder, st *load.Stamps, err error, deltas int) {
+	var sent []int64
+	if st != nil {
+		sent = st.Times()
+	}
+	if err == nil && len(r.Recv) != deltas {
+		err = fmt.Errorf("stream ended after %d of %d deltas", len(r.Recv), deltas)
 	}
 	if err == nil && st != nil {
 		// The upstream's stamps must pair up with the client's deltas,
 		// or latency would be measured against the wrong frames.
-		if len(st.t) != len(r.recv) {
-			err = fmt.Errorf("upstream stamped %d deltas, client received %d", len(st.t), len(r.recv))
+		if len(sent) != len(r.Recv) {
+			err = fmt.Errorf("upstream stamped %d deltas, client received %d", len(sent), len(r.Recv))
 		}
-		for j := range r.recv {
-			if err == nil && r.recv[j] < st.t[j] {
+		for j := range r.Recv {
+			if err == nil && r.Recv[j] < sent[j] {
 				err = fmt.Errorf("delta %d arrived before the upstream sent it: the client read another stream's events", j)
 			}
 		}
@@ -734,20 +736,20 @@ func (a *sideAcc) addStream(r *recorder, st *stamps, err error, deltas int) {
 			a.firstErr = err.Error()
 		}
 	}
-	a.deltas += int64(len(r.recv))
-	if len(r.recv) == 0 {
+	a.deltas += int64(len(r.Recv))
+	if len(r.Recv) == 0 {
 		return
 	}
-	a.ttfd = append(a.ttfd, r.recv[0]-r.start)
-	if st != nil && len(st.t) > 0 {
-		k := min(len(st.t), len(r.recv))
+	a.ttfd = append(a.ttfd, r.Recv[0]-r.Start)
+	if st != nil && len(sent) > 0 {
+		k := min(len(sent), len(r.Recv))
 		for j := 0; j < k; j++ {
-			a.lat = append(a.lat, r.recv[j]-st.t[j])
+			a.lat = append(a.lat, r.Recv[j]-sent[j])
 		}
 		return
 	}
-	for j := 1; j < len(r.recv); j++ {
-		a.lat = append(a.lat, r.recv[j]-r.recv[j-1])
+	for j := 1; j < len(r.Recv); j++ {
+		a.lat = append(a.lat, r.Recv[j]-r.Recv[j-1])
 	}
 }
 
@@ -780,7 +782,7 @@ const upstreamWait = 5 * time.Second
 // within d, one deadline for all: a wait of d per stream made a round whose
 // upstream streams never started (their clients failed first) take d each,
 // 2 hours for 1,500 streams.
-func awaitUpstream(sts []*stamps, d time.Duration) []bool {
+func awaitUpstream(sts []*load.Stamps, d time.Duration) []bool {
 	finished := make([]bool, len(sts))
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -790,7 +792,7 @@ func awaitUpstream(sts []*stamps, d time.Duration) []bool {
 			continue
 		}
 		select {
-		case <-st.done:
+		case <-st.Done():
 			finished[i] = true
 			continue
 		default:
@@ -799,7 +801,7 @@ func awaitUpstream(sts []*stamps, d time.Duration) []bool {
 			continue
 		}
 		select {
-		case <-st.done:
+		case <-st.Done():
 			finished[i] = true
 		case <-deadline.C:
 			expired = true

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"gopkg.in/yaml.v3"
 
+	"github.com/interlingua-dev/interlingua/bench/load"
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/profile"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
@@ -66,6 +67,10 @@ type Protocol struct {
 	// stated degradations, for the conformance runner; nil: not in the
 	// matrix.
 	Conformance *profile.Profile
+	// Load is the protocol's part in the load harness (bench): its
+	// frontend's load client, its reference upstream, its idle
+	// connections; nil: none.
+	Load *load.Load
 }
 
 // ClientConfig points a protocol's client at a server.

@@ -20,6 +20,7 @@ var Protocol = protocol.Protocol{
 	WriteRefusal: writeRefusal,
 	Client:       newClient,
 	Conformance:  conformanceProfile,
+	Load:         loadProfile,
 }
 
 // newClient is the backend pointed at our frontend, the target as its

@@ -33,6 +33,7 @@ var Protocol = protocol.Protocol{
 		return NewBackend(BackendConfig{BaseURL: c.Base, HTTPClient: c.HTTPClient})
 	},
 	Conformance: conformanceProfile,
+	Load:        loadProfile,
 }
 
 // writeRefusal answers a request the server refused before the frontend

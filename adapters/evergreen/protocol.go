@@ -26,6 +26,7 @@ var Protocol = protocol.Protocol{
 	WriteRefusal:    writeRefusal,
 	Client:          newClient,
 	Conformance:     conformanceProfile,
+	Load:            loadProfile,
 }
 
 // newClient is the backend pointed at our frontend, asking for every

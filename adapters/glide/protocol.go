@@ -23,6 +23,7 @@ var Protocol = protocol.Protocol{
 	},
 	Client:      newClient,
 	Conformance: conformanceProfile,
+	Load:        loadProfile,
 }
 
 // newClient is the backend pointed at our frontend's chatStream for the

@@ -24,4 +24,5 @@ var Protocol = protocol.Protocol{
 		return nativeclient.New(c.Base, c.HTTPClient), nil
 	},
 	Conformance: conformanceProfile,
+	Load:        loadProfile,
 }

@@ -21,6 +21,7 @@ var Protocol = protocol.Protocol{
 	WriteRefusal:    writeRefusal,
 	Client:          newClient,
 	Conformance:     conformanceProfile,
+	Load:            loadProfile,
 }
 
 // mountFrontend mounts the frontend with its frontends.openai options.

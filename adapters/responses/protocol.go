@@ -20,6 +20,7 @@ var Protocol = protocol.Protocol{
 	WriteRefusal: writeRefusal,
 	Client:       newClient,
 	Conformance:  conformanceProfile,
+	Load:         loadProfile,
 }
 
 // mountFrontend mounts the frontend with the instance's thread store (the

@@ -18,4 +18,5 @@ var Protocol = protocol.Protocol{
 		c.Tools = d.Tools
 		return New(c), nil
 	},
+	Load: loadProfile,
 }

@@ -38,4 +38,5 @@ var Protocol = protocol.Protocol{
 		return be, nil
 	},
 	Conformance: conformanceProfile,
+	Load:        loadProfile,
 }

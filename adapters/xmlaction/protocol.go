@@ -27,4 +27,5 @@ var Protocol = protocol.Protocol{
 		return NewClient(c.Base, c.HTTPClient), nil
 	},
 	Conformance: conformanceProfile,
+	Load:        loadProfile,
 }
