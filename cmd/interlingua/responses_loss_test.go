@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	openaipeer "github.com/interlingua-dev/interlingua/conformance/peers/openai"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// responsesDaemons starts a nats-server, the reference OpenAI peer (an
+// echo model, recording what reaches it) and two daemons on them with API
+// keys alice and bob and target gpt-test routed to the peer; it returns
+// the daemons' arguments too, to start more.
+func responsesDaemons(t *testing.T) (bin string, n *natsProc, p *openaipeer.Peer, args []string, a, b *daemon) {
+	t.Helper()
+	bin = buildBinary(t)
+	n = startNATS(t)
+	p = openaipeer.New("", openaipeer.Model{Name: "gpt-test", Echo: true})
+	up := httptest.NewServer(p)
+	t.Cleanup(up.Close)
+	cfg := filepath.Join(t.TempDir(), "responses.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`auth:
+  keys:
+    - {name: alice, hash: "%s"}
+    - {name: bob, hash: "%s"}
+backends:
+  scripted: {type: scripted}
+  up: {type: openai, options: {base_url: "%s/v1"}}
+routes:
+  - {target: echo, backend: scripted}
+  - {target: gpt-test, backend: up}
+`, bridge.KeyDigest("key-a"), bridge.KeyDigest("key-b"), up.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args = []string{"--config", cfg}
+	return bin, n, p, args, startDaemon(t, bin, n.url(), args...), startDaemon(t, bin, n.url(), args...)
+}
+
+// respCall sends a Responses request with key and returns the status and
+// the body.
+func respCall(t *testing.T, key, method, url, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	c := &http.Client{Timeout: 30 * time.Second, Transport: client.Transport}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+var respIDPattern = regexp.MustCompile(`"id":"(resp_[a-z2-7]+)"`)
+
+// created posts a request that must succeed (JSON or a whole stream) and
+// returns the response's id.
+func created(t *testing.T, base, body string) string {
+	t.Helper()
+	status, out := respCall(t, "key-a", "POST", base+"/v1/responses", body)
+	m := respIDPattern.FindSubmatch(out)
+	if status != 200 || m == nil {
+		t.Fatalf("POST %s: %d %s", body, status, out)
+	}
+	if bytes.Contains(out, []byte("event: ")) && !bytes.HasSuffix(out, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("POST %s: the stream did not end: %s", body, out)
+	}
+	return string(m[1])
+}
+
+// sameJSON fails unless a and b are the same JSON document.
+func sameJSON(t *testing.T, what string, a, b []byte) {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v: %s", what, err, a)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v: %s", what, err, b)
+	}
+	if d := cmp.Diff(x, y); d != "" {
+		t.Fatalf("%s differs (-before +after):\n%s", what, d)
+	}
+}
+
+// Stored responses outlive kill -9 of the instance that made them: what
+// instance A acknowledged (a response answered whole, one streamed to its
+// [DONE], a background one polled to completed, each continuing the one
+// before) is read the same, with its input items, on instance B and on A
+// restarted, still refused to another key, and continued by
+// previous_response_id with the whole conversation reaching the upstream.
+func TestResponsesStoredSurviveKill9(t *testing.T) {
+	bin, n, p, args, a, b := responsesDaemons(t)
+	r1 := created(t, a.base, `{"model":"gpt-test","input":"one","instructions":"be brief"}`)
+	r2 := created(t, a.base, `{"model":"gpt-test","input":"two","stream":true,"previous_response_id":"`+r1+`"}`)
+	r3 := created(t, a.base, `{"model":"gpt-test","input":"three","background":true,"previous_response_id":"`+r2+`"}`)
+	acked := map[string][]byte{}
+	for _, id := range []string{r1, r2, r3} {
+		acked[id] = pollStatus(t, a.base, id, "completed")
+		_, acked[id+"/input_items"] = respCall(t, "key-a", "GET", a.base+"/v1/responses/"+id+"/input_items", "")
+	}
+	a.kill9()
+
+	check := func(base string) {
+		t.Helper()
+		for _, id := range []string{r1, r2, r3} {
+			for _, path := range []string{id, id + "/input_items"} {
+				status, got := respCall(t, "key-a", "GET", base+"/v1/responses/"+path, "")
+				if status != 200 {
+					t.Fatalf("GET %s after kill -9: %d %s", path, status, got)
+				}
+				sameJSON(t, "GET "+path+" after kill -9", acked[path], got)
+			}
+			if status, got := respCall(t, "key-b", "GET", base+"/v1/responses/"+id, ""); status != 404 {
+				t.Fatalf("bob's GET of alice's %s after kill -9: %d %s", id, status, got)
+			}
+		}
+	}
+	check(b.base)
+	r4 := created(t, b.base, `{"model":"gpt-test","input":"four","previous_response_id":"`+r3+`"}`)
+	reqs := p.Requests()
+	var last struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[len(reqs)-1].Body, &last); err != nil {
+		t.Fatal(err)
+	}
+	var conv []string
+	for _, m := range last.Messages {
+		conv = append(conv, m.Role+": "+m.Content)
+	}
+	// Instructions are not inherited (they were r1's own); every turn is.
+	want := []string{"user: one", "assistant: one", "user: two", "assistant: two", "user: three", "assistant: three", "user: four"}
+	if d := cmp.Diff(want, conv); d != "" {
+		t.Fatalf("the conversation continued on B after kill -9 of A (-want +got):\n%s", d)
+	}
+	if status, got := respCall(t, "key-b", "POST", b.base+"/v1/responses", `{"model":"gpt-test","input":"x","previous_response_id":"`+r3+`"}`); status != 400 {
+		t.Fatalf("bob continuing alice's response on B: %d %s", status, got)
+	}
+
+	restarted := startDaemon(t, bin, n.url(), args...)
+	check(restarted.base)
+	pollStatus(t, restarted.base, r4, "completed")
+}
+
+// pollStatus GETs a response as alice until it has status and returns it.
+func pollStatus(t *testing.T, base, id, status string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := respCall(t, "key-a", "GET", base+"/v1/responses/"+id, "")
+		if code == 200 && bytes.Contains(body, []byte(`"status":"`+status+`"`)) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %s: %d %s", id, status, code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
