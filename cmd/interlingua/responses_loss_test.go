@@ -182,4 +182,3 @@ func pollStatus(t *testing.T, base, id, status string) []byte {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
