@@ -20,7 +20,7 @@ STATICCHECK  := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 FUZZTIME ?= 10s
 
 .PHONY: conformance conformance-doc conformance-cluster readme-matrix
-.PHONY: all build test generate check-generated lint vet staticcheck json-imports fmt-check unit node-deps node-test fuzz-short fuzz bench tools clean
+.PHONY: all build test generate check-generated lint vet staticcheck json-imports fmt-check unit browser-deps node-deps node-test fuzz-short fuzz bench tools clean
 
 all: build
 
@@ -84,7 +84,7 @@ json-imports:
 	.ci/json-imports
 
 ## unit: every Go test, with the race detector.
-unit: $(BUF) $(NATS_SERVER) node-deps
+unit: $(BUF) $(NATS_SERVER) node-deps browser-deps
 	$(GO) test -race -timeout 20m ./...
 
 ## test: what CI runs.
@@ -112,6 +112,18 @@ conformance/clients/openai/node_modules/.package-lock.json: conformance/clients/
 
 conformance/clients/anthropic/node_modules/.package-lock.json: conformance/clients/anthropic/package-lock.json
 	npm ci --prefix conformance/clients/anthropic --no-audit --no-fund
+
+## browser-deps: Debian's chromium, for the inspector page's browser test
+## (inspect TestPage), when missing. Where there is no apt-get, or no root
+## and no password-less sudo, nothing is installed: the test then skips,
+## saying why.
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then echo "browser-deps: no apt-get: chromium not installed (inspect TestPage will skip)"; exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=; elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	else echo "browser-deps: not root and no password-less sudo: chromium not installed (inspect TestPage will skip)"; exit 0; fi; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends chromium \
+		|| echo "browser-deps: apt-get install chromium failed (inspect TestPage will skip)"
 
 # The Node suites run inside go test (adapters/agent TestSDK); this target
 # only makes sure their packages are installed first.

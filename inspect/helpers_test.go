@@ -47,7 +47,9 @@ func options(t *testing.T, text string) yaml.Node {
 }
 
 // startDaemon starts a daemon with the inspector on: target demo-agent goes
-// to the agent upstream, target stream to the scripted backend. withAuth
+// to the upstream's agent frontend, echo to its Triton frontend (an HTTP
+// backend built on internal/bodystream, whose wire is recorded), stream to
+// the scripted backend in process. withAuth
 // configures the three keys.
 func startDaemon(t *testing.T, insp inspect.Config, withAuth bool) *daemon {
 	t.Helper()
@@ -55,9 +57,10 @@ func startDaemon(t *testing.T, insp inspect.Config, withAuth bool) *daemon {
 	cfg := bridge.Config{
 		Backends: map[string]bridge.BackendConfig{
 			"up":       {Type: "agent", Options: options(t, "url: "+up.URL)},
+			"tri":      {Type: "triton", Options: options(t, "url: "+up.URL)},
 			"scripted": {Type: "scripted"},
 		},
-		Routes: []bridge.Route{{Target: "demo-agent", Backend: "up"}, {Target: "stream", Backend: "scripted"}},
+		Routes: []bridge.Route{{Target: "demo-agent", Backend: "up"}, {Target: "echo", Backend: "tri"}, {Target: "stream", Backend: "scripted"}},
 	}
 	insp.Enabled = true
 	cfg.Inspector = insp

@@ -166,7 +166,8 @@ func kindOf(ev *canonical.Event) (kind, text string) {
 		return "", ""
 	}
 	// The oneof wrapper's type name: *v1.Event_ToolStarted -> tool_started.
-	name := strings.TrimPrefix(fmt.Sprintf("%T", ev.GetKind()), "*v1.Event_")
+	name := fmt.Sprintf("%T", ev.GetKind()) // *interlinguav1.Event_ToolStarted
+	name = strings.TrimPrefix(name[strings.LastIndexByte(name, '.')+1:], "Event_")
 	var sb strings.Builder
 	for i, c := range name {
 		if 'A' <= c && c <= 'Z' {

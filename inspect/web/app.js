@@ -2,7 +2,7 @@
 // API under /v1/inspect/ (docs/inspector.md) with the key it is given.
 
 const $ = (sel) => document.querySelector(sel);
-const state = { key: sessionStorage.getItem("interlingua.key") || "", open: null, abort: null, run: null };
+const state = { key: sessionStorage.getItem("interlingua.key") || "", open: null, abort: null, run: null, noted: {} };
 
 function headers() {
   return state.key ? { Authorization: "Bearer " + state.key } : {};
@@ -64,7 +64,7 @@ function chunkRow(c) {
   row.dataset.head = c.head ? "1" : "";
   const arrow = c.dir === "in" ? "→ in " : "← out";
   row.append(el("span", "meta arrow", arrow));
-  row.append(el("span", "meta", "+" + c.t_ms.toFixed(1) + "ms"));
+  row.append(el("span", "meta", (c.t_ms < 0 ? "" : "+") + c.t_ms.toFixed(1) + "ms"));
   if (!c.head) row.append(el("span", "meta", "@" + c.offset));
   const text = c.text !== undefined ? c.text : "[" + c.len + " bytes, base64] " + c.base64;
   row.append(el("div", "data", text));
@@ -91,7 +91,10 @@ function eventRow(e) {
   const off = el("div", "meta", "client @" + e.client_offset + " · upstream @" + e.upstream_offset);
   row.append(off);
   for (const n of notesFor(e.feature)) {
-    row.append(el("div", "degradation", state.run.run.frontend + " cannot carry " + e.feature + ": " + n.text));
+    // The note in full at the feature's first event, a pointer to it after.
+    const first = state.noted[e.feature] || (state.noted[e.feature] = e.seq);
+    const text = first === e.seq ? ": " + n.text : " (see #" + first + ")";
+    row.append(el("div", "degradation", state.run.run.frontend + " cannot carry " + e.feature + text));
   }
   row.addEventListener("click", () => highlight(e));
   return row;
@@ -193,6 +196,7 @@ async function openRun(id) {
   state.abort = new AbortController();
   state.open = id;
   state.run = null;
+  state.noted = {};
   location.hash = "run=" + encodeURIComponent(id);
   for (const c of ["#col-client", "#col-events", "#col-upstream", "#replay-wire"]) $(c).replaceChildren();
   $("#replay").hidden = true;
