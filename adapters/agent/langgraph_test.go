@@ -378,14 +378,15 @@ func observe(t *testing.T, url, transport, graph string, resume ...string) obser
 	return o
 }
 
-// fronted starts an instance whose targets react, failing and approval
-// are LangGraph's graphs through the agent backend over transport.
-func fronted(t *testing.T, lgURL, transport string) string {
+// fronted starts an instance whose targets react, failing, approval and
+// the more graphs named are LangGraph's graphs through the agent backend
+// over transport.
+func fronted(t *testing.T, lgURL, transport string, more ...string) string {
 	t.Helper()
 	cfg := bridge.DefaultConfig()
 	raw, _ := json.Marshal(map[string]any{"url": lgURL, "transport": transport})
 	cfg.Backends["langgraph"] = bridge.BackendConfig{Type: "agent", Options: yamlNode(t, raw)}
-	for _, g := range []string{"react", "failing", "approval"} {
+	for _, g := range append([]string{"react", "failing", "approval"}, more...) {
 		cfg.Routes = append(cfg.Routes, bridge.Route{Target: g, Backend: "langgraph"})
 	}
 	return bridgetest.Start(t, &cfg).URL

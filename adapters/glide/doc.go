@@ -89,11 +89,20 @@
 //
 // # Stated degradations
 //
-//   - Only root-namespace text reaches a Glide client: reasoning, tool
-//     calls, data and ref blocks, tool, state, checkpoint, custom and
-//     sub-agent events are dropped; usage is dropped (chatStream has none).
+//   - Only the text of the agent's answer reaches a Glide client, as
+//     canonical.AnswerStream views the run: the messages of the root
+//     namespace and of the graph's own nodes (one-element namespaces such
+//     as LangGraph's ["model:<task id>"], unless a tool call started them),
+//     one after another; as LangGraph's messages stream mode without
+//     subgraphs, a subgraph's own nodes (namespaces two or more deep) are
+//     not the answer. Reasoning, tool calls, data and ref blocks, tool,
+//     state, checkpoint, custom and sub-agent events are dropped; usage is
+//     dropped (chatStream has none).
 //   - An interrupted run (input requested) ends with unknown_error
-//     "failed_precondition: ..."; chatStream cannot ask for input.
+//     "failed_precondition: run interrupted waiting for input, which Glide
+//     chatStream cannot carry; interrupt <id>: <payload JSON>" (the last
+//     input request's, from any namespace); chatStream cannot ask for
+//     input, nor resume.
 //   - chunk.model_response.metadata is omitted by the frontend; cached is
 //     always false.
 //   - Metadata is echoed as the same JSON, not byte for byte: compacted,

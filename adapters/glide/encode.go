@@ -67,6 +67,7 @@ type replyEncoder struct {
 	finished  bool                   // a root message has finished
 	done      bool                   // the terminal frame was produced
 	cancelMsg string                 // message for a cancelled run, if set
+	interrupt string                 // "interrupt <id>: <payload JSON>" of the last input request
 }
 
 // newReplyEncoder returns the encoder for request id on router; metadata
@@ -131,8 +132,11 @@ func (e *replyEncoder) fail(err *canonical.Error) []byte {
 }
 
 // event returns the frame ev produces, or nil. Only the root namespace
-// speaks: text deltas become chunks, non-terminal errors model_unavailable,
-// and the terminal event the final chunk or a terminal error.
+// speaks (the frontend hands it canonical.AnswerStream's view, the
+// agent's answer on the root): text deltas become chunks, non-terminal
+// errors model_unavailable, and the terminal event the final chunk or a
+// terminal error; an interrupted run's error names the last input
+// request's interrupt id and payload (JSON).
 func (e *replyEncoder) event(ev *canonical.Event) []byte {
 	if e.done || len(ev.GetNamespace()) != 0 {
 		return nil
@@ -150,6 +154,13 @@ func (e *replyEncoder) event(ev *canonical.Event) []byte {
 		e.text = false
 	case *canonical.KindMessageFinish:
 		e.finish, e.finished = k.MessageFinish.GetFinishReason(), true
+	case *canonical.KindInputRequested:
+		var payload any
+		if p := k.InputRequested.GetPayload(); p != nil {
+			payload = p.AsInterface()
+		}
+		b, _ := json.Marshal(payload, writeOptions...)
+		e.interrupt = "interrupt " + k.InputRequested.GetInterruptId() + ": " + string(b)
 	case *canonical.KindError:
 		c := canonical.Code(k.Error.GetCode())
 		return e.errorFrame(nameModelUnavailable, errorMessage(nameModelUnavailable, c, k.Error.GetMessage()), false)
@@ -190,8 +201,11 @@ func (e *replyEncoder) terminal(lc *canonical.Lifecycle) []byte {
 		}
 		return e.chunkFrame("", reason)
 	case canonical.StatusInterrupted:
-		return e.fail(canonical.Errorf(canonical.CodeFailedPrecondition,
-			"run interrupted waiting for input, which Glide chatStream cannot carry"))
+		msg := "run interrupted waiting for input, which Glide chatStream cannot carry"
+		if e.interrupt != "" { // the question, so the client can show it
+			msg += "; " + e.interrupt
+		}
+		return e.fail(canonical.Errorf(canonical.CodeFailedPrecondition, "%s", msg))
 	case canonical.StatusFailed, canonical.StatusCancelled:
 		err := canonical.FromProto(lc.GetError())
 		if err == nil || err.Code == canonical.CodeOK {

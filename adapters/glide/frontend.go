@@ -353,6 +353,7 @@ func (c *conn) serveRequest(ctx context.Context, rf *requestFrame, rq *request) 
 		c.send(enc.fail(ce))
 		return
 	}
+	stream = canonical.AnswerStream(stream, 0) // the agent's answer, on the root (doc.go)
 	defer stream.Close()
 	for {
 		ev, err := stream.Recv()

@@ -54,8 +54,14 @@
 //     Other methods: 405; /infer, /config, /stats, /trace/setting: 501;
 //     other paths under /v2: 404 {"error":"Not Found"}.
 //
-// What a richer backend produces, rendered on this text-only wire (only
-// the root namespace's assistant messages are rendered):
+// What a richer backend produces, rendered on this text-only wire. An
+// agent's run is rendered as canonical.AnswerStream views it: its answer,
+// the assistant messages, tool activity and errors of the root namespace
+// and of the graph's own nodes (one-element namespaces such as
+// LangGraph's ["model:<task id>"] and ["tools:<task id>"], unless a tool
+// call started them), one message after another, with interrupts from
+// any namespace; as LangGraph's messages stream mode without subgraphs,
+// a subgraph's own nodes (namespaces two or more deep) are not the answer:
 //
 //   - Reasoning is dropped unless the request sets the parameter
 //     include_reasoning to true. Then it is rendered inside text_output
@@ -76,7 +82,8 @@
 //   - An input request (human in the loop) is surfaced the same way, as
 //     parameters interrupt_id and interrupt (the payload as JSON text); the
 //     run then ends like a completed one (Triton cannot resume it).
-//   - Dropped: subgraph namespaces, non-assistant messages, data and ref
+//   - Dropped: namespaces two or more deep (a subgraph's own nodes) and
+//     nested runs a tool call started, non-assistant messages, data and ref
 //     blocks, state, checkpoints, custom events and non-terminal errors.
 //
 // Stated degradations from Triton: the body is parsed before mapping as

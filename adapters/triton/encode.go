@@ -45,7 +45,8 @@ type toolCall struct {
 }
 
 // responseEncoder turns a run's canonical events into Triton generate
-// responses (reference sections 3 and 8.1). Only the root namespace's
+// responses (reference sections 3 and 8.1), from the view canonical.AnswerStream
+// gives of the run (the agent's answer, on the root). Only the root namespace's
 // assistant messages are rendered. One per request; not safe for
 // concurrent use.
 type responseEncoder struct {

@@ -270,7 +270,8 @@ func (f *Frontend) generate(w http.ResponseWriter, r *http.Request, g *generateR
 		writeError(w, statusOf(ce.Code), ce.Message)
 		return
 	}
-	defer stream.Close() // cancels the run if the client left
+	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // the agent's answer, on the root (doc.go)
+	defer stream.Close()                                          // cancels the run if the client left
 	ready, _ := stream.(canonical.Buffered)
 	for {
 		// Responses are queued while the run has more events at hand, and

@@ -80,9 +80,18 @@
 //     unknown type.
 //   - The Cortex SSE wire (chat_test_service token_type events) is not
 //     served; the frontend renders the XML text itself.
-//   - The renderer leaves out nested namespaces (a nested run shows as its
-//     action's result), tool_started, tool_output, state, input requests and
-//     data or ref blocks.
+//   - The renderer renders the agent's answer as canonical.AnswerStream
+//     views the run: the root namespace and the graph's own nodes
+//     (one-element namespaces such as LangGraph's ["model:<task id>"] and
+//     ["tools:<task id>"]), one message after another; as LangGraph's
+//     messages stream mode without subgraphs, it leaves out a subgraph's
+//     own nodes (namespaces two or more deep) and nested runs a tool call
+//     started (an action's nested run shows as its action's result), and
+//     tool_started, tool_output, state, input answers and data or ref
+//     blocks. An input request (from any namespace) is rendered as the
+//     Interlingua element <interrupt id="..">payload JSON</interrupt>,
+//     before the run's interrupted <error status="interrupted">; the
+//     stream cannot resume it.
 //   - Nested runs cannot be resumed: a nested run that asks for input fails
 //     its action.
 //   - A duplicate id's tool-call block and tool error carry that id (the

@@ -18,16 +18,19 @@ const maxDeferred = 1024
 // become <thought>, tool-call blocks <action> with the JSON body, text
 // blocks <response>. Text is escaped (&lt; &amp; &#13;) so the output
 // always parses back (with Decoder) to the same thought, action and
-// response blocks; the two elements below come back as text, and the
+// response blocks; the elements below come back as text, and the
 // actions as actions (to run again): the rendering is a view, one way.
 //
-// Beyond the three tags it writes two Interlingua elements, between blocks:
-// <observation id=".." status="ok">result JSON</observation> (or
-// status="error" code=".." with the message) for a tool's result, and
-// <error code=".." [status=".."]>message</error> for an error event or a run
-// that did not complete. Events of nested namespaces, tool_started,
-// tool_output, state, input requests and data or ref blocks are not
-// rendered.
+// Beyond the three tags it writes three Interlingua elements, between
+// blocks: <observation id=".." status="ok">result JSON</observation> (or
+// status="error" code=".." with the message) for a tool's result,
+// <interrupt id="..">payload JSON</interrupt> for an input request (the
+// question of a run that then ends interrupted), and <error code=".."
+// [status=".."]>message</error> for an error event or a run that did not
+// complete. Events of nested namespaces, tool_started, tool_output, state,
+// input answers and data or ref blocks are not rendered (the frontend
+// hands the Encoder canonical.AnswerStream's view: the agent's answer,
+// on the root).
 //
 // One Encoder renders one stream and is not safe for concurrent use.
 type Encoder struct {
@@ -81,7 +84,7 @@ func (e *Encoder) Encode(out []byte, ev *canonical.Event) []byte {
 			return out
 		}
 		out = e.element(out, ev)
-	case *canonical.KindToolFinished, *canonical.KindError:
+	case *canonical.KindToolFinished, *canonical.KindError, *canonical.KindInputRequested:
 		out = e.element(out, ev)
 	case *canonical.KindLifecycle:
 		if st, ok := canonical.TerminalOf(ev); ok && st != canonical.StatusCompleted {
@@ -229,6 +232,16 @@ func (e *Encoder) element(out []byte, ev *canonical.Event) []byte {
 		out = append(out, '>')
 		out = appendEscaped(out, k.ToolFailed.GetError().GetMessage())
 		return append(out, "</observation>\n"...)
+	case *canonical.KindInputRequested:
+		out = append(out, "<interrupt"...)
+		out = appendAttr(out, "id", k.InputRequested.GetInterruptId())
+		out = append(out, '>')
+		var v any
+		if p := k.InputRequested.GetPayload(); p != nil {
+			v = p.AsInterface()
+		}
+		out = appendEscaped(out, marshalCompact(v))
+		return append(out, "</interrupt>\n"...)
 	case *canonical.KindError:
 		out = append(out, "<error"...)
 		out = appendAttr(out, "code", wireCode(canonical.Code(k.Error.GetCode())))

@@ -72,6 +72,7 @@ func (f *Frontend) serveStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, canonical.AsError(err))
 		return
 	}
+	stream = canonical.AnswerStream(stream, 0) // the agent's answer, on the root (doc.go)
 	defer stream.Close()
 
 	write := f.textWriter(w)
