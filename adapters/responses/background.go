@@ -58,7 +58,7 @@ func (b *backgroundRuns) get(id string) *bgRun {
 }
 
 // Close cancels the frontend's background runs and waits for them to be
-// recorded.
+// recorded, and stops its settlers.
 func (f *Frontend) Close() {
 	b := &f.bg
 	b.mu.Lock()
@@ -68,6 +68,7 @@ func (f *Frontend) Close() {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+	f.settling.close()
 }
 
 // runBackground starts a background response: the run outlives the

@@ -42,6 +42,11 @@
 //     output, then the new input; instructions, tools and sampling come
 //     from the new request only. store:false writes nothing. The record is
 //     written when the run starts (status in_progress) and when it ends.
+//     A record an instance left unfinished when it stopped (kill -9) is
+//     ended from the bridge's replay log by the next instance that reads
+//     it: its run ends failed (unavailable) once its owner has been quiet
+//     for twice nats.owner_timeout, and that end is recorded (settle.go;
+//     the read that finds it answers it as it is).
 //     Without a thread store (a frontend mounted outside the daemon, which
 //     always has one) every response is answered with store false.
 //   - GET /v1/responses/{id}, DELETE /v1/responses/{id} (the record and

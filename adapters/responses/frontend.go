@@ -43,6 +43,10 @@ type FrontendConfig struct {
 	// a finished response from the replay log before it renders the
 	// stored response instead (its events have left the log). Default 3s.
 	ReplayWait time.Duration `yaml:"replay_wait"`
+	// SettleWait is how long a settler reads the replay log for the end of
+	// a stored response left unfinished by an instance that stopped
+	// (settle.go). Default 30s.
+	SettleWait time.Duration `yaml:"settle_wait"`
 
 	// Runner starts the runs; required.
 	Runner canonical.Runner `yaml:"-"`
@@ -66,6 +70,8 @@ type Frontend struct {
 	log   *slog.Logger
 	store *store // nil: no thread store
 	bg    backgroundRuns
+	// settling ends the responses left unfinished by a stopped instance.
+	settling settlers
 }
 
 // NewFrontend returns the frontend.
@@ -87,6 +93,9 @@ func NewFrontend(cfg FrontendConfig) *Frontend {
 	}
 	if cfg.ReplayWait <= 0 {
 		cfg.ReplayWait = 3 * time.Second
+	}
+	if cfg.SettleWait <= 0 {
+		cfg.SettleWait = 30 * time.Second
 	}
 	f := &Frontend{cfg: cfg, log: cfg.Logger}
 	if f.log == nil {
@@ -148,6 +157,7 @@ func (f *Frontend) load(ctx context.Context, id string) (*record, uint64, *apiEr
 	rec, rev, err := f.store.load(ctx, id)
 	switch {
 	case err == nil:
+		f.settleLater(ctx, rec)
 		return rec, rev, nil
 	case err.Code == canonical.CodeNotFound:
 		return nil, 0, notFound(id)
@@ -342,6 +352,7 @@ func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *a
 		return nil, fromCanonical(err)
 	}
 	p.rev = rev
+	f.settling.writing(id, true) // until finish or forget
 	return p, nil
 }
 
@@ -484,6 +495,7 @@ func (f *Frontend) finish(ctx context.Context, p *prepared, enc *encoder) {
 	if p.rec == nil {
 		return
 	}
+	defer f.settling.writing(p.r.ID, false)
 	p.rec.Response = *enc.r
 	sctx, cancel := f.storeCtx(ctx)
 	defer cancel()
@@ -503,6 +515,7 @@ func (f *Frontend) forget(ctx context.Context, p *prepared) {
 	if p.rec == nil {
 		return
 	}
+	defer f.settling.writing(p.r.ID, false)
 	sctx, cancel := f.storeCtx(ctx)
 	defer cancel()
 	_ = f.store.remove(sctx, p.r.ID)

@@ -42,6 +42,7 @@ backends:
 routes:
   - {target: echo, backend: scripted}
   - {target: gpt-test, backend: up}
+  - {target: hanging, backend: scripted, model: echo, parameters: {hang: true}}
 `, bridge.KeyDigest("key-a"), bridge.KeyDigest("key-b"), up.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +181,53 @@ func pollStatus(t *testing.T, base, id, status string) []byte {
 			t.Fatalf("%s never reached %s: %d %s", id, status, code, body)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Responses in flight when instance A is killed (one streaming to its
+// client, one in the background) are not left in_progress and queued for
+// ever: instance B, reading them, ends them from the replay log (their run
+// failed: its owner is gone), so polling ends and previous_response_id
+// continues them.
+func TestResponsesInFlightEndedAfterKill9(t *testing.T) {
+	_, _, _, _, a, b := responsesDaemons(t)
+	req, err := http.NewRequest("POST", a.base+"/v1/responses", strings.NewReader(`{"model":"hanging","input":"wait for me","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer key-a")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var first []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(first, []byte("event: response.output_text.delta")) { // the run is under way
+		k, err := resp.Body.Read(buf)
+		first = append(first, buf[:k]...)
+		if err != nil {
+			t.Fatalf("%v after %s", err, first)
+		}
+	}
+	streamed := string(respIDPattern.FindSubmatch(first)[1])
+	background := created(t, a.base, `{"model":"hanging","input":"in the background","background":true}`)
+	pollStatus(t, a.base, background, "queued")
+	a.kill9()
+
+	for _, id := range []string{streamed, background} {
+		got := pollStatus(t, b.base, id, "failed")
+		var r struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(got, &r); err != nil || r.Error.Code != "unavailable" || !strings.Contains(r.Error.Message, "run owner") {
+			t.Fatalf("%s after kill -9 of its instance: %s", id, got)
+		}
+		if status, out := respCall(t, "key-a", "POST", b.base+"/v1/responses", `{"model":"echo","input":"go on","previous_response_id":"`+id+`"}`); status != 200 {
+			t.Fatalf("continuing %s: %d %s", id, status, out)
+		}
 	}
 }
