@@ -1,10 +1,11 @@
 // The client of the XML action stream frontend (Protocol.Client): POST
 // /v1/xml/stream {"target","input","parameters"} answers with the run
 // rendered as XML action-stream text. The text is decoded with Decoder
-// (the format's own parser); the two Interlingua elements the renderer adds between blocks are read
+// (the format's own parser); the Interlingua elements the renderer adds between blocks are read
 // here: <observation id status="ok">JSON</observation> (a tool result),
 // <observation id status="error" code>message</observation> (a tool
-// failure), <error code>message</error> (an error event) and
+// failure), <interrupt id>JSON</interrupt> (an input request),
+// <error code>message</error> (an error event) and
 // <error code status>message</error> (a run that did not complete).
 //
 // Limitation: an element tag inside a tool call's JSON string arguments
@@ -30,7 +31,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// maxClientElementBytes bounds, in the client, one <error> or <observation> element.
+// maxClientElementBytes bounds, in the client, one <error>, <observation> or <interrupt> element.
 const maxClientElementBytes = 1 << 20
 
 // Client calls one server. It implements canonical.Backend.
@@ -86,14 +87,14 @@ type stream struct {
 	body     io.ReadCloser
 	dec      *Decoder
 	buf      []byte // bytes not yet split
-	inElem   string // "error" or "observation" while inside one
+	inElem   string // "error", "observation" or "interrupt" while inside one
 	out      []*canonical.Event
 	terminal *canonical.Event
 	done     bool
 	rbuf     []byte
 }
 
-var starts = []string{"<error", "<observation"}
+var starts = []string{"<error", "<observation", "<interrupt"}
 
 // Recv implements canonical.Stream.
 func (s *stream) Recv() (*canonical.Event, error) {
@@ -190,7 +191,7 @@ func (s *stream) end() {
 	s.out = append(s.out, evs...)
 }
 
-// element turns one <error> or <observation> element into its event.
+// element turns one <error>, <observation> or <interrupt> element into its event.
 func (s *stream) element(b []byte) {
 	el, ok := parseElement(b)
 	if !ok {
@@ -203,6 +204,11 @@ func (s *stream) element(b []byte) {
 		_ = json.Unmarshal([]byte(el.text), &v)
 		out, _ := structpb.NewValue(v)
 		ev = &canonical.Event{Kind: &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: el.attrs["id"], Output: out}}}
+	case el.name == "interrupt":
+		var v any
+		_ = json.Unmarshal([]byte(el.text), &v)
+		payload, _ := structpb.NewValue(v)
+		ev = &canonical.Event{Kind: &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{InterruptId: el.attrs["id"], Payload: payload}}}
 	case el.name == "observation":
 		ev = &canonical.Event{Kind: &canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: el.attrs["id"],
 			Error: &canonical.ErrorProto{Code: uint32(el.code()), Message: el.text}}}}
@@ -239,7 +245,7 @@ func (e element) code() canonical.Code {
 }
 
 var (
-	elementRE = regexp.MustCompile(`(?s)^\s*<(error|observation)((?:\s+[A-Za-z_:][-A-Za-z0-9_:.]*=(?:"[^"]*"|'[^']*'|[^\s>]+))*)\s*>(.*)</(?:error|observation)>\s*$`)
+	elementRE = regexp.MustCompile(`(?s)^\s*<(error|observation|interrupt)((?:\s+[A-Za-z_:][-A-Za-z0-9_:.]*=(?:"[^"]*"|'[^']*'|[^\s>]+))*)\s*>(.*)</(?:error|observation|interrupt)>\s*$`)
 	attrRE    = regexp.MustCompile(`([A-Za-z_:][-A-Za-z0-9_:.]*)=(?:"([^"]*)"|'([^']*)'|([^\s>]+))`)
 )
 

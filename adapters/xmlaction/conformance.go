@@ -20,7 +20,7 @@ var conformanceProfile = &profile.Profile{
 		{"tool-activity", "tool_started and tool_output are not rendered; results and failures are <observation> elements"},
 		{"multimodal", "data and ref blocks are not rendered"},
 		{"error-nonterminal", "an <error code> element"},
-		{"interrupt", "the input request is not rendered; the run ends with <error status=\"interrupted\">"},
+		{"interrupt", "the input request is an <interrupt id> element with its payload as JSON; the run ends with <error status=\"interrupted\">"},
 		profile.NoReplay,
 		profile.HTTPConcurrency,
 	},
@@ -29,7 +29,6 @@ var conformanceProfile = &profile.Profile{
 // conformanceFront: what the XML client reads from our XML frontend.
 func conformanceFront(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 	out := profile.Clone(t)
-	out.Interrupts = nil
 	var blocks []*cv1.Block
 	for _, b := range t.GetBlocks() {
 		b = proto.Clone(b).(*cv1.Block)
