@@ -146,8 +146,14 @@ func conformanceModel(name string, r *cv1.Response, prompt string) anthropicpeer
 	return m
 }
 
+// conformanceSignature is the signature of the reference peer's
+// signature-only thinking blocks.
+const conformanceSignature = "EqQBCgIYAhIMconformancesignature"
+
 // conformanceBlocks are the peer's blocks for r's items (and an echo
-// before them).
+// before them); an empty reasoning item is a thinking block with a
+// signature and no thinking text, as Anthropic streams one whose display
+// is "omitted".
 func conformanceBlocks(r *cv1.Response, prompt string) []anthropicpeer.Block {
 	var blocks []anthropicpeer.Block
 	open := -1 // the index of the text or thinking block items append to
@@ -169,6 +175,11 @@ func conformanceBlocks(r *cv1.Response, prompt string) []anthropicpeer.Block {
 		case *cv1.Item_Text:
 			text("text", driver.Deltas(k.Text))
 		case *cv1.Item_Reasoning:
+			if driver.Full(k.Reasoning) == "" { // display "omitted": the signature alone
+				blocks = append(blocks, anthropicpeer.Block{Type: "thinking", Signature: conformanceSignature})
+				open = -1
+				continue
+			}
 			text("thinking", driver.Deltas(k.Reasoning))
 		case *cv1.Item_ToolCall:
 			tc := k.ToolCall
