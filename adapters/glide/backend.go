@@ -33,11 +33,18 @@ type BackendConfig struct {
 	// DialTimeout bounds connecting and the WebSocket handshake. Default 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// MaxMessageBytes bounds one response frame; a larger one closes the
-	// shared connection with 1009 and fails the requests on it.
+	// connection with 1009 and fails the requests on it.
 	// Default 4 MiB.
 	MaxMessageBytes int64 `yaml:"max_message_bytes"`
-	// MaxInFlight bounds the requests multiplexed on the shared connection
-	// at once; one more fails with resource_exhausted. Default 256.
+	// Connections is the size of the pool of WebSockets to the router:
+	// each request goes to the connection with the fewest requests in
+	// flight, and a connection is dialled only when every open one is
+	// busier than an unopened one. Connections stay open between requests
+	// (GEP-8) and are dialled again after they are lost. Default 4.
+	Connections int `yaml:"connections"`
+	// MaxInFlight bounds the requests multiplexed on each connection at
+	// once; one more when every connection is full fails with
+	// resource_exhausted. Default 256.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxBufferedFrames bounds the frames received for one request and not
 	// yet consumed by its run; a run that lets it fill fails with
@@ -79,7 +86,7 @@ func (c BackendConfig) Validate() error {
 	}
 	for name, v := range map[string]int64{
 		"dial_timeout": int64(c.DialTimeout), "max_message_bytes": c.MaxMessageBytes,
-		"max_in_flight": int64(c.MaxInFlight), "max_buffered_frames": int64(c.MaxBufferedFrames),
+		"connections": int64(c.Connections), "max_in_flight": int64(c.MaxInFlight), "max_buffered_frames": int64(c.MaxBufferedFrames),
 		"idle_timeout": int64(c.IdleTimeout), "send_queue": int64(c.SendQueue),
 		"write_timeout": int64(c.WriteTimeout), "ping_interval": int64(c.PingInterval),
 	} {
@@ -93,6 +100,7 @@ func (c BackendConfig) Validate() error {
 func (c BackendConfig) withDefaults() BackendConfig {
 	c.DialTimeout = cmp.Or(c.DialTimeout, 10*time.Second)
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 4<<20)
+	c.Connections = cmp.Or(c.Connections, 4)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 256)
 	c.MaxBufferedFrames = cmp.Or(c.MaxBufferedFrames, 1024)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
@@ -103,16 +111,24 @@ func (c BackendConfig) withDefaults() BackendConfig {
 }
 
 // Backend is a client of one upstream Glide router: every run is a request
-// multiplexed, under an id of its own, on one shared WebSocket, dialled on
-// first use and again after it is lost. It implements canonical.Backend.
+// multiplexed, under an id of its own, on one of a pool of WebSockets (the
+// one with the fewest requests in flight), each dialled when first needed
+// and again after it is lost. It implements canonical.Backend.
 type Backend struct {
-	cfg  BackendConfig
-	dial chan struct{} // one dial at a time
-	ids  atomic.Uint64
+	cfg   BackendConfig
+	ids   atomic.Uint64
+	slots []*slot // Connections of them
 
-	mu     sync.Mutex
-	up     *upstream
+	mu     sync.Mutex // guards each slot's up, and closed
 	closed bool
+}
+
+// slot is one connection of the pool: the live one, if any, and the
+// requests assigned to it (in flight, or starting while it is dialled).
+type slot struct {
+	dial chan struct{} // one dial at a time
+	load atomic.Int64
+	up   *upstream // nil until dialled; guarded by Backend.mu
 }
 
 // NewBackend returns a backend for cfg.
@@ -120,18 +136,28 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Backend{cfg: cfg.withDefaults(), dial: make(chan struct{}, 1)}, nil
+	b := &Backend{cfg: cfg.withDefaults()}
+	b.slots = make([]*slot, b.cfg.Connections)
+	for i := range b.slots {
+		b.slots[i] = &slot{dial: make(chan struct{}, 1)}
+	}
+	return b, nil
 }
 
-// Close closes the shared connection (in-flight runs fail with
-// unavailable) and waits for its reader; Start fails afterwards.
+// Close closes every connection (in-flight runs fail with unavailable)
+// and waits for their readers; Start fails afterwards.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
-	u := b.up
-	b.up = nil
+	var ups []*upstream
+	for _, sl := range b.slots {
+		if sl.up != nil {
+			ups = append(ups, sl.up)
+			sl.up = nil
+		}
+	}
 	b.mu.Unlock()
-	if u != nil {
+	for _, u := range ups {
 		u.close()
 	}
 	return nil
@@ -148,38 +174,59 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	if err != nil {
 		return nil, err
 	}
-	u, err := b.connect(ctx)
+	sl := b.pick()
+	u, err := b.connect(ctx, sl)
 	if err != nil {
+		sl.load.Add(-1)
 		return nil, err
 	}
 	c, err := u.register(id)
 	if err != nil {
+		sl.load.Add(-1)
 		return nil, err
 	}
 	if err := u.ws.SendText(frame); err != nil {
 		u.remove(id)
+		sl.load.Add(-1)
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "sending to upstream Glide: %v", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &stream{b: b, u: u, c: c, ctx: ctx, cancel: cancel, idle: time.NewTimer(b.cfg.IdleTimeout)}
+	s := &stream{b: b, sl: sl, u: u, c: c, ctx: ctx, cancel: cancel, idle: time.NewTimer(b.cfg.IdleTimeout)}
 	s.dec, s.pending = newResponseDecoder(nil)
 	return s, nil
 }
 
-// connect returns the live shared connection, dialling it if needed.
-func (b *Backend) connect(ctx context.Context) (*upstream, error) {
+// pick assigns a request to the slot with the fewest requests, preferring
+// an open connection to an unopened one at the same load, and counts it
+// there; the caller gives it back (load.Add(-1)) when the request ends or
+// fails to start.
+func (b *Backend) pick() *slot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	best := b.slots[0]
+	for _, sl := range b.slots[1:] {
+		if l, bl := sl.load.Load(), best.load.Load(); l < bl || (l == bl && sl.up != nil && best.up == nil) {
+			best = sl
+		}
+	}
+	best.load.Add(1)
+	return best
+}
+
+// connect returns slot sl's live connection, dialling it if needed.
+func (b *Backend) connect(ctx context.Context, sl *slot) (*upstream, error) {
 	select {
-	case b.dial <- struct{}{}:
+	case sl.dial <- struct{}{}:
 	case <-ctx.Done():
 		return nil, canonical.AsError(ctx.Err())
 	}
-	defer func() { <-b.dial }()
+	defer func() { <-sl.dial }()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return nil, errBackendClosed
 	}
-	if u := b.up; u != nil && u.alive() {
+	if u := sl.up; u != nil && u.alive() {
 		b.mu.Unlock()
 		return u, nil
 	}
@@ -214,7 +261,7 @@ func (b *Backend) connect(ctx context.Context) (*upstream, error) {
 		u.close()
 		return nil, errBackendClosed
 	}
-	b.up = u
+	sl.up = u
 	b.mu.Unlock()
 	b.cfg.Logger.Debug("glide upstream connected", "url", b.cfg.URL)
 	return u, nil
@@ -240,7 +287,7 @@ func handshakeError(ctx context.Context, u string, resp *http.Response, err erro
 	return canonical.Errorf(canonical.CodeUnavailable, "upstream Glide %s refused the WebSocket upgrade: HTTP %d", u, resp.StatusCode)
 }
 
-// upstream is one shared connection: a reader goroutine (readLoop) routes
+// upstream is one connection of the pool: a reader goroutine (readLoop) routes
 // response frames by id to the calls in flight; requests are written by
 // the wsconn writer.
 type upstream struct {
@@ -366,6 +413,7 @@ func (u *upstream) end(err error) {
 // stream is one run: the call's frames through a responseDecoder.
 type stream struct {
 	b      *Backend
+	sl     *slot
 	u      *upstream
 	c      *call
 	ctx    context.Context
@@ -377,6 +425,7 @@ type stream struct {
 	next    int
 	ended   atomic.Bool
 	once    sync.Once
+	removed bool // whether release found the call in flight; set in once
 }
 
 // Recv implements canonical.Stream.
@@ -436,10 +485,18 @@ func (s *stream) frame(out []*canonical.Event, d delivery) []*canonical.Event {
 // finish forgets the call once the run has ended.
 func (s *stream) finish() {
 	s.ended.Store(true)
+	s.release()
+}
+
+// release forgets the call and gives its place in the pool back, once;
+// it reports whether the call was still in flight.
+func (s *stream) release() bool {
 	s.once.Do(func() {
 		s.idle.Stop()
-		s.u.remove(s.c.id)
+		s.removed = s.u.remove(s.c.id)
+		s.sl.load.Add(-1)
 	})
+	return s.removed
 }
 
 // Close implements canonical.Stream: it cancels the run if it has not
@@ -447,7 +504,7 @@ func (s *stream) finish() {
 // SendCancel is set, tells the upstream.
 func (s *stream) Close() error {
 	s.cancel()
-	if s.ended.Load() || !s.u.remove(s.c.id) {
+	if s.ended.Load() || !s.release() {
 		return nil
 	}
 	if s.b.cfg.SendCancel {

@@ -162,11 +162,11 @@ func TestBackendAgainstPeer(t *testing.T) {
 	}
 }
 
-// TestBackendMultiplexed: concurrent runs share one connection and each
-// gets its own text.
+// TestBackendMultiplexed: concurrent runs share a pool of one connection
+// and each gets its own text.
 func TestBackendMultiplexed(t *testing.T) {
 	ps := startPeer(t)
-	b := newTestBackend(t, BackendConfig{URL: ps.url("my-router")})
+	b := newTestBackend(t, BackendConfig{URL: ps.url("my-router"), Connections: 1})
 	var wg sync.WaitGroup
 	for i, text := range []string{"alpha beta", "gamma delta epsilon", "zeta", "eta theta", "iota kappa lambda mu"} {
 		wg.Add(1)
@@ -197,6 +197,105 @@ func TestBackendMultiplexed(t *testing.T) {
 	wg.Wait()
 	if n := ps.peer.Connections(); n != 1 {
 		t.Fatalf("%d connections, want 1 shared", n)
+	}
+}
+
+// TestBackendPool: concurrent runs are spread over the pool's connections
+// by load (8 runs in flight on 4 connections: 2 on each), and runs one
+// after another reuse one open connection (GEP-8: it stays open between
+// requests).
+func TestBackendPool(t *testing.T) {
+	ps := startPeer(t)
+	b := newTestBackend(t, BackendConfig{URL: ps.url("gated"), Connections: 4})
+	streams, heads := startGated(t, b, 8)
+	perConn := map[*upstream]int{}
+	for _, s := range streams {
+		perConn[s.(*stream).u]++
+	}
+	if len(perConn) != 4 || ps.peer.Connections() != 4 {
+		t.Fatalf("%d connections used, %d dialled; want 4 and 4", len(perConn), ps.peer.Connections())
+	}
+	for _, n := range perConn {
+		if n != 2 {
+			t.Fatalf("runs per connection %v, want 2 on each", perConn)
+		}
+	}
+	finishGated(t, ps, streams, heads)
+
+	ps2 := startPeer(t)
+	b2 := newTestBackend(t, BackendConfig{URL: ps2.url("my-router"), Connections: 4})
+	for range 3 {
+		s, err := b2.Start(context.Background(), prompt("one after another"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect(t, s)
+	}
+	if n := ps2.peer.Connections(); n != 1 {
+		t.Fatalf("%d connections for 3 runs one after another, want 1 kept open", n)
+	}
+}
+
+// TestBackendPoolReplacesLost: when the upstream drops the pool's
+// connections, the runs on them fail and the next runs dial new ones,
+// spread as before.
+func TestBackendPoolReplacesLost(t *testing.T) {
+	ps := startPeer(t)
+	b := newTestBackend(t, BackendConfig{URL: ps.url("gated"), Connections: 2})
+	streams, heads := startGated(t, b, 2)
+	ps.peer.Disconnect()
+	for i, s := range streams {
+		rest := collect(t, s, heads[i]...)
+		if last := rest[len(rest)-1].GetLifecycle(); last.GetError().GetCode() != uint32(canonical.CodeUnavailable) {
+			t.Fatalf("terminal %v, want unavailable", last)
+		}
+	}
+	streams, heads = startGated(t, b, 2)
+	perConn := map[*upstream]bool{}
+	for _, s := range streams {
+		perConn[s.(*stream).u] = true
+	}
+	if len(perConn) != 2 || ps.peer.Connections() != 4 {
+		t.Fatalf("after the loss: %d connections used, %d dialled in all; want 2 and 4", len(perConn), ps.peer.Connections())
+	}
+	finishGated(t, ps, streams, heads)
+	for _, sl := range b.slots {
+		if l := sl.load.Load(); l != 0 {
+			t.Fatalf("a slot still counts %d runs after they ended", l)
+		}
+	}
+}
+
+// startGated starts n runs of the gated router and reads each up to its
+// first text, so that all n are in flight at once; it returns the streams
+// and the events read from each.
+func startGated(t *testing.T, b *Backend, n int) ([]canonical.Stream, [][]*canonical.Event) {
+	t.Helper()
+	var streams []canonical.Stream
+	var heads [][]*canonical.Event
+	for range n {
+		s, err := b.Start(context.Background(), prompt("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		streams = append(streams, s)
+	}
+	for _, s := range streams {
+		heads = append(heads, untilText(t, s))
+	}
+	return streams, heads
+}
+
+// finishGated releases the gated runs and checks each ends completed.
+func finishGated(t *testing.T, ps *peerServer, streams []canonical.Stream, heads [][]*canonical.Event) {
+	t.Helper()
+	ps.peer.Release("go")
+	for i, s := range streams {
+		rest := collect(t, s, heads[i]...)
+		if st := rest[len(rest)-1].GetLifecycle().GetStatus(); st != canonical.StatusCompleted {
+			t.Fatalf("terminal %v, want completed", st)
+		}
 	}
 }
 
@@ -389,15 +488,19 @@ func TestBackendMaxBufferedFrames(t *testing.T) {
 	}
 }
 
+// TestBackendMaxInFlight: max_in_flight bounds each connection; a run
+// more than the pool holds fails.
 func TestBackendMaxInFlight(t *testing.T) {
 	ps := startPeer(t)
-	b := newTestBackend(t, BackendConfig{URL: ps.url("hang"), MaxInFlight: 1})
-	s, err := b.Start(context.Background(), prompt("x"))
-	if err != nil {
-		t.Fatal(err)
+	b := newTestBackend(t, BackendConfig{URL: ps.url("hang"), MaxInFlight: 1, Connections: 2})
+	for range 2 {
+		s, err := b.Start(context.Background(), prompt("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
 	}
-	defer s.Close()
-	_, err = b.Start(context.Background(), prompt("y"))
+	_, err := b.Start(context.Background(), prompt("y"))
 	if ce := canonical.AsError(err); ce == nil || ce.Code != canonical.CodeResourceExhausted || !strings.Contains(ce.Message, "max_in_flight 1") {
 		t.Fatalf("second Start: %v", err)
 	}
@@ -428,6 +531,7 @@ func TestBackendConfigValidate(t *testing.T) {
 		{BackendConfig{}, "url: required"},
 		{BackendConfig{URL: "http://x/v1/language/r/chatStream"}, "must be ws:// or wss://"},
 		{BackendConfig{URL: "ws://x/", MaxInFlight: -1}, "max_in_flight: must not be negative"},
+		{BackendConfig{URL: "ws://x/", Connections: -1}, "connections: must not be negative"},
 		{BackendConfig{URL: "ws://x/", IdleTimeout: -time.Second}, "idle_timeout: must not be negative"},
 	} {
 		_, err := NewBackend(tc.cfg)

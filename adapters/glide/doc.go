@@ -63,9 +63,13 @@
 //
 // # Backend
 //
-// Backend is a client of one upstream Glide router (option url): one shared
-// WebSocket, dialled on first use and again after it is lost, carrying
-// every run as a request under a generated id (il-1, il-2, ...). The text
+// Backend is a client of one upstream Glide router (option url): a pool of
+// WebSockets (option connections, default 4), each carrying runs as
+// requests under generated ids (il-1, il-2, ...). A run goes to the
+// connection with the fewest requests in flight; a connection is dialled
+// when first needed (so runs one after another keep to one), stays open
+// between requests as GEP-8 has it, and is dialled again after it is
+// lost (the runs on it fail with unavailable). The text
 // leaves of the request (the "prompt" input, else all inputs) become the
 // message (the last) and message_history; metadata and override_params come
 // from the glide.* extensions. Chunks become text deltas of one message per
@@ -117,7 +121,8 @@
 // Frontend: MaxMessageBytes (1 MiB, larger frames close with 1009),
 // MaxInFlight per connection (64), MaxConnections (1024), SendQueue (1024
 // frames), WriteTimeout (10s), PingInterval (30s). Backend: max_message_bytes
-// (4 MiB), max_in_flight (256), max_buffered_frames per run (1024),
+// (4 MiB), connections (4), max_in_flight per connection (256),
+// max_buffered_frames per run (1024),
 // idle_timeout per run (5m), dial_timeout (10s), send_queue (256),
 // write_timeout (10s), ping_interval (30s). Breaches are resource_exhausted
 // naming the limit.
