@@ -15,6 +15,13 @@
 //     reports the first violation with its seq.
 //   - TextAccumulator: holds back a UTF-8 rune split across upstream chunks,
 //     so no text delta is ever emitted broken.
+//   - AnswerStream: a run as a protocol without namespaces renders it (the
+//     Triton, Glide and XML frontends): the agent's answer on the root
+//     namespace, one message at a time. Which namespaces are the answer:
+//     the root and the graph's own nodes (one-element namespaces, such as
+//     LangGraph's ["model:<task id>"], unless a tool call started them);
+//     not a subgraph's own nodes (two or more deep), as LangGraph's
+//     messages stream mode without subgraphs; interrupts from anywhere.
 //   - Backend, Stream, Runner, Tools, Observer and ThreadStore: the ports
 //     (ThreadStore: durable per-thread records, provided by the bridge).
 package canonical
