@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -256,5 +257,82 @@ func TestAnswerStreamHeldBound(t *testing.T) {
 	_, err := answer(t, r.out, 4096, false)
 	if ce := canonical.AsError(err); err == nil || ce.Code != canonical.CodeResourceExhausted || !strings.Contains(ce.Message, `namespace "a:1"`) {
 		t.Fatalf("got %v, want resource_exhausted naming the open namespace", err)
+	}
+}
+
+// TestAnswerStreamProperty: for random runs whose nodes stream messages
+// at once (in the root, two graph nodes, a tool-started run and a
+// subgraph's node), the answer is a valid run on the root, each message
+// of the root and the graph's nodes comes whole and once, and nothing
+// else comes.
+func TestAnswerStreamProperty(t *testing.T) {
+	paths := []string{"", "a:1", "b:2", "act", "sub:3/inner:4"}
+	answers := map[string]bool{"": true, "a:1": true, "b:2": true}
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var r run
+		r.started("act", &canonical.Cause{Type: "toolCall", ToolCallId: "c"})
+		want := map[string]string{} // message id -> its text
+		open := map[string]string{} // path -> id of its open message
+		for step := 0; step < 40; step++ {
+			p := paths[rng.IntN(len(paths))]
+			b := r.ns(p)
+			switch id := open[p]; {
+			case id == "":
+				id = fmt.Sprintf("%s#%d", p, step)
+				open[p] = id
+				r.out = b.StartMessage(r.out, id, "assistant")
+			case rng.IntN(4) == 0:
+				r.out = b.FinishBlock(r.out)
+				r.out = b.FinishMessage(r.out, canonical.FinishStop, nil)
+				delete(open, p)
+			default:
+				tok := fmt.Sprintf("<%d>", step)
+				r.out = b.Text(r.out, tok)
+				if answers[p] {
+					want[id] += tok
+				}
+			}
+		}
+		for _, p := range paths {
+			if open[p] != "" {
+				r.out = r.ns(p).FinishBlock(r.out)
+				r.out = r.ns(p).FinishMessage(r.out, canonical.FinishStop, nil)
+			}
+		}
+		r.ended("act", canonical.StatusCompleted)
+		r.ended("", canonical.StatusCompleted)
+		got, err := answer(t, r.out, 0, seed%2 == 0)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		texts := map[string]string{}
+		var cur string
+		for _, d := range got {
+			switch {
+			case strings.HasPrefix(d, "|start "):
+				cur = strings.TrimPrefix(d, "|start ")
+				if _, dup := texts[cur]; dup {
+					t.Fatalf("seed %d: message %s twice", seed, cur)
+				}
+				texts[cur] = ""
+			case strings.HasPrefix(d, "|<"):
+				texts[cur] += d[1:]
+			case d == "|finish" || d == "|lifecycle completed":
+			default:
+				t.Fatalf("seed %d: unexpected %q", seed, d)
+			}
+		}
+		for id, text := range want {
+			if texts[id] != text {
+				t.Fatalf("seed %d: message %s is %q, want %q", seed, id, texts[id], text)
+			}
+		}
+		for id := range texts {
+			p, _, _ := strings.Cut(id, "#")
+			if !answers[p] {
+				t.Fatalf("seed %d: message %s of %q is not the answer", seed, id, p)
+			}
+		}
 	}
 }
