@@ -58,11 +58,23 @@ type ClusterResult struct {
 	PacedDeltas  int          `json:"paced_deltas"`
 	SameInstance *ClusterSide `json:"same_instance"`
 	AcrossNATS   *ClusterSide `json:"across_nats"`
-	// NATSAlone is the paced load's latency with no instance: a message
-	// per event published on one connection to the same server and
-	// received on another, stamped as it is published. It is what the
-	// NATS hop costs on this machine, the floor of AcrossNATS's latency.
+	// NATSAlone is the same loads with no instance, through the same
+	// server: messages published on one connection and received on
+	// another. Saturated, each round sends as many messages of
+	// MessageBytes as instance A published in that round's saturated run
+	// across NATS, as fast as they go, and EventsPerSec counts
+	// EventsPerMessage events per message: what NATS alone carries for
+	// the same messages, the ceiling of AcrossNATS's events/s. Paced, a
+	// message per event, stamped as it is published: the floor of
+	// AcrossNATS's latency.
 	NATSAlone *ClusterSide `json:"nats_alone"`
+	// MessageBytes and EventsPerMessage are instance A's messages to NATS
+	// in the saturated runs across NATS: mean size, and events received
+	// by B's clients per message.
+	MessageBytes     float64 `json:"message_bytes"`
+	EventsPerMessage float64 `json:"events_per_message"`
+	// AloneRatio is across NATS ÷ NATS alone events per second.
+	AloneRatio *float64 `json:"nats_alone_ratio,omitempty"`
 	// Ratio is across/same events per second.
 	Ratio      *float64   `json:"throughput_ratio"`
 	AddedP50us *float64   `json:"added_p50_us"`
@@ -127,6 +139,8 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 		}
 	}
 	alone := &clusterAcc{}
+	var msgs, bytes uint64
+	var acrossEvents int64
 	for r := 0; r < o.Rounds; r++ {
 		lat, err := natsAloneRound(ctx, ns.ClientURL(), o.PacedStreams, o.PacedDeltas)
 		if err != nil {
@@ -140,6 +154,7 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 					return nil, err
 				}
 			}
+			m0, b0 := owner.Fabric().Published(), owner.Fabric().PublishedBytes()
 			sat, err := clusterRound(ctx, p.r, o.Streams, o.Deltas, 0)
 			if stopProfile != nil {
 				stopProfile()
@@ -148,6 +163,13 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 				return nil, err
 			}
 			p.acc.add(sat, false)
+			if pi == 1 {
+				m, b := owner.Fabric().Published()-m0, owner.Fabric().PublishedBytes()-b0
+				msgs, bytes, acrossEvents = msgs+m, bytes+b, acrossEvents+sat.events
+				if err := alone.saturated(ctx, ns.ClientURL(), o.Streams, m, b, sat.events); err != nil {
+					return nil, fmt.Errorf("nats alone: %w", err)
+				}
+			}
 			paced, err := clusterRound(ctx, p.r, o.PacedStreams, o.PacedDeltas, 1)
 			if err != nil {
 				return nil, err
@@ -157,8 +179,14 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 	}
 	res.LoadAfter = loadAvg()
 	res.SameInstance, res.AcrossNATS, res.NATSAlone = paths[0].acc.side(), paths[1].acc.side(), alone.side()
+	if msgs > 0 {
+		res.MessageBytes, res.EventsPerMessage = float64(bytes)/float64(msgs), float64(acrossEvents)/float64(msgs)
+	}
 	s, a := res.SameInstance, res.AcrossNATS
 	res.Ratio = ptr(a.EventsPerSec / s.EventsPerSec)
+	if n := res.NATSAlone.EventsPerSec; n > 0 {
+		res.AloneRatio = ptr(a.EventsPerSec / n)
+	}
 	res.AddedP50us = ptr(a.P50us - s.P50us)
 	res.AddedP99us = ptr(a.P99us - s.P99us)
 	return res, nil
@@ -334,6 +362,84 @@ func natsAloneRound(ctx context.Context, url string, streams, deltas int) ([]int
 	return all, nil
 }
 
+// saturated sends what a saturated round across NATS sent (msgs messages
+// of bytes in all, carrying events events), through NATS alone, and
+// counts it as that round's events.
+func (a *clusterAcc) saturated(ctx context.Context, url string, streams int, msgs, bytes uint64, events int64) error {
+	if msgs == 0 {
+		return errors.New("instance A published no messages in the round")
+	}
+	per := int(msgs+uint64(streams)-1) / streams
+	size := max(int(bytes/msgs), 8)
+	wall, err := natsAloneSaturated(ctx, url, streams, per, size)
+	if err != nil {
+		return err
+	}
+	a.add(&clusterRoundResult{events: events * int64(per*streams) / int64(msgs), wall: wall}, false)
+	return nil
+}
+
+// natsAloneSaturated publishes msgs messages of size bytes on each of
+// streams subjects, as fast as they go, on one connection, and receives
+// them on another (a goroutine per subject, as an instance's clients take
+// their runs' events); it returns the time until the last arrived.
+func natsAloneSaturated(ctx context.Context, url string, streams, msgs, size int) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute) // a lost message ends the round
+	defer cancel()
+	pub, err := nats.Connect(url, nats.Name("bench-nats-alone-pub"))
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	sub, err := nats.Connect(url, nats.Name("bench-nats-alone-sub"))
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	subs := make([]*nats.Subscription, streams)
+	for i := range subs {
+		if subs[i], err = sub.SubscribeSync(fmt.Sprintf("bench.alone.sat.%d", i)); err != nil {
+			return 0, err
+		}
+		// Room for the whole round, so that a reader behind its publisher
+		// is not a slow consumer (bounded by the round's size).
+		if err := subs[i].SetPendingLimits(msgs+1, (msgs+1)*size); err != nil {
+			return 0, err
+		}
+	}
+	if err := sub.Flush(); err != nil {
+		return 0, err
+	}
+	errs := make([]error, streams)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range streams {
+		wg.Add(2)
+		go func() { // the consumer
+			defer wg.Done()
+			for range msgs {
+				if _, err := subs[i].NextMsgWithContext(ctx); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+		go func() { // the producer
+			defer wg.Done()
+			data := make([]byte, size)
+			subject := fmt.Sprintf("bench.alone.sat.%d", i)
+			for range msgs {
+				if err := pub.Publish(subject, data); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	return wall, errors.Join(errs...)
+}
+
 // WriteClusterMarkdown writes the cluster result as a table.
 func WriteClusterMarkdown(w io.Writer, r *ClusterResult) {
 	fmt.Fprintf(w, "### Two instances over NATS\n\nSaturated: %d streams × %d deltas; latency paced: %d streams × %d deltas at 1 ms each (the owner's event stamp to the client's Recv).\n\n",
@@ -345,6 +451,9 @@ func WriteClusterMarkdown(w io.Writer, r *ClusterResult) {
 	fmt.Fprintf(w, "| latency p50 (µs) | %s | %s | %s µs |\n", trim(s.P50us), trim(a.P50us), signed(a.P50us-s.P50us))
 	fmt.Fprintf(w, "| latency p99 (µs) | %s | %s | %s µs |\n", trim(s.P99us), trim(a.P99us), signed(a.P99us-s.P99us))
 	fmt.Fprintf(w, "| errors | %d | %d | |\n", s.Errors, a.Errors)
+	if n := r.NATSAlone; n != nil && n.EventsPerSec > 0 {
+		fmt.Fprintf(w, "\nThe same messages through NATS alone (instance A's, %s B each on average, %.1f events per message: published as fast as they go on one connection, received on another): %s events/s; from another instance ÷ NATS alone ×%.2f.\n", num(r.MessageBytes), r.EventsPerMessage, num(n.EventsPerSec), a.EventsPerSec/n.EventsPerSec)
+	}
 	if n := r.NATSAlone; n != nil {
 		fmt.Fprintf(w, "\nThe same paced load through NATS alone (no instance: a message per event published on one connection, received on another, through the same server): latency p50 %s µs, p99 %s µs. That is the floor of the A→B figures: the hop itself on this machine.\n", trim(n.P50us), trim(n.P99us))
 	}

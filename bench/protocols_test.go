@@ -106,6 +106,6 @@ func TestEveryProtocolHasALoad(t *testing.T) {
 		t.Errorf("%d reference frontends and %d scripted backends, want one each", refs, scripted)
 	}
 	if len(matrixPeers) == 0 {
-		t.Error("no protocol is in the report's same-protocol scenarios (Load.RatioDeltas)")
+		t.Error("no protocol is in the report's same-protocol scenarios (a frontend, a backend and Load.NewUpstream)")
 	}
 }

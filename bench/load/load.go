@@ -33,12 +33,12 @@ type Load struct {
 	// many); 0: no bound.
 	MaxStreams int
 	// RatioDeltas is the deltas per stream of the report's unpaced
-	// bridge-versus-direct load of this protocol on both sides, long
-	// enough that a stream's start is a small part of its round; 0: the
-	// report's same-protocol scenarios leave it out.
+	// same-protocol and cross-protocol loads of this protocol, long
+	// enough that a stream's start is a small part of its round; 0: 5,000.
 	RatioDeltas int
-	// ThroughputTarget: the report holds the same-protocol pair's
-	// unpaced throughput to its target (≥ 0.80 of direct).
+	// ThroughputTarget is no longer read: every same-protocol pair with a
+	// reference upstream is held to the report's ratio targets (left
+	// for the adapters that still set it).
 	ThroughputTarget bool
 	// MaxUnpacedDeltas is the longest unpaced run the frontend's client
 	// keeps up with: the frontend buffers a bounded number of events per

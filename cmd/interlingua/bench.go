@@ -19,7 +19,7 @@ const benchUsage = `Usage:
   interlingua bench --pair FRONTEND:BACKEND --streams N --deltas M [--rate R [--spread D]] [--json]
   interlingua bench --idle N [--json]
   interlingua bench --cluster --streams N --deltas M [--json]
-  interlingua bench --report FILE [--converters FILE]
+  interlingua bench --report FILE [--converters FILE] [--rounds N] [--quick]
 
 --pair drives N concurrent streaming runs of M text deltas through an
 in-process instance (frontend protocol FRONTEND, backend protocol BACKEND)
@@ -54,7 +54,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		deltas     = fs.Int("deltas", 1000, "text `deltas` per stream")
 		rate       = fs.Float64("rate", 0, "pace the load at `R` deltas/s across all streams (0: unpaced)")
 		spread     = fs.Duration("spread", 0, "with --rate, start the streams evenly over `D` (default: 1/R apart)")
-		rounds     = fs.Int("rounds", 3, "measured `rounds` per path, alternating direct and bridged")
+		rounds     = fs.Int("rounds", 3, "measured `rounds` per path, alternating direct and bridged (with --report: interleaved runs of each load a verdict reads, whose medians it reports)")
 		warmup     = fs.Int("warmup", 1, "unmeasured warm-up `rounds` per path (-1: none)")
 		text       = fs.String("delta-text", "tok ", "`text` of each delta")
 		procs      = fs.Int("procs", 0, "GOMAXPROCS for the run (0: unchanged)")
@@ -98,7 +98,11 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	)
 	switch {
 	case *report != "":
-		err = bench.WriteReport(ctx, bench.ReportOptions{Path: *report, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr})
+		ro := bench.ReportOptions{Path: *report, Converters: *converters, Quick: *quick, ProfileDir: *profDir, Progress: stderr}
+		if flagGiven(fs, "rounds") { // the report's interleaved runs (default 3)
+			ro.Rounds = *rounds
+		}
+		err = bench.WriteReport(ctx, ro)
 		if err == nil {
 			fmt.Fprintln(stdout, "wrote", *report)
 			return 0
