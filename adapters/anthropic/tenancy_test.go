@@ -64,6 +64,10 @@ func TestTenancyEveryPath(t *testing.T) {
 	}
 }
 
+// noKeepAlive is the tests' client: it keeps no connection (and no
+// goroutine) open between requests.
+var noKeepAlive = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 // call sends a request with key and returns the status and the body.
 func call(t *testing.T, base, key, method, path, body string) (int, string) {
 	t.Helper()

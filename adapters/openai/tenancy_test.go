@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
@@ -46,6 +47,10 @@ func TestTenancyEveryPath(t *testing.T) {
 		}
 	}
 }
+
+// noKeepAlive is the tests' client: it keeps no connection (and no
+// goroutine) open between requests.
+var noKeepAlive = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // call sends a request with key and returns the status and the body.
 func call(t *testing.T, base, key, method, path, body string) (int, string) {
