@@ -26,6 +26,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/internal/wiretap"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
@@ -152,7 +153,10 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		// than the default two per host, or a burst of run starts dials
 		// (and the upstream accepts) a connection for each.
 		own.MaxIdleConns, own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
-		cfg.HTTPClient = &http.Client{Transport: own}
+		// The inspector records a captured run's upstream exchange
+		// through the wrapper (internal/wiretap); one atomic load while
+		// it is off.
+		cfg.HTTPClient = &http.Client{Transport: wiretap.Transport(own)}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -196,7 +200,8 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread, keep: ownThread, resumeStart: resumeByStart(req, assistant)}
+	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread, keep: ownThread, resumeStart: resumeByStart(req, assistant),
+		tap: wiretap.RecorderFrom(ctx)}
 	if b.cfg.Transport == "websocket" {
 		err = s.startWS(cmd)
 	} else {
@@ -610,6 +615,11 @@ type upStream struct {
 	// resumeStart is the command sent when input.respond finds no run
 	// (see resumeByStart); nil when there is none to send.
 	resumeStart []byte
+	// tap records what the run reads from its event stream for the
+	// inspector (nil: not captured). The stream outlives runs (kept for
+	// the thread's next one), so its request is not the run's and the
+	// transport's wiretap does not see it.
+	tap wiretap.Recorder
 
 	// SSE
 	es      *eventStream
@@ -795,6 +805,14 @@ func (s *upStream) openStream(since *uint64) (*eventStream, error) {
 	return &eventStream{thread: s.thread, body: sresp.Body, sdec: sdec, buf: make([]byte, 32<<10), cancel: cancel}, nil
 }
 
+// tapSent records a frame the run sends on its WebSocket for the
+// inspector, if the run is captured.
+func (s *upStream) tapSent(frame []byte) {
+	if s.tap != nil {
+		s.tap.Sent(frame)
+	}
+}
+
 // use makes es the run's event stream; the run's context ending (its
 // client left) ends the stream, and with it a read in progress.
 func (s *upStream) use(es *eventStream, reused bool) {
@@ -827,6 +845,7 @@ func (s *upStream) startWS(cmd []byte) error {
 		// The thread's socket, kept from its last run: the subscription
 		// holds (LangGraph's and ours persist across runs).
 		s.conn = s.ws.conn
+		s.tapSent(cmd)
 		if err := s.conn.SendText(cmd); err != nil {
 			return s.failWS(err)
 		}
@@ -845,9 +864,11 @@ func (s *upStream) startWS(cmd []byte) error {
 	s.conn = wsconn.New(ws, wsconn.Config{MaxMessageBytes: int64(b.cfg.MaxEventBytes), Logger: b.cfg.Logger})
 	s.ws, s.gen = newWSSession(s.thread, s.conn)
 	sub, _ := json.Marshal(&commandFrame{ID: 1, Method: "subscription.subscribe", Params: map[string][]string{"channels": allChannels}})
+	s.tapSent(sub)
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
 	}
+	s.tapSent(cmd)
 	if err := s.conn.SendText(cmd); err != nil {
 		return s.failWS(err)
 	}
@@ -1178,6 +1199,9 @@ func (s *upStream) fill() {
 	if es := s.es; es != nil {
 		n, err := es.read()
 		if n > 0 {
+			if s.tap != nil {
+				s.tap.Received(es.buf[:n])
+			}
 			var ferr error
 			if s.out, ferr = es.sdec.Feed(es.buf[:n], s.out); ferr != nil {
 				s.broken = true
@@ -1206,6 +1230,9 @@ func (s *upStream) fill() {
 	for len(s.pending) > 0 {
 		f := s.pending[0]
 		s.pending = s.pending[1:]
+		if s.tap != nil {
+			s.tap.Received(f)
+		}
 		var err error
 		if s.out, err = s.wdec.Feed(f, s.out); err != nil {
 			s.broken = true
@@ -1226,6 +1253,9 @@ func (s *upStream) fill() {
 		}
 		s.out = s.wdec.End(s.out)
 		return
+	}
+	if s.tap != nil {
+		s.tap.Received(data)
 	}
 	if s.out, err = s.wdec.Feed(data, s.out); err != nil {
 		s.broken = true
