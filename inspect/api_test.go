@@ -112,12 +112,10 @@ func TestCaptureThreeColumns(t *testing.T) {
 	if miss := inOrder(strings.Join(canon, "\x00"), want); miss != "" {
 		t.Errorf("canonical events lack delta %q in order: %q", miss, canon)
 	}
-	if got.Run.UpstreamRecorded {
-		if miss := inOrder(bodyText(got.Upstream, "in"), want); miss != "" {
-			t.Errorf("upstream wire lacks delta %q in order", miss)
-		}
-	} else {
-		t.Logf("upstream wire not recorded: the agent backend's HTTP client is not wrapped by internal/wiretap (see docs/inspector.md)")
+	if !got.Run.UpstreamRecorded {
+		t.Errorf("upstream wire not recorded for the agent backend")
+	} else if miss := inOrder(bodyText(got.Upstream, "in"), want); miss != "" {
+		t.Errorf("upstream wire lacks delta %q in order", miss)
 	}
 	checkOffsets(t, got)
 	if !hasNote(got.Degradations.Frontend, "reasoning") || !hasNote(got.Degradations.Backend, "text") {

@@ -109,12 +109,10 @@ func TestPage(t *testing.T) {
 	if miss := inOrder(events, want); miss != "" {
 		t.Errorf("canonical events column lacks delta %q in order:\n%s", miss, events)
 	}
-	if list.Runs[0].UpstreamRecorded {
-		if miss := inOrder(upstream, want); miss != "" {
-			t.Errorf("upstream wire column lacks delta %q in order:\n%s", miss, upstream)
-		}
-	} else {
-		t.Logf("upstream wire not recorded for the agent backend (its HTTP client is not wrapped by internal/wiretap): column reads %q", upstream)
+	if !list.Runs[0].UpstreamRecorded {
+		t.Errorf("upstream wire not recorded for the agent backend: column reads %q", upstream)
+	} else if miss := inOrder(upstream, want); miss != "" {
+		t.Errorf("upstream wire column lacks delta %q in order:\n%s", miss, upstream)
 	}
 	if !strings.Contains(notes, "triton cannot carry reasoning: dropped") {
 		t.Errorf("degradation note %q", notes)
