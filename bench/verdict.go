@@ -156,7 +156,7 @@ func (r ratioRow) verdict() string {
 func writeRatioTable(w io.Writer, rows []ratioRow, rounds int, load string) {
 	fmt.Fprintln(w, "## Same-protocol pairs against a hop that does nothing")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Each pair's client calls its reference peer through the bridge (\"bridged\") and, in the same alternation, through a reverse proxy that translates nothing (\"hop\"; see Load below). Unpaced, 16 streams. Each figure is %s (%s). Throughput ratio: bridged deltas/s ÷ the hop's; CPU ratio: bridged CPU per delta ÷ the hop's (process-wide: clients, peer and hop or instance). Targets: throughput ≥ %.1f, CPU ≤ %.1f, no errors.\n\n", medianOf(rounds), load, minThroughputRatio, maxCPURatio)
+	fmt.Fprintf(w, "Each pair's client calls its reference peer through the bridge (\"bridged\") and, in the same alternation, through a reverse proxy that translates nothing (\"hop\"; see Load below). Unpaced, 16 streams. Each figure is %s (%s). Throughput ratio: bridged deltas/s ÷ the hop's; CPU ratio: bridged CPU per delta ÷ the hop's (process-wide: clients, peer and hop or instance); each ratio is the median of the runs' own ratios, so it need not be the quotient of the two columns. Targets: throughput ≥ %.1f, CPU ≤ %.1f, no errors.\n\n", medianOf(rounds), load, minThroughputRatio, maxCPURatio)
 	fmt.Fprintln(w, "| pair | hop (deltas/s) | bridged (deltas/s) | throughput ratio | CPU ratio | verdict |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|")
 	for _, r := range rows {
