@@ -227,3 +227,94 @@ func post(t *testing.T, url, body string) *http.Response {
 	}
 	return resp
 }
+
+// TestLangGraphGatewayClients (issue 30 #6): the OpenAI Chat Completions,
+// Anthropic Messages and OpenAI Responses frontends, in front of the real
+// LangGraph react agent through the agent backend, answer with what the
+// graph's nodes said (canonical.AnswerStream's view, as Triton's): both
+// messages' text in order and the tool call, each in its wire's form.
+func TestLangGraphGatewayClients(t *testing.T) {
+	lg := startLangGraph(t)
+	url := fronted(t, lg, "sse")
+	const ask = `"What is 6 * 7?"`
+	t.Run("openai", func(t *testing.T) {
+		var got struct {
+			Choices []struct {
+				Message struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						ID       string `json:"id"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		decodeBody(t, post(t, url+"/v1/chat/completions", `{"model":"react","messages":[{"role":"user","content":`+ask+`}]}`), &got)
+		if len(got.Choices) != 1 {
+			t.Fatalf("choices %+v", got.Choices)
+		}
+		m := got.Choices[0].Message
+		if m.Content != "Let me multiply.The answer is 42." || len(m.ToolCalls) != 1 || m.ToolCalls[0].ID != "call_1" ||
+			m.ToolCalls[0].Function.Name != "multiply" || m.ToolCalls[0].Function.Arguments != `{"a":6,"b":7}` {
+			t.Errorf("message %+v", m)
+		}
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		var got struct {
+			Content []struct {
+				Type  string     `json:"type"`
+				Text  string     `json:"text"`
+				ID    string     `json:"id"`
+				Name  string     `json:"name"`
+				Input json.Value `json:"input"`
+			} `json:"content"`
+		}
+		decodeBody(t, post(t, url+"/v1/messages", `{"model":"react","max_tokens":100,"messages":[{"role":"user","content":`+ask+`}]}`), &got)
+		var blocks []string
+		for _, b := range got.Content {
+			blocks = append(blocks, b.Type+" "+b.Text+b.ID+" "+b.Name+" "+string(b.Input))
+		}
+		want := []string{"text Let me multiply.  ", `tool_use call_1 multiply {"a":6,"b":7}`, "text The answer is 42.  "}
+		if fmt.Sprint(blocks) != fmt.Sprint(want) {
+			t.Errorf("content %q, want %q", blocks, want)
+		}
+	})
+	t.Run("responses", func(t *testing.T) {
+		var got struct {
+			Output []struct {
+				Type    string `json:"type"`
+				CallID  string `json:"call_id"`
+				Name    string `json:"name"`
+				Args    string `json:"arguments"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"output"`
+		}
+		decodeBody(t, post(t, url+"/v1/responses", `{"model":"react","input":`+ask+`,"store":false}`), &got)
+		var items []string
+		for _, o := range got.Output {
+			s := o.Type + " " + o.CallID + o.Name + o.Args
+			for _, c := range o.Content {
+				s += c.Text
+			}
+			items = append(items, s)
+		}
+		want := []string{"message Let me multiply.", `function_call call_1multiply{"a":6,"b":7}`, "message The answer is 42."}
+		if fmt.Sprint(items) != fmt.Sprint(want) {
+			t.Errorf("output %q, want %q", items, want)
+		}
+	})
+}
+
+// decodeBody decodes resp's JSON body into v and closes it.
+func decodeBody(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	defer resp.Body.Close()
+	if err := json.UnmarshalRead(resp.Body, v); err != nil {
+		t.Fatal(err)
+	}
+}

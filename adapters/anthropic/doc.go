@@ -27,8 +27,10 @@
 //     (messages.0.content.1.source.data); an unknown model a 404
 //     not_found_error "model: <name>".
 //   - The run is one Message: the root namespace's messages join (a turn
-//     in which the bridge ran a tool reads like a server-tool turn),
-//     subgraphs are not rendered. Text blocks are text, reasoning blocks
+//     in which the bridge ran a tool reads like a server-tool turn); an
+//     agent's run is rendered as canonical.AnswerStream views it (the
+//     graph's own nodes' messages join on the root), a subgraph's own
+//     nodes (two or more deep) are not rendered. Text blocks are text, reasoning blocks
 //     thinking (signature "" at the start, a signature_delta only with an
 //     upstream's signature, extension anthropic.signature; never
 //     invented) or redacted_thinking (extension

@@ -135,7 +135,8 @@ func (f *Frontend) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeCanonicalError(w, canonical.AsError(err), rid)
 		return
 	}
-	defer stream.Close() // cancels the run if the client left
+	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // an agent's answer, on the root (doc.go)
+	defer stream.Close()                                          // cancels the run if the client left
 	if d.stream {
 		f.streamRun(w, stream, d.model, rid)
 		return

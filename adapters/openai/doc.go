@@ -52,8 +52,11 @@
 //     closes the upstream request.
 //
 // Stated degradations: one choice only (n other than 1 is refused with
-// OpenAI's 400); tool activity (ToolStarted/Finished), state, custom and
-// namespaced (subgraph) events are not on this wire, so a second openai
+// OpenAI's 400); an agent's run is rendered as canonical.AnswerStream
+// views it (the root's and the graph's own nodes' messages on the root; a
+// subgraph's own nodes, two or more deep, are not the answer); tool
+// activity (ToolStarted/Finished), state and custom events are not on
+// this wire, so a second openai
 // hop reads a call the first hop's bridge ran as a call for the client;
 // the backend does not send reasoning of earlier turns back, sends only
 // image media (other data leaves are dropped), and reads choice 0 only;

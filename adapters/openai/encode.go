@@ -21,7 +21,9 @@ type handler interface {
 }
 
 // reader turns a run's canonical events into handler calls. Only the root
-// namespace is read; every assistant message of the run is one choice.
+// namespace is read (the frontend hands it canonical.AnswerStream's view:
+// an agent's answer is moved onto the root); every assistant message of the
+// run is one choice.
 // Tool activity (a call the bridge ran itself), data and ref blocks,
 // state and custom events have no place on this wire and are dropped.
 type reader struct {

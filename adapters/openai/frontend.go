@@ -201,7 +201,8 @@ func (f *Frontend) serveCompletions(w http.ResponseWriter, r *http.Request) {
 		fromCanonical(canonical.AsError(err)).write(w)
 		return
 	}
-	defer stream.Close() // cancels the run if the client left
+	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // an agent's answer, on the root (doc.go)
+	defer stream.Close()                                          // cancels the run if the client left
 	if d.stream {
 		f.streamRun(w, stream, d)
 		return

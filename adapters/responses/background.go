@@ -85,6 +85,7 @@ func (f *Frontend) runBackground(w http.ResponseWriter, r *http.Request, c *crea
 		fromCanonical(canonical.AsError(err)).write(w)
 		return
 	}
+	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // an agent's answer, on the root (doc.go)
 	run, ok := f.bg.add(p.r.ID, cancel)
 	if !ok {
 		cancel()

@@ -67,7 +67,10 @@
 // refused; tools other than function tools are refused; file_id parts are
 // refused (send file_data or image_url); data and ref blocks of the output,
 // tool activity run by the bridge, nested runs' content and interrupts are
-// not rendered (an interrupted run reads as completed); reasoning state of
+// not rendered (an interrupted run reads as completed; an agent's run is
+// rendered as canonical.AnswerStream views it: the graph's own nodes'
+// messages are the output, a subgraph's own nodes' are not); reasoning
+// state of
 // earlier turns (encrypted_content) is not sent to a backend.
 //
 // # Canonical form of a conversation

@@ -418,7 +418,8 @@ func (f *Frontend) run(w http.ResponseWriter, r *http.Request, c *createRequest,
 		fromCanonical(canonical.AsError(err)).write(w)
 		return
 	}
-	defer stream.Close() // cancels the run if the client left
+	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // an agent's answer, on the root (doc.go)
+	defer stream.Close()                                          // cancels the run if the client left
 	streaming := c.Stream != nil && *c.Stream
 	out := &writer{w: w}
 	if streaming {

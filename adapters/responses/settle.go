@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // maxSettlers bounds the settlers running at once on an instance.
@@ -103,6 +105,7 @@ func (f *Frontend) settle(parent context.Context, id string, closing context.Con
 	if err != nil {
 		return
 	}
+	obs = canonical.AnswerStream(obs, f.cfg.MaxOutputBytes) // as the live run was rendered
 	defer obs.Close()
 	rec, rev, e := f.store.load(ctx, id)
 	if e != nil || !unfinished(rec) {
