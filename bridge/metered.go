@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +52,11 @@ type metered struct {
 	interval                  metrics.Tally
 	span                      trace.Span
 	release                   func() // the API key's run slot
-	done                      bool
+	// mu orders Recv's metering with Close's end: Close may run on
+	// another goroutine than Recv (canonical.Stream), as a frontend that
+	// reads the run on a goroutine of its own (internal/burst) does.
+	mu   sync.Mutex
+	done bool
 }
 
 // meter wraps a run's stream; start is the request's arrival, from which
@@ -71,6 +76,11 @@ func (m *metered) Recv() (*canonical.Event, error) {
 	ev, err := m.Stream.Recv()
 	if err != nil {
 		return ev, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done { // closed meanwhile: the run's end is counted
+		return ev, nil
 	}
 	m.events++
 	if _, ok := ev.GetKind().(*canonical.KindBlockDelta); ok {
@@ -105,10 +115,12 @@ func (m *metered) Buffered() int {
 }
 
 func (m *metered) Close() error {
+	m.mu.Lock()
 	if !m.done { // the client left before the terminal event: not "ok"
 		m.done = true
 		m.end(0, errAbandoned)
 	}
+	m.mu.Unlock()
 	return m.Stream.Close()
 }
 

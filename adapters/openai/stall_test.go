@@ -1,0 +1,28 @@
+package openai_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+)
+
+// TestStalledReader: a client that asks for a long stream on
+// /v1/chat/completions, reads the headers and stops reading blocks
+// neither the daemon nor another client (bridgetest.CheckStall).
+func TestStalledReader(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.WriteTimeout = time.Second
+	bridgetest.Start(t, &cfg).CheckStall(t, bridgetest.Stall{
+		Path:  "/v1/chat/completions",
+		Small: `{"model":"echo","stream":true,"messages":[{"role":"user","content":"still served"}]}`,
+		Long: `{"model":"stream","stream":true,"messages":[{"role":"user","content":"x"}],"deltas":100000,"delta_text":"` +
+			strings.Repeat("x", 4096) + `"}`,
+		Served: func(got string) bool {
+			return strings.Contains(got, `"content":" served"`) && strings.HasSuffix(got, "data: [DONE]\n\n")
+		},
+		Target: "stream",
+	})
+}
