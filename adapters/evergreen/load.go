@@ -17,11 +17,10 @@ import (
 // the frontend in front of the harness's paced producer as the upstream
 // (over h2c), and idle WebSocket sessions.
 var loadProfile = &load.Load{
-	Title:            "Evergreen gRPC",
-	NewClient:        newLoadClient,
-	NewUpstream:      protocol.LoadUpstream(mountFrontend, map[string]any{"max_running": 1024}, true, func(base string) map[string]any { return map[string]any{"url": base} }),
-	RatioDeltas:      10_000,
-	ThroughputTarget: true,
+	Title:       "Evergreen gRPC",
+	NewClient:   newLoadClient,
+	NewUpstream: protocol.LoadUpstream(mountFrontend, map[string]any{"max_running": 1024}, true, func(base string) map[string]any { return map[string]any{"url": base} }),
+	RatioDeltas: 10_000,
 	Idle: &load.Idle{Transport: load.WebSocket, Text: "Evergreen WebSocket sessions", Open: func(ctx context.Context, addr string, _ int) (io.Closer, error) {
 		return load.DialIdle(ctx, "ws://"+addr+"/evergreen/ws")
 	}},

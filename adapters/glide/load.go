@@ -185,13 +185,14 @@ func newLoadUpstream(sc load.Script) (*load.Upstream, error) {
 	u.Backend = map[string]any{
 		"url":           "ws://" + srv.Addr() + "/v1/language/" + sc.Target + "/chatStream",
 		"max_in_flight": max(256, 2*sc.Streams),
-		// Runs share the one upstream connection, so the backend cannot
-		// push back on one run: it buffers up to this many frames per run
-		// and fails the run past it. An unpaced peer gets that far ahead.
+		// Runs share the pool's upstream connections, so the backend
+		// cannot push back on one run: it buffers up to this many frames
+		// per run and fails the run past it. An unpaced peer gets that far
+		// ahead.
 		"max_buffered_frames": max(1024, sc.Deltas+64),
 	}
 	if sc.Deltas+64 > 1024 {
-		u.Notes = append(u.Notes, fmt.Sprintf("the bridge's Glide backend runs with max_buffered_frames %d: at its default, 1,024, an unpaced peer that gets more than 1,024 frames ahead of the client fails the run (resource_exhausted), since runs sharing one upstream connection cannot be pushed back one by one", sc.Deltas+64))
+		u.Notes = append(u.Notes, fmt.Sprintf("the bridge's Glide backend runs with max_buffered_frames %d: at its default, 1,024, an unpaced peer that gets more than 1,024 frames ahead of the client fails the run (resource_exhausted), since runs sharing an upstream connection cannot be pushed back one by one", sc.Deltas+64))
 	}
 	return u, nil
 }

@@ -36,10 +36,6 @@ type Load struct {
 	// same-protocol and cross-protocol loads of this protocol, long
 	// enough that a stream's start is a small part of its round; 0: 5,000.
 	RatioDeltas int
-	// ThroughputTarget is no longer read: every same-protocol pair with a
-	// reference upstream is held to the report's ratio targets (left
-	// for the adapters that still set it).
-	ThroughputTarget bool
 	// MaxUnpacedDeltas is the longest unpaced run the frontend's client
 	// keeps up with: the frontend buffers a bounded number of events per
 	// run ahead of its reader and cuts a slower reader off, as the
