@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -134,8 +135,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("owner's run.start: %d %s", code, body)
 	}
 	tests := []struct{ name, method, path, body, want string }{
-		{"agent command", "POST", "/threads/t-a/commands", start, `unknown thread \"t-a\"`},
-		{"agent state", "GET", "/threads/t-a/state", "", `unknown thread`},
+		{"agent run.start", "POST", "/threads/t-a/commands", start, `unknown thread \"t-a\"`},
 		{"native run on the thread", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`, `unknown thread`},
 		{"native observe", "GET", "/v1/threads/t-a/events", "", `unknown thread`},
 	}
@@ -144,6 +144,24 @@ func TestTenantIsolation(t *testing.T) {
 			code, body := do("key-b", tt.method, tt.path, tt.body)
 			if !strings.Contains(body, tt.want) {
 				t.Fatalf("other key got %d %s, want %q", code, body, tt.want)
+			}
+		})
+	}
+	// Reading paths answer another key's thread as one nobody used: the
+	// answer does not tell that the thread exists.
+	for i, probe := range []struct{ name, method, path, body string }{
+		{"agent state", "GET", "/threads/%s/state", ""},
+		{"agent cancel", "POST", "/threads/%s/runs/run-x/cancel", ""},
+		{"agent state.get", "POST", "/threads/%s/commands", `{"id":1,"method":"state.get","params":{}}`},
+		{"agent input.respond", "POST", "/threads/%s/commands", `{"id":1,"method":"input.respond","params":{"interrupt_id":"i","response":1}}`},
+		{"agent unknown command", "POST", "/threads/%s/commands", `{"id":1,"method":"bogus","params":{}}`},
+	} {
+		t.Run(probe.name, func(t *testing.T) {
+			unused := fmt.Sprintf("t-unused-%d", i) // a new one each time: a probe claims it
+			code, body := do("key-b", probe.method, fmt.Sprintf(probe.path, "t-a"), probe.body)
+			wantCode, want := do("key-b", probe.method, fmt.Sprintf(probe.path, unused), probe.body)
+			if code != wantCode || strings.ReplaceAll(body, "t-a", "T") != strings.ReplaceAll(want, unused, "T") {
+				t.Fatalf("other key's thread: %d %s; a thread nobody used: %d %s", code, body, wantCode, want)
 			}
 		})
 	}

@@ -286,6 +286,12 @@ var errTooManyThreads = canonical.Errorf(canonical.CodeResourceExhausted, "too m
 func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread, error) {
 	if f.cfg.CheckThread != nil {
 		if err := f.cfg.CheckThread(ctx, id); err != nil {
+			if !create && canonical.AsError(err).Code == canonical.CodeNotFound {
+				// Another key's thread reads as one nobody used: the
+				// answer says no more than that this key has no such
+				// thread (a new run on it is refused: not found).
+				return nil, nil
+			}
 			return nil, err
 		}
 	}

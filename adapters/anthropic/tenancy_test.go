@@ -20,9 +20,8 @@ import (
 // thread, run or id: each answers B not-found (the agent protocol's
 // commands: an error in band) without a word of A's run, and B's probes
 // claim nothing: A still replays its thread afterwards. (The agent
-// protocol's paths answer another key's thread with "unknown thread"
-// and a thread nobody used with no_such_run: B learns that the thread
-// exists, not what it holds.)
+// protocol's reading paths answer another key's thread as one nobody
+// used: bridge's TestTenantIsolation.)
 func TestTenancyEveryPath(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
