@@ -26,7 +26,7 @@ var conformanceProfile = &profile.Profile{
 		{"error-before", "chatStream has no refusal: an error frame, read back as a failed run with the same code"},
 		{"error-mid", "an error frame; every code survives (the message carries it: \"<code>: …\")"},
 		{"cancel", "a run ended with code canceled reads as cancelled"},
-		{"interrupt", "unknown_error (failed_precondition)"},
+		{"interrupt", "unknown_error (failed_precondition) whose message names the interrupt id and its payload as JSON"},
 		profile.NoReplay,
 		{"parameters", "a chatStream request has no parameters: cases that need some do not apply (server mode: the scripted faults cannot be asked for)"},
 	},
