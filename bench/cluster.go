@@ -83,6 +83,29 @@ type ClusterResult struct {
 	LoadAfter  [3]float64 `json:"loadavg_after"`
 }
 
+// startClusterNATS starts the in-process nats-server (JetStream in a
+// temporary folder) the two instances share; stop shuts it down and
+// removes the folder.
+func startClusterNATS() (ns *natsserver.Server, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "interlingua-cluster-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err = natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
+		StoreDir: filepath.Join(dir, "js"), NoLog: true, NoSigs: true})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	ns.Start()
+	stop = func() { ns.Shutdown(); ns.WaitForShutdown(); os.RemoveAll(dir) }
+	if !ns.ReadyForConnections(10 * time.Second) {
+		stop()
+		return nil, nil, errors.New("nats-server not ready")
+	}
+	return ns, stop, nil
+}
+
 // Cluster starts a NATS server and two instances: A hosts the scripted
 // backend, B hosts none, so B's runs are placed on A and their events
 // come back over NATS. Runs are started through each instance's
@@ -94,21 +117,11 @@ func Cluster(ctx context.Context, o ClusterOptions) (*ClusterResult, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	dir, err := os.MkdirTemp("", "interlingua-cluster-")
+	ns, stop, err := startClusterNATS()
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
-		StoreDir: filepath.Join(dir, "js"), NoLog: true, NoSigs: true})
-	if err != nil {
-		return nil, err
-	}
-	ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return nil, errors.New("nats-server not ready")
-	}
+	defer stop()
 	conf := func(host ...string) bridge.Config {
 		c := bridge.DefaultConfig()
 		c.NATS.URL = ns.ClientURL()
