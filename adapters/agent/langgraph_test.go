@@ -22,6 +22,7 @@ import (
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/conformance/runner"
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
@@ -549,4 +550,25 @@ func lgCommand(t *testing.T, url, thread, body string) commandAnswer {
 	}
 	a.raw = buf.Bytes()
 	return a
+}
+
+// TestLangGraphServerMode (issue 30): the conformance suite's server mode
+// for the agent protocol passes against the real LangGraph server, its
+// react graph as the model: the cases any model can answer pass (its
+// answer is read in the graph nodes' namespaces, as a flat client reads
+// it), the rest are skipped saying what they need.
+func TestLangGraphServerMode(t *testing.T) {
+	lg := startLangGraph(t)
+	rep, err := runner.Run(context.Background(), runner.Options{Mode: runner.ModeServer, Protocol: "agent", Target: lg, Model: "react"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Outcome == runner.Fail {
+			t.Errorf("%s: %s", r.Name, r.Message)
+		}
+	}
+	if rep.Count(runner.Pass) < 2 {
+		t.Errorf("%d passed, %d skipped; want the text cases to pass", rep.Count(runner.Pass), rep.Count(runner.Skip))
+	}
 }

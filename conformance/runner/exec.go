@@ -180,7 +180,7 @@ func (x *executor) foreign() bool {
 
 // needsCooperation says why case c needs a server that serves the test
 // targets (fault injection parameters, a scripted answer), "" when any
-// server's model can answer it: a completed run of text.
+// server's model can answer it: a completed run with text.
 func needsCooperation(c *cases.Case) string {
 	if f := c.GetRequest().GetServerParameters().GetFields(); len(f) > 0 {
 		return "fault injection: " + strings.Join(slices.Sorted(maps.Keys(f)), ", ")
@@ -191,6 +191,9 @@ func needsCooperation(c *cases.Case) string {
 	}
 	if len(t.GetTools()) > 0 || len(t.GetInterrupts()) > 0 {
 		return "a scripted answer: tool calls or interrupts"
+	}
+	if len(t.GetBlocks()) == 0 { // a model answers an empty prompt too
+		return "a scripted answer: a run with no output"
 	}
 	for _, b := range t.GetBlocks() {
 		if b.GetType() != "text" {
@@ -369,6 +372,13 @@ func (x *executor) once(ctx context.Context, cl client, req *canonical.Request, 
 			t.Status = transcript.Cancelled // the client gave up waiting for the start
 		}
 		return t, nil, nil
+	}
+	if x.foreign() {
+		// A server we did not write may answer in namespaces of its own
+		// (LangGraph streams each graph node's model call in
+		// ["model:<task id>"]): its answer is read as a client of a flat
+		// protocol reads it (canonical.AnswerStream).
+		s = canonical.AnswerStream(s, 0)
 	}
 	defer s.Close()
 	var (

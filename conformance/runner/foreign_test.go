@@ -36,7 +36,7 @@ func TestServerModeForeignServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			failures(t, rep)
-			if rep.Count(Pass) < 3 || rep.Count(Skip) == 0 {
+			if rep.Count(Pass) < 2 || rep.Count(Skip) == 0 {
 				t.Errorf("with --model: %d passed, %d skipped", rep.Count(Pass), rep.Count(Skip))
 			}
 			for _, r := range rep.Results {
@@ -45,6 +45,9 @@ func TestServerModeForeignServer(t *testing.T) {
 				}
 				if strings.HasSuffix(r.Name, "/error-before-first-event") && r.Outcome != Skip {
 					t.Errorf("%s: %s, want skipped (fault injection)", r.Name, r.Outcome)
+				}
+				if strings.HasSuffix(r.Name, "/empty-output") && (r.Outcome != Skip || !strings.Contains(r.Message, "a run with no output")) {
+					t.Errorf("%s: %s %q, want skipped (a model answers an empty prompt too)", r.Name, r.Outcome, r.Message)
 				}
 			}
 		})
