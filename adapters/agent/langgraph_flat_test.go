@@ -12,7 +12,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // TestLangGraphFlatClients (issue 30 #6): clients of the protocols
@@ -316,5 +319,41 @@ func decodeBody(t *testing.T, resp *http.Response, v any) {
 	defer resp.Body.Close()
 	if err := json.UnmarshalRead(resp.Body, v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLangGraphEvergreenClient (issue 30 #6): an Evergreen client (the
+// protocol's own client over h2c gRPC) in front of the real LangGraph
+// react agent gets both messages' text, in order, and the tool call; the
+// nested graph's subgraph messages are not its answer (as for the other
+// flat clients: canonical.AnswerStream).
+func TestLangGraphEvergreenClient(t *testing.T) {
+	lg := startLangGraph(t)
+	url := fronted(t, lg, "sse", "nested")
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	cl, err := protocols.Get("evergreen").Client(protocol.ClientConfig{Base: url, Target: "react", HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := cl.(io.Closer); ok {
+		defer c.Close()
+	}
+	req := &canonical.Request{Target: "react", Inputs: []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: canonical.TextNode("user", "What is 6 * 7?")}}}
+	// Evergreen's response is one text leaf (the messages' text joined,
+	// in order) and the tool call after it, as its client reassembles
+	// them.
+	want := []block{
+		{Type: canonical.BlockText, Text: "Let me multiply.The answer is 42."},
+		{Type: canonical.BlockToolCall, ID: "call_1", Name: "multiply", Text: `{"a":6,"b":7}`},
+	}
+	if got := blocks(collect(t, cl, req)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("blocks:\n got %v\nwant %v", got, want)
+	}
+	req.Target = "nested"
+	if got := blocks(collect(t, cl, req)); len(got) != 0 {
+		t.Errorf("nested graph's blocks %v, want none", got)
 	}
 }

@@ -113,7 +113,9 @@
 //
 //   - Evergreen has no usage, finish reasons, message ids, namespaces,
 //     state, checkpoints, custom or non-terminal error events: the frontend
-//     drops them; the backend reports finish reason stop (tool_calls after
+//     drops them (an agent's run is rendered as canonical.AnswerStream
+//     views it: the graph's own nodes' messages are the answer, a
+//     subgraph's own nodes' are not); the backend reports finish reason stop (tool_calls after
 //     a tool call) and no usage.
 //   - Interrupts: a run that ends interrupted aborts the session with
 //     FAILED_PRECONDITION (the input_requested event is in tool_calls when

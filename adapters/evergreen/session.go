@@ -198,6 +198,7 @@ func (s *session) execute(g *generate, req *canonical.Request) error {
 	if err != nil {
 		return g.fail(err)
 	}
+	stream = canonical.AnswerStream(stream, 0) // an agent's answer, on the root (doc.go)
 	defer stream.Close()
 	sk := &actionSink{session: s}
 	if rs, ok := stream.(canonical.Buffered); ok && s.flush != nil {
