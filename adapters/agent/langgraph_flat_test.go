@@ -357,3 +357,41 @@ func TestLangGraphEvergreenClient(t *testing.T) {
 		t.Errorf("nested graph's blocks %v, want none", got)
 	}
 }
+
+// TestLangGraphNativeClient (issue 30): a native client (the canonical
+// wire, which carries namespaces) in front of the real LangGraph react
+// agent sees the blocks the agent backend reads from LangGraph, in the
+// graph nodes' namespaces, as TestLangGraphBackend's react scenario does
+// without a frontend; and the nested graph's subgraph text (a native
+// client is not flat: it gets every namespace).
+func TestLangGraphNativeClient(t *testing.T) {
+	lg := startLangGraph(t)
+	url := fronted(t, lg, "sse", "nested")
+	cl, err := protocols.Get("native").Client(protocol.ClientConfig{Base: url, Target: "react", HTTPClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &canonical.Request{Target: "react", Inputs: []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: canonical.TextNode("user", "What is 6 * 7?")}}}
+	events := collect(t, cl, req)
+	want := []block{
+		{Type: canonical.BlockText, Text: "Let me multiply."},
+		{Type: canonical.BlockToolCall, ID: "call_1", Name: "multiply", Text: `{"a":6,"b":7}`},
+		{Type: canonical.BlockText, Text: "The answer is 42."},
+	}
+	if got := blocks(events); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("blocks:\n got %v\nwant %v", got, want)
+	}
+	nsSeen := false
+	for _, e := range events {
+		if ns := e.GetNamespace(); len(ns) == 1 && strings.HasPrefix(ns[0], "model:") && e.GetBlockDelta() != nil {
+			nsSeen = true
+		}
+	}
+	if !nsSeen {
+		t.Error(`no delta in a ["model:<task id>"] namespace: the native wire lost LangGraph's namespaces`)
+	}
+	req.Target = "nested"
+	if got := blocks(collect(t, cl, req)); len(got) != 1 || got[0].Text != "From the subgraph." {
+		t.Errorf("nested graph's blocks %v, want the subgraph's text", got)
+	}
+}
