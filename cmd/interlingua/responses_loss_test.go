@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -184,6 +186,31 @@ func pollStatus(t *testing.T, base, id, status string) []byte {
 	}
 }
 
+// waitLogged waits up to 20 s for thread's first event to reach base's
+// native observer, which reads the replay log.
+func waitLogged(t *testing.T, base, thread string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/threads/"+thread+"/events?since=0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer key-a")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() { // one canonical event per line (NDJSON, as it is asked for no SSE)
+		if strings.Contains(sc.Text(), `"seq":`) {
+			return
+		}
+	}
+	t.Fatalf("%s: no event in the replay log (%d): %v", thread, resp.StatusCode, sc.Err())
+}
+
 // Responses in flight when instance A is killed (one streaming to its
 // client, one in the background) are not left in_progress and queued for
 // ever: instance B, reading them, ends them from the replay log (their run
@@ -213,6 +240,11 @@ func TestResponsesInFlightEndedAfterKill9(t *testing.T) {
 	streamed := string(respIDPattern.FindSubmatch(first)[1])
 	background := created(t, a.base, `{"model":"hanging","input":"in the background","background":true}`)
 	pollStatus(t, a.base, background, "queued")
+	// Both runs are in the replay log before A dies: a run killed before
+	// its first event is stored leaves nothing for B to end it from (the
+	// record stays as A wrote it; stated in adapters/responses/settle.go).
+	waitLogged(t, b.base, streamed)
+	waitLogged(t, b.base, background)
 	a.kill9()
 
 	for _, id := range []string{streamed, background} {
