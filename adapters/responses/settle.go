@@ -23,7 +23,9 @@ const maxSettlers = 64
 // (a run of another instance recorded its own end; an end other than
 // failed is recorded only after store_timeout, giving a live owner the
 // time to record it first). A run still alive after settle_wait is left
-// alone; a later read tries again.
+// alone; a later read tries again. A run killed before its first event
+// reached the replay log left nothing to read: its record stays as it was
+// (the window is the log's acknowledgement of the run's first events).
 type settlers struct {
 	mu      sync.Mutex
 	local   map[string]int  // stored responses a run of this instance writes
