@@ -18,7 +18,12 @@
 //   - GET on the same paths with Upgrade: a WebSocket taking every command
 //     in band, with subscription.subscribe / unsubscribe / reconnect (the
 //     CDDL shape, and langgraph-api's shape when params carry since). GET
-//     without Upgrade is 426.
+//     without Upgrade is 426. A live event goes once per connection however
+//     many of its subscriptions match (LangGraph sends one copy per
+//     matching subscription); a new subscription's replay is its own and
+//     may repeat what the connection got before, as LangGraph's does and as
+//     the SDK needs (it resubscribes after an interrupt and reads the
+//     interrupted lifecycle from the replay). TestLangGraphOverlappingSubscriptions.
 //   - POST /threads/{thread_id}/commands: one command, answered 200 with a
 //     CommandResponse (meta {thread_id, applied_through_seq}: the CDDL's
 //     ResponseMeta, Extensible, with the thread's id as LangGraph sends
