@@ -635,3 +635,73 @@ func TestLangGraphOverlappingSubscriptions(t *testing.T) {
 		t.Errorf("Interlingua: %v, want each event once per connection", got)
 	}
 }
+
+// TestLangGraphLateSubscription (issue 36 #4): a subscription made after
+// a run ended gets the same replay from us as from LangGraph: the same
+// replayed_events count and the root's events in seq order, the running
+// lifecycle first and the values after it (LangGraph replays its buffer
+// in order rather than starting with the current values, and so do we).
+func TestLangGraphLateSubscription(t *testing.T) {
+	lg := startLangGraph(t)
+	replay := func(base string) (int, []string) {
+		u := "ws" + strings.TrimPrefix(base, "http") + "/threads/" + newUUID() + "/stream/events"
+		ws, _, err := websocket.DefaultDialer.Dial(u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+		type frame struct {
+			Type   string `json:"type"`
+			ID     int    `json:"id"`
+			Method string `json:"method"`
+			Result struct {
+				Replayed int `json:"replayed_events"`
+			} `json:"result"`
+			Params struct {
+				Namespace []string `json:"namespace"`
+				Data      struct {
+					Event string `json:"event"`
+				} `json:"data"`
+			} `json:"params"`
+		}
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":1,"method":"subscription.subscribe","params":{"channels":["lifecycle"]}}`+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":2,"method":"run.start","params":{"assistant_id":"react","input":{"messages":[{"role":"user","content":"What is 6 * 7?"}]}}}`)); err != nil {
+			t.Fatal(err)
+		}
+		for done := false; !done; { // until the run's end
+			var f frame
+			if err := ws.ReadJSON(&f); err != nil {
+				t.Fatalf("%s: %v", base, err)
+			}
+			done = f.Method == "lifecycle" && len(f.Params.Namespace) == 0 && f.Params.Data.Event == "completed"
+		}
+		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":3,"method":"subscription.subscribe","params":{"channels":["values","lifecycle"],"namespaces":[[]]}}`)); err != nil {
+			t.Fatal(err)
+		}
+		replayed, root := -1, []string{}
+		_ = ws.SetReadDeadline(time.Now().Add(time.Second))
+		for {
+			var f frame
+			if err := ws.ReadJSON(&f); err != nil {
+				return replayed, root // nothing more within a second
+			}
+			if f.Type == "success" && f.ID == 3 {
+				replayed = f.Result.Replayed
+			}
+			if f.Type == "event" && len(f.Params.Namespace) == 0 {
+				root = append(root, f.Method+" "+f.Params.Data.Event)
+			}
+		}
+	}
+	wantN, want := replay(lg)
+	t.Logf("LangGraph replays %d: %q", wantN, want)
+	if len(want) == 0 || want[0] != "lifecycle running" {
+		t.Fatalf("LangGraph's replay: %d, %q", wantN, want)
+	}
+	if gotN, got := replay(fronted(t, lg, "sse")); gotN != wantN || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("replay: %d %q\nLangGraph's: %d %q", gotN, got, wantN, want)
+	}
+}
