@@ -461,3 +461,32 @@ func TestSubgraphFailedWithoutMessage(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTextDelta: the content-block-delta appendTextDelta writes is what
+// blockEvent.MarshalJSONTo writes through the library for the same delta
+// (escapes, invalid UTF-8, any index, with and without a run id).
+func FuzzTextDelta(f *testing.F) {
+	f.Add(uint32(0), uint8(0), "tok ", "")
+	f.Add(uint32(7), uint8(1), "a\"\\\x00\xff\u2028<>&é", "run-1")
+	f.Add(uint32(1<<31), uint8(2), `{"a":`, "r\"un")
+	f.Fuzz(func(t *testing.T, index uint32, kind uint8, value, runID string) {
+		if value == "" {
+			t.Skip() // an empty member is left out: not a text delta
+		}
+		d := []wireDelta{{Type: "text-delta", Text: value}, {Type: "reasoning-delta", Reasoning: value}, {Type: "tool-call-delta", Args: value}}[kind%3]
+		name, v, ok := d.textMember()
+		if !ok || v != value {
+			t.Fatalf("textMember(%+v) = %q, %q, %v", d, name, v, ok)
+		}
+		var buf appendSink
+		enc := json.NewEncoder(&buf, wireJSON)
+		ev := blockEvent{Event: "content-block-delta", Index: index, Delta: &d, RunID: runID}
+		if err := ev.MarshalJSONTo(enc); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.TrimSuffix(string(buf.b), "\n")
+		if got := appendTextDelta(nil, index, d.Type, name, value, runID); string(got) != want {
+			t.Fatalf("delta\n got %s\nwant %s", got, want)
+		}
+	})
+}
