@@ -19,6 +19,7 @@ var conformanceProfile = &profile.Profile{
 	Front:   conformanceFront, Back: conformanceBack, UpstreamCancel: true, NoParameters: true,
 	Upstream: "the reference Anthropic Messages peer (conformance/peers/anthropic)",
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"text, reasoning, tool-call", "kept: text, thinking (unsigned: no signature is invented) and tool_use blocks with their ids, the arguments as input_json_delta fragments"},
 		{"tool-activity, multimodal, error-nonterminal", "dropped: an assistant Message has no block for the bridge's tool runs, data, refs or non-terminal errors"},
 		{"interrupt", "the Message ends with end_turn: the run reads as completed"},

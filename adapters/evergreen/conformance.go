@@ -26,6 +26,7 @@ var conformanceProfile = &profile.Profile{
 	Front:   conformanceFront, Back: conformanceBack, UpstreamCancel: true, Multiplex: true,
 	Upstream: "the reference Evergreen peer (conformance/peers/evergreen), requested outputs response, reasoning and tool_calls",
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"text", "a response whose first part is text is one text leaf: its text blocks join into one, and parts of other outputs that start while it streams are delivered after it"},
 		{"multimodal", "kept (a response tree with a child per part when the first part is not text)"},
 		{"error-nonterminal", "dropped (Evergreen has no non-terminal errors)"},

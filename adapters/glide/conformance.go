@@ -20,6 +20,7 @@ var conformanceProfile = &profile.Profile{
 	Front:   conformanceFront, Back: conformanceBack, NoParameters: true, Multiplex: true,
 	Upstream: "the reference Glide peer (conformance/peers/glide)",
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"text", "text only; consecutive text blocks join into one message's chunks"},
 		{"reasoning, tool-call, tool-activity, multimodal", "dropped"},
 		{"error-nonterminal", "a model_unavailable error frame: read back as an unavailable error, after which the text continues in a new block"},

@@ -20,6 +20,7 @@ var conformanceProfile = &profile.Profile{
 	Front:   conformanceFront, Back: conformanceBack, UpstreamCancel: true,
 	Upstream: "the reference Chat Completions peer (conformance/peers/openai), OpenAI's chunk shapes, include_usage asked",
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"text, reasoning, tool-call", "kept: delta.content, delta.reasoning_content and tool_calls (index, the case's id, name, the arguments as fragments); content is one string per choice, so text blocks with nothing carried between them read as one (likewise reasoning)"},
 		{"tool-activity, multimodal, error-nonterminal", "dropped: a chunk has no member for the bridge's tool runs, data, refs or non-terminal errors (a call the bridge ran reads as a call for the client)"},
 		{"interrupt", "the finish chunk and [DONE]: the run reads as completed"},

@@ -19,6 +19,7 @@ var conformanceProfile = &profile.Profile{
 	Front:   conformanceKeep, Back: conformanceKeep, UpstreamCancel: true, NoParameters: true,
 	Upstream: "the reference Responses peer: this package's frontend rendering the conformance driver's canonical script (not an independent implementation; the official SDKs check the frontend's wire in the package's tests)",
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"text, reasoning, tool-call", "kept: output_text parts, reasoning items (reasoning_text), function_call items with their call ids"},
 		{"tool-activity, multimodal, error-nonterminal", "dropped: a response's output has no place for them"},
 		{"interrupt", "the run reads as completed"},

@@ -21,6 +21,7 @@ var conformanceProfile = &profile.Profile{
 	Front:   conformanceFront, Back: conformanceBack, UpstreamCancel: true,
 	Upstream: "the reference Triton peer (conformance/peers/triton)",
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"text", "all root text is one text_output stream: the client reads one text block"},
 		{"reasoning", "dropped; with the request parameter include_reasoning, rendered in the text as <think>…</think>"},
 		{"tool-call, tool-activity", "surfaced as response parameters (tool_call_*), which a Triton client does not read as content: dropped from the transcript"},

@@ -16,6 +16,7 @@ import (
 var conformanceProfile = &profile.Profile{
 	Front: conformanceFront,
 	FrontNotes: []profile.Degradation{
+		profile.AgentAnswer,
 		{"tool-call", "an <action> whose body is {\"name\":…,\"parameters\":ARGS}: the client reads that body as the arguments"},
 		{"tool-activity", "tool_started and tool_output are not rendered; results and failures are <observation> elements"},
 		{"multimodal", "data and ref blocks are not rendered"},

@@ -140,3 +140,8 @@ var HTTPConcurrency = Degradation{"concurrent", "HTTP/1.1 carries one run per co
 
 // NoReplay is the "replay" degradation of a protocol without replay.
 var NoReplay = Degradation{"replay", "none: the protocol has no replay"}
+
+// AgentAnswer is how a frontend of a protocol without namespaces reads an
+// agent's run (a LangGraph graph's nodes stream in ["model:<task id>"]
+// and ["tools:<task id>"]): canonical.AnswerStream's view.
+var AgentAnswer = Degradation{"namespaces", "an agent's run is read as its answer (canonical.AnswerStream): the messages, tool events and errors of the root and of the graph's own nodes (one-element namespaces), on the root, one message after another, with interrupts from any namespace; a subgraph's own nodes (two or more deep) are not the answer, and no namespace's state is carried"}
