@@ -48,7 +48,8 @@ func options(t *testing.T, text string) yaml.Node {
 
 // startDaemon starts a daemon with the inspector on: target demo-agent goes
 // to the upstream's agent frontend, echo to its Triton frontend (an HTTP
-// backend built on internal/bodystream, whose wire is recorded), stream to
+// backend built on internal/bodystream, whose wire is recorded),
+// echo-glide to its Glide frontend (a shared WebSocket), stream to
 // the scripted backend in process. withAuth
 // configures the three keys.
 func startDaemon(t *testing.T, insp inspect.Config, withAuth bool) *daemon {
@@ -58,9 +59,11 @@ func startDaemon(t *testing.T, insp inspect.Config, withAuth bool) *daemon {
 		Backends: map[string]bridge.BackendConfig{
 			"up":       {Type: "agent", Options: options(t, "url: "+up.URL)},
 			"tri":      {Type: "triton", Options: options(t, "url: "+up.URL)},
+			"gl":       {Type: "glide", Options: options(t, "url: ws"+strings.TrimPrefix(up.URL, "http")+"/v1/language/echo/chatStream")},
 			"scripted": {Type: "scripted"},
 		},
-		Routes: []bridge.Route{{Target: "demo-agent", Backend: "up"}, {Target: "echo", Backend: "tri"}, {Target: "stream", Backend: "scripted"}},
+		Routes: []bridge.Route{{Target: "demo-agent", Backend: "up"}, {Target: "echo", Backend: "tri"}, {Target: "echo-glide", Backend: "gl"},
+			{Target: "stream", Backend: "scripted"}},
 	}
 	insp.Enabled = true
 	cfg.Inspector = insp

@@ -10,11 +10,18 @@ import (
 )
 
 // The upstream wire of an HTTP backend (Triton's, on internal/bodystream)
-// is recorded: the request sent and the response read, with the run's
-// deltas in order, and the upstream's credentials never.
+// and of the Glide backend (its frames on a shared WebSocket) is
+// recorded: the request sent and the response read, with the run's deltas
+// in order, and the upstream's credentials never.
 func TestUpstreamWire(t *testing.T) {
+	for _, target := range []string{"echo", "echo-glide"} {
+		t.Run(target, func(t *testing.T) { upstreamWire(t, target) })
+	}
+}
+
+func upstreamWire(t *testing.T, target string) {
 	d := startDaemon(t, inspect.Config{}, true)
-	want := deltas(runTriton(t, d, userKey, "echo", true, nil))
+	want := deltas(runTriton(t, d, userKey, target, true, nil))
 	var list apiList
 	apiDo(t, d, http.MethodGet, "/v1/inspect/runs", adminKey, "", &list)
 	var got apiDetail

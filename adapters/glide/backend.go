@@ -18,6 +18,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/wiretap"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
 
@@ -180,10 +181,13 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		sl.load.Add(-1)
 		return nil, err
 	}
-	c, err := u.register(id)
+	c, err := u.register(id, wiretap.RecorderFrom(ctx))
 	if err != nil {
 		sl.load.Add(-1)
 		return nil, err
+	}
+	if c.tap != nil {
+		c.tap.Sent(frame)
 	}
 	if err := u.ws.SendText(frame); err != nil {
 		u.remove(id)
@@ -302,7 +306,10 @@ type upstream struct {
 
 // call is one request in flight on an upstream.
 type call struct {
-	id     string
+	id string
+	// tap records the call's frames for the inspector (nil: the run is
+	// not captured); the connection is shared, so the transport cannot.
+	tap    wiretap.Recorder
 	frames chan delivery // buffered, MaxBufferedFrames
 	failed chan struct{} // closed when err is set
 	err    *canonical.Error
@@ -328,7 +335,7 @@ func (u *upstream) alive() bool {
 	return u.err == nil
 }
 
-func (u *upstream) register(id string) (*call, error) {
+func (u *upstream) register(id string, tap wiretap.Recorder) (*call, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.err != nil {
@@ -337,7 +344,7 @@ func (u *upstream) register(id string) (*call, error) {
 	if len(u.calls) >= u.b.cfg.MaxInFlight {
 		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "too many requests in flight to upstream Glide (max_in_flight %d)", u.b.cfg.MaxInFlight)
 	}
-	c := &call{id: id, frames: make(chan delivery, u.b.cfg.MaxBufferedFrames), failed: make(chan struct{})}
+	c := &call{id: id, tap: tap, frames: make(chan delivery, u.b.cfg.MaxBufferedFrames), failed: make(chan struct{})}
 	u.calls[id] = c
 	return c, nil
 }
@@ -379,6 +386,9 @@ func (u *upstream) readLoop() {
 		if c == nil {
 			log.Debug("glide upstream frame for a request no longer in flight; dropped", "id", f.ID)
 			continue
+		}
+		if c.tap != nil {
+			c.tap.Received(data)
 		}
 		select {
 		case c.frames <- delivery{f: f, err: derr}:
@@ -509,6 +519,9 @@ func (s *stream) Close() error {
 	}
 	if s.b.cfg.SendCancel {
 		b, _ := json.Marshal(wireCancel{ID: s.c.id, Cancel: true}, writeOptions...)
+		if s.c.tap != nil {
+			s.c.tap.Sent(b)
+		}
 		_ = s.u.ws.SendText(b)
 	}
 	return nil
