@@ -17,6 +17,7 @@ type (
 		Offset int64   `json:"offset"`
 		Len    int     `json:"len"`
 		Text   *string `json:"text"`
+		Base64 []byte  `json:"base64"` // a chunk that is not UTF-8 (gRPC's protobuf)
 	}
 	apiEvent struct {
 		Seq            uint64     `json:"seq"`
@@ -70,6 +71,9 @@ func bodyText(chunks []apiChunk, dir string) string {
 	for _, c := range chunks {
 		if c.Dir == dir && !c.Head && c.Text != nil {
 			sb.WriteString(*c.Text)
+		}
+		if c.Dir == dir && !c.Head {
+			sb.Write(c.Base64)
 		}
 	}
 	return sb.String()

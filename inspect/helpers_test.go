@@ -60,9 +60,10 @@ func startDaemon(t *testing.T, insp inspect.Config, withAuth bool) *daemon {
 			"up":       {Type: "agent", Options: options(t, "url: "+up.URL)},
 			"tri":      {Type: "triton", Options: options(t, "url: "+up.URL)},
 			"gl":       {Type: "glide", Options: options(t, "url: ws"+strings.TrimPrefix(up.URL, "http")+"/v1/language/echo/chatStream")},
+			"eg":       {Type: "evergreen", Options: options(t, "url: "+up.URL)},
 			"scripted": {Type: "scripted"},
 		},
-		Routes: []bridge.Route{{Target: "demo-agent", Backend: "up"}, {Target: "echo", Backend: "tri"}, {Target: "echo-glide", Backend: "gl"},
+		Routes: []bridge.Route{{Target: "demo-agent", Backend: "up"}, {Target: "echo", Backend: "tri"}, {Target: "echo-glide", Backend: "gl"}, {Target: "echo-evergreen", Backend: "eg", Model: "echo"},
 			{Target: "stream", Backend: "scripted"}},
 	}
 	insp.Enabled = true

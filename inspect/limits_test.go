@@ -9,12 +9,12 @@ import (
 	"github.com/interlingua-dev/interlingua/inspect"
 )
 
-// The upstream wire of an HTTP backend (Triton's, on internal/bodystream)
-// and of the Glide backend (its frames on a shared WebSocket) is
-// recorded: the request sent and the response read, with the run's deltas
+// The upstream wire of an HTTP backend (Triton's, on internal/bodystream),
+// of the Glide backend (its frames on a shared WebSocket) and of the
+// Evergreen backend (a binary session) is recorded: the request sent and the response read, with the run's deltas
 // in order, and the upstream's credentials never.
 func TestUpstreamWire(t *testing.T) {
-	for _, target := range []string{"echo", "echo-glide"} {
+	for _, target := range []string{"echo", "echo-glide", "echo-evergreen"} {
 		t.Run(target, func(t *testing.T) { upstreamWire(t, target) })
 	}
 }

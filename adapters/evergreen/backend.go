@@ -17,6 +17,7 @@ import (
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
 	"github.com/interlingua-dev/interlingua/gen/evergreen/v2/evergreenv2connect"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
+	"github.com/interlingua-dev/interlingua/internal/wiretap"
 )
 
 // Backend runs canonical Requests on an upstream Evergreen server: each run
@@ -43,7 +44,9 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		} else {
 			p.SetHTTP2(true)
 		}
-		hc = &http.Client{Transport: &http.Transport{Protocols: &p, Proxy: http.ProxyFromEnvironment}}
+		// The inspector records a captured run's session through the
+		// wrapper (internal/wiretap); one atomic load while it is off.
+		hc = &http.Client{Transport: wiretap.Transport(&http.Transport{Protocols: &p, Proxy: http.ProxyFromEnvironment})}
 	}
 	opts := []connect.ClientOption{
 		connect.WithReadMaxBytes(cfg.MaxMessageBytes),

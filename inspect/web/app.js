@@ -130,7 +130,7 @@ function renderSummary(r) {
   ].join(" · ") + (r.message ? " · " + r.message : "");
   $("#run-truncated").textContent = r.truncated.length ? "Truncated: " + r.truncated.join("; ") : "";
   $("#client-sub").textContent = r.client_recorded ? "" : "(not recorded: no client request on this instance)";
-  $("#upstream-sub").textContent = r.upstream_recorded ? "" : "(nothing recorded: the backend's client is not tapped, or the run is remote)";
+  $("#upstream-sub").textContent = r.upstream_recorded ? "" : "(nothing recorded: the run is on another instance, or its backend has no upstream)";
 }
 
 function renderNotes(d) {
