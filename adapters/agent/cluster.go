@@ -347,7 +347,8 @@ func (t *Thread) catchUpLocked() {
 	}
 	if first != 0 && last >= t.seq {
 		t.pinned, t.latest = nil, map[string]uint64{}
-		t.buf = ring{max: t.buf.max}
+		t.dropBufferLocked()
+		t.evicted.forgetFrom(first)
 		t.seq = first - 1
 	}
 	t.applyReplayLocked(msgs)

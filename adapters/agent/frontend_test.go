@@ -628,6 +628,47 @@ func TestWebSocketReconnectMissedEvents(t *testing.T) {
 	}
 }
 
+// TestWebSocketReconnectMissedEventsFiltered: missed_events counts only
+// the evicted events the restored subscriptions match. A lifecycle+values
+// subscription over a run whose evicted events are all message deltas
+// missed none (508 were reported before, issue 36 #4); one on messages
+// missed every delta evicted after last_event_id.
+func TestWebSocketReconnectMissedEventsFiltered(t *testing.T) {
+	s := newServer(t, agent.Config{BufferEvents: 100})
+	w := s.dialWS(t, "wsref")
+	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"lifecycle", "values"}}})
+	states := w.response(1)["result"].(map[string]any)["subscription_id"].(string)
+	w.send(map[string]any{"id": 2, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages"}}})
+	deltas := w.response(2)["result"].(map[string]any)["subscription_id"].(string)
+	w.send(map[string]any{"id": 3, "method": "run.start", "params": map[string]any{"assistant_id": "stream", "input": user("go"), "config": map[string]any{"configurable": map[string]any{"deltas": 300}}}})
+	started := w.response(3)
+	run := started["result"].(map[string]any)["run_id"].(string)
+	w.c.Close()
+	s.awaitEnd(t, "wsref", uint64(started["meta"].(map[string]any)["applied_through_seq"].(float64)))
+	reconnect := func(id int, sub string) (missed, oldest float64) {
+		w2 := s.dialWS(t, "wsref")
+		w2.send(map[string]any{"id": id, "method": "subscription.reconnect", "params": map[string]any{"run_id": run, "last_event_id": "5", "subscriptions": []string{sub}}})
+		res := w2.read()
+		r, _ := res["result"].(map[string]any)
+		if res["type"] != "success" || r["restored"] != true {
+			t.Fatalf("reconnect: %v", res)
+		}
+		gapReport := w2.read()
+		if gapReport["type"] != "error" || gapReport["id"] != nil {
+			t.Fatalf("gap report: %v", gapReport)
+		}
+		return r["missed_events"].(float64), gapReport["min_available_seq"].(float64)
+	}
+	if missed, oldest := reconnect(1, states); missed != 0 || oldest <= 100 {
+		t.Errorf("lifecycle+values: missed_events %v with the buffer from seq %v, want 0", missed, oldest)
+	}
+	// The run's events up to seq 5 are its start and first deltas; every
+	// later evicted one is a delta.
+	if missed, oldest := reconnect(1, deltas); missed != oldest-1-5 {
+		t.Errorf("messages: missed_events %v, want %v (seqs 6..%v)", missed, oldest-1-5, oldest-1)
+	}
+}
+
 // Seq-like inputs follow one rule on every path, an integer in 0..2^53-1:
 // a last_event_id of 2^64-1 is refused (it reported one missed event by
 // overflow), and subscription.subscribe refuses a since that the SSE

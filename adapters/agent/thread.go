@@ -145,11 +145,13 @@ type Thread struct {
 	id string
 	f  *Frontend
 
-	mu     sync.Mutex
-	seq    uint64
-	buf    ring
-	pinned []record          // latest values event of a namespace, evicted from buf
-	latest map[string]uint64 // namespace key -> seq of its latest values event
+	mu  sync.Mutex
+	seq uint64
+	buf ring
+	// evicted describes the events buf let go, for missed_events.
+	evicted evictLog
+	pinned  []record          // latest values event of a namespace, evicted from buf
+	latest  map[string]uint64 // namespace key -> seq of its latest values event
 
 	readers map[*reader]struct{}
 	// room is signalled (without blocking) while pumpWaits when a reader
@@ -243,6 +245,7 @@ func (t *Thread) storeLocked(rec record) {
 // evictedLocked keeps, of a record the buffer let go, what outlives it:
 // a values event that is still its namespace's current state is pinned.
 func (t *Thread) evictedLocked(old record) {
+	t.evicted.add(&old)
 	if old.method != methodValues {
 		return
 	}
@@ -269,8 +272,16 @@ func (t *Thread) restartLocked(seq uint64) {
 		}
 	}
 	t.trimPinnedLocked()
-	t.buf = ring{max: t.buf.max}
+	t.dropBufferLocked()
 	t.seq = seq
+}
+
+// dropBufferLocked empties the buffer, recording what it held as evicted.
+func (t *Thread) dropBufferLocked() {
+	for i := 0; i < t.buf.n; i++ {
+		t.evicted.add(t.buf.at(i))
+	}
+	t.buf = ring{max: t.buf.max}
 }
 
 // pinLocked keeps rec, a values event, as its namespace's state past the

@@ -303,12 +303,6 @@ func (cn *wsConn) reconnect(cmd *command) {
 		cn.subs[id] = rs.f
 		flts = append(flts, rs.f)
 	}
-	var missed uint64
-	var lapsed *gap // events after last_event_id no longer buffered: reported in band, as on every path
-	if oldest := th.oldest(); after+1 < oldest {
-		missed = oldest - 1 - after
-		lapsed = &gap{since: after, minAvail: oldest}
-	}
 	match := func(r *record) bool {
 		for _, f := range flts {
 			if f.match(r) {
@@ -316,6 +310,12 @@ func (cn *wsConn) reconnect(cmd *command) {
 			}
 		}
 		return false
+	}
+	var missed uint64
+	var lapsed *gap // events after last_event_id no longer buffered: reported in band, as on every path
+	if oldest := th.oldest(); after+1 < oldest {
+		missed = th.missedLocked(after, match)
+		lapsed = &gap{since: after, minAvail: oldest}
 	}
 	replay := th.replayLocked(after, cn.rd.cursor, match, nil)
 	res := &reconnectResult{Restored: restored, MissedEvents: missed, CurrentNamespaces: make([]namespaceStatus, 0, len(ri.order))}
