@@ -104,34 +104,14 @@ func TestAuthConfigErrors(t *testing.T) {
 	}
 }
 
-// keyedRequests returns a function that makes a JSON request to base with
-// an API key and returns the status and body.
-func keyedRequests(t *testing.T, base string) func(key, method, path, body string) (int, string) {
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	return func(key, method, path, body string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-}
-
 // Threads belong to the key that created them: another key gets not-found
 // on every path (agent commands and state, native observe, runs).
 func TestTenantIsolation(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
 	inst := bridgetest.Start(t, &cfg)
-	do := keyedRequests(t, inst.URL)
 	start := `{"id":1,"method":"run.start","params":{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]}}}`
-	if code, body := do("key-a", "POST", "/threads/t-a/commands", start); code != 200 || !strings.Contains(body, `"success"`) {
+	if code, body := bridgetest.Call(t, inst.URL, "key-a", "POST", "/threads/t-a/commands", start); code != 200 || !strings.Contains(body, `"success"`) {
 		t.Fatalf("owner's run.start: %d %s", code, body)
 	}
 	tests := []struct{ name, method, path, body, want string }{
@@ -141,7 +121,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, body := do("key-b", tt.method, tt.path, tt.body)
+			code, body := bridgetest.Call(t, inst.URL, "key-b", tt.method, tt.path, tt.body)
 			if !strings.Contains(body, tt.want) {
 				t.Fatalf("other key got %d %s, want %q", code, body, tt.want)
 			}
@@ -158,15 +138,15 @@ func TestTenantIsolation(t *testing.T) {
 	} {
 		t.Run(probe.name, func(t *testing.T) {
 			unused := fmt.Sprintf("t-unused-%d", i) // a new one each time: a probe claims it
-			code, body := do("key-b", probe.method, fmt.Sprintf(probe.path, "t-a"), probe.body)
-			wantCode, want := do("key-b", probe.method, fmt.Sprintf(probe.path, unused), probe.body)
+			code, body := bridgetest.Call(t, inst.URL, "key-b", probe.method, fmt.Sprintf(probe.path, "t-a"), probe.body)
+			wantCode, want := bridgetest.Call(t, inst.URL, "key-b", probe.method, fmt.Sprintf(probe.path, unused), probe.body)
 			if code != wantCode || strings.ReplaceAll(body, "t-a", "T") != strings.ReplaceAll(want, unused, "T") {
 				t.Fatalf("other key's thread: %d %s; a thread nobody used: %d %s", code, body, wantCode, want)
 			}
 		})
 	}
 	// The owner still can.
-	if code, body := do("key-a", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`); code != 200 {
+	if code, body := bridgetest.Call(t, inst.URL, "key-a", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`); code != 200 {
 		t.Fatalf("owner's native run on its thread: %d %s", code, body)
 	}
 }
@@ -188,7 +168,6 @@ func TestTenantThreadlessRuns(t *testing.T) {
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	do := keyedRequests(t, inst.URL)
 	// observe reads the first line of a thread's replay as key.
 	observe := func(key, thread string) string {
 		req, _ := http.NewRequest("GET", inst.URL+"/v1/threads/"+thread+"/events", nil)
@@ -212,7 +191,7 @@ func TestTenantThreadlessRuns(t *testing.T) {
 			for len(threads) > 0 {
 				<-threads
 			}
-			if code, body := do("key-a", "POST", tt.path, tt.body); code != 200 {
+			if code, body := bridgetest.Call(t, inst.URL, "key-a", "POST", tt.path, tt.body); code != 200 {
 				t.Fatalf("owner's run: %d %s", code, body)
 			}
 			var thread string

@@ -27,7 +27,7 @@ func TestTenancyEveryPath(t *testing.T) {
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
 	inst := bridgetest.Start(t, &cfg)
 
-	status, body := call(t, inst.URL, "key-a", "POST", "/v1/messages", `{"model":"echo","max_tokens":64,"messages":[{"role":"user","content":"alice's secret words"}]}`)
+	status, body := bridgetest.Call(t, inst.URL, "key-a", "POST", "/v1/messages", `{"model":"echo","max_tokens":64,"messages":[{"role":"user","content":"alice's secret words"}]}`)
 	var msg struct {
 		ID string `json:"id"`
 	}
@@ -46,7 +46,7 @@ func TestTenancyEveryPath(t *testing.T) {
 		{"POST", "/threads/" + run + "/commands", `{"id":1,"method":"state.get","params":{}}`},
 		{"POST", "/v1/runs", `{"target":"echo","threadId":"` + run + `","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`},
 	} {
-		status, body := call(t, inst.URL, "key-b", pr.method, pr.path, pr.body)
+		status, body := bridgetest.Call(t, inst.URL, "key-b", pr.method, pr.path, pr.body)
 		if strings.HasSuffix(pr.path, "/commands") { // answered in band
 			if status != 200 || !strings.HasPrefix(body, `{"type":"error"`) || strings.Contains(body, "secret") {
 				t.Errorf("B's %s %s: %d %s, want an error", pr.method, pr.path, status, body)
@@ -66,27 +66,6 @@ func TestTenancyEveryPath(t *testing.T) {
 // noKeepAlive is the tests' client: it keeps no connection (and no
 // goroutine) open between requests.
 var noKeepAlive = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-
-// call sends a request with key and returns the status and the body.
-func call(t *testing.T, base, key, method, path, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := noKeepAlive.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
 
 // firstLines reads a stream with key up to the line holding until (within
 // 10 s) and returns what it read.

@@ -1,11 +1,8 @@
 package openai_test
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
@@ -22,7 +19,7 @@ func TestTenancyEveryPath(t *testing.T) {
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
 	inst := bridgetest.Start(t, &cfg)
 
-	status, body := call(t, inst.URL, "key-a", "POST", "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"alice's secret words"}]}`)
+	status, body := bridgetest.Call(t, inst.URL, "key-a", "POST", "/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"alice's secret words"}]}`)
 	var c struct {
 		ID string `json:"id"`
 	}
@@ -39,36 +36,11 @@ func TestTenancyEveryPath(t *testing.T) {
 		{"GET", "/v1/responses/ID"},
 	} {
 		for _, key := range []string{"key-b", "key-a"} {
-			status, body := call(t, inst.URL, key, pr.method, strings.ReplaceAll(pr.path, "ID", c.ID), "")
-			wantStatus, wantBody := call(t, inst.URL, key, pr.method, strings.ReplaceAll(pr.path, "ID", nobody), "")
+			status, body := bridgetest.Call(t, inst.URL, key, pr.method, strings.ReplaceAll(pr.path, "ID", c.ID), "")
+			wantStatus, wantBody := bridgetest.Call(t, inst.URL, key, pr.method, strings.ReplaceAll(pr.path, "ID", nobody), "")
 			if status != wantStatus || strings.ReplaceAll(body, c.ID, nobody) != wantBody || strings.Contains(body, "secret") {
 				t.Errorf("%s's %s %s: %d %s\nfor an id naming nothing: %d %s", key, pr.method, pr.path, status, body, wantStatus, wantBody)
 			}
 		}
 	}
-}
-
-// noKeepAlive is the tests' client: it keeps no connection (and no
-// goroutine) open between requests.
-var noKeepAlive = &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-
-// call sends a request with key and returns the status and the body.
-func call(t *testing.T, base, key, method, path, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := noKeepAlive.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	openaipeer "github.com/interlingua-dev/interlingua/conformance/peers/openai"
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
@@ -52,54 +52,31 @@ routes:
 	return bin, n, p, args, startDaemon(t, bin, n.url(), args...), startDaemon(t, bin, n.url(), args...)
 }
 
-// respCall sends a Responses request with key and returns the status and
-// the body.
-func respCall(t *testing.T, key, method, url, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	c := &http.Client{Timeout: 30 * time.Second, Transport: client.Transport}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, out
-}
-
 var respIDPattern = regexp.MustCompile(`"id":"(resp_[a-z2-7]+)"`)
 
 // created posts a request that must succeed (JSON or a whole stream) and
 // returns the response's id.
 func created(t *testing.T, base, body string) string {
 	t.Helper()
-	status, out := respCall(t, "key-a", "POST", base+"/v1/responses", body)
-	m := respIDPattern.FindSubmatch(out)
+	status, out := bridgetest.Call(t, base, "key-a", "POST", "/v1/responses", body)
+	m := respIDPattern.FindStringSubmatch(out)
 	if status != 200 || m == nil {
 		t.Fatalf("POST %s: %d %s", body, status, out)
 	}
-	if bytes.Contains(out, []byte("event: ")) && !bytes.HasSuffix(out, []byte("data: [DONE]\n\n")) {
+	if strings.Contains(out, "event: ") && !strings.HasSuffix(out, "data: [DONE]\n\n") {
 		t.Fatalf("POST %s: the stream did not end: %s", body, out)
 	}
-	return string(m[1])
+	return m[1]
 }
 
 // sameJSON fails unless a and b are the same JSON document.
-func sameJSON(t *testing.T, what string, a, b []byte) {
+func sameJSON(t *testing.T, what, a, b string) {
 	t.Helper()
 	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
+	if err := json.Unmarshal([]byte(a), &x); err != nil {
 		t.Fatalf("%s: %v: %s", what, err, a)
 	}
-	if err := json.Unmarshal(b, &y); err != nil {
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
 		t.Fatalf("%s: %v: %s", what, err, b)
 	}
 	if d := cmp.Diff(x, y); d != "" {
@@ -118,10 +95,10 @@ func TestResponsesStoredSurviveKill9(t *testing.T) {
 	r1 := created(t, a.base, `{"model":"gpt-test","input":"one","instructions":"be brief"}`)
 	r2 := created(t, a.base, `{"model":"gpt-test","input":"two","stream":true,"previous_response_id":"`+r1+`"}`)
 	r3 := created(t, a.base, `{"model":"gpt-test","input":"three","background":true,"previous_response_id":"`+r2+`"}`)
-	acked := map[string][]byte{}
+	acked := map[string]string{}
 	for _, id := range []string{r1, r2, r3} {
 		acked[id] = pollStatus(t, a.base, id, "completed")
-		_, acked[id+"/input_items"] = respCall(t, "key-a", "GET", a.base+"/v1/responses/"+id+"/input_items", "")
+		_, acked[id+"/input_items"] = bridgetest.Call(t, a.base, "key-a", "GET", "/v1/responses/"+id+"/input_items", "")
 	}
 	a.kill9()
 
@@ -129,13 +106,13 @@ func TestResponsesStoredSurviveKill9(t *testing.T) {
 		t.Helper()
 		for _, id := range []string{r1, r2, r3} {
 			for _, path := range []string{id, id + "/input_items"} {
-				status, got := respCall(t, "key-a", "GET", base+"/v1/responses/"+path, "")
+				status, got := bridgetest.Call(t, base, "key-a", "GET", "/v1/responses/"+path, "")
 				if status != 200 {
 					t.Fatalf("GET %s after kill -9: %d %s", path, status, got)
 				}
 				sameJSON(t, "GET "+path+" after kill -9", acked[path], got)
 			}
-			if status, got := respCall(t, "key-b", "GET", base+"/v1/responses/"+id, ""); status != 404 {
+			if status, got := bridgetest.Call(t, base, "key-b", "GET", "/v1/responses/"+id, ""); status != 404 {
 				t.Fatalf("bob's GET of alice's %s after kill -9: %d %s", id, status, got)
 			}
 		}
@@ -161,7 +138,7 @@ func TestResponsesStoredSurviveKill9(t *testing.T) {
 	if d := cmp.Diff(want, conv); d != "" {
 		t.Fatalf("the conversation continued on B after kill -9 of A (-want +got):\n%s", d)
 	}
-	if status, got := respCall(t, "key-b", "POST", b.base+"/v1/responses", `{"model":"gpt-test","input":"x","previous_response_id":"`+r3+`"}`); status != 400 {
+	if status, got := bridgetest.Call(t, b.base, "key-b", "POST", "/v1/responses", `{"model":"gpt-test","input":"x","previous_response_id":"`+r3+`"}`); status != 400 {
 		t.Fatalf("bob continuing alice's response on B: %d %s", status, got)
 	}
 
@@ -171,12 +148,12 @@ func TestResponsesStoredSurviveKill9(t *testing.T) {
 }
 
 // pollStatus GETs a response as alice until it has status and returns it.
-func pollStatus(t *testing.T, base, id, status string) []byte {
+func pollStatus(t *testing.T, base, id, status string) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		code, body := respCall(t, "key-a", "GET", base+"/v1/responses/"+id, "")
-		if code == 200 && bytes.Contains(body, []byte(`"status":"`+status+`"`)) {
+		code, body := bridgetest.Call(t, base, "key-a", "GET", "/v1/responses/"+id, "")
+		if code == 200 && strings.Contains(body, `"status":"`+status+`"`) {
 			return body
 		}
 		if time.Now().After(deadline) {
@@ -255,10 +232,10 @@ func TestResponsesInFlightEndedAfterKill9(t *testing.T) {
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		if err := json.Unmarshal(got, &r); err != nil || r.Error.Code != "unavailable" || !strings.Contains(r.Error.Message, "run owner") {
+		if err := json.Unmarshal([]byte(got), &r); err != nil || r.Error.Code != "unavailable" || !strings.Contains(r.Error.Message, "run owner") {
 			t.Fatalf("%s after kill -9 of its instance: %s", id, got)
 		}
-		if status, out := respCall(t, "key-a", "POST", b.base+"/v1/responses", `{"model":"echo","input":"go on","previous_response_id":"`+id+`"}`); status != 200 {
+		if status, out := bridgetest.Call(t, b.base, "key-a", "POST", "/v1/responses", `{"model":"echo","input":"go on","previous_response_id":"`+id+`"}`); status != 200 {
 			t.Fatalf("continuing %s: %d %s", id, status, out)
 		}
 	}
