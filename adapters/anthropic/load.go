@@ -23,12 +23,12 @@ var loadProfile = &load.Load{
 }
 
 type loadClient struct {
+	*load.HTTPTarget
 	cs load.ClientSpec
-	hc *http.Client
 }
 
 func newLoadClient(cs load.ClientSpec) (load.Client, error) {
-	return &loadClient{cs: cs, hc: load.HTTPClient(cs.Streams)}, nil
+	return &loadClient{HTTPTarget: load.NewHTTPTarget(cs, "/v1/messages", http.Header{"Anthropic-Version": {"2023-06-01"}}), cs: cs}, nil
 }
 
 var (
@@ -47,20 +47,8 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cs.Base+"/v1/messages", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	rec.Begin()
-	resp, err := load.Do(c.hc, req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	stopped := false
-	err = load.Lines(resp.Body, func(line []byte) error {
+	err = c.Post(ctx, b, rec, func(line []byte) error {
 		data, ok := load.SSEData(line)
 		if !ok {
 			return nil
@@ -80,8 +68,6 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	}
 	return err
 }
-
-func (c *loadClient) Close() { c.hc.CloseIdleConnections() }
 
 // newLoadUpstream scripts model sc.Target on the reference peer: one text
 // block of sc.Deltas deltas, each event after sc.Interval.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -27,12 +26,12 @@ var loadProfile = &load.Load{
 }
 
 type loadClient struct {
+	*load.HTTPTarget
 	cs load.ClientSpec
-	hc *http.Client
 }
 
 func newLoadClient(cs load.ClientSpec) (load.Client, error) {
-	return &loadClient{cs: cs, hc: load.HTTPClient(cs.Streams)}, nil
+	return &loadClient{HTTPTarget: load.NewHTTPTarget(cs, "/v1/runs", nil), cs: cs}, nil
 }
 
 var (
@@ -52,13 +51,7 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	if err != nil {
 		return err
 	}
-	rec.Begin()
-	resp, err := load.Post(ctx, c.hc, c.cs.Base+"/v1/runs", b, "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return load.Lines(resp.Body, func(line []byte) error {
+	return c.Post(ctx, b, rec, func(line []byte) error {
 		switch {
 		case bytes.Contains(line, loadBlockDelta):
 			rec.Delta()
@@ -68,5 +61,3 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 		return nil
 	})
 }
-
-func (c *loadClient) Close() { c.hc.CloseIdleConnections() }

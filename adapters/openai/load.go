@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/interlingua-dev/interlingua/bench/load"
 	openaipeer "github.com/interlingua-dev/interlingua/conformance/peers/openai"
@@ -23,16 +22,15 @@ var loadProfile = &load.Load{
 }
 
 type loadClient struct {
-	cs  load.ClientSpec
-	hc  *http.Client
-	url string
+	*load.HTTPTarget
+	cs load.ClientSpec
 }
 
 func newLoadClient(cs load.ClientSpec) (load.Client, error) {
 	if cs.Params != nil {
 		return nil, load.ErrNoParameters("openai")
 	}
-	return &loadClient{cs: cs, hc: load.HTTPClient(cs.Streams), url: cs.Base + "/v1/chat/completions"}, nil
+	return &loadClient{HTTPTarget: load.NewHTTPTarget(cs, "/v1/chat/completions", nil), cs: cs}, nil
 }
 
 // loadRequest is the Chat Completions request the client sends.
@@ -62,14 +60,8 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	if err != nil {
 		return err
 	}
-	rec.Begin()
-	resp, err := load.Post(ctx, c.hc, c.url, b, "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	finished, done := false, false
-	err = load.Lines(resp.Body, func(line []byte) error {
+	err = c.Post(ctx, b, rec, func(line []byte) error {
 		data, ok := load.SSEData(line)
 		if !ok {
 			return nil
@@ -96,8 +88,6 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	}
 	return nil
 }
-
-func (c *loadClient) Close() { c.hc.CloseIdleConnections() }
 
 // newLoadUpstream scripts model sc.Target on the peer as OpenAI streams
 // it: a role chunk, sc.Deltas content chunks, the finish chunk and [DONE],

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/interlingua-dev/interlingua/bench/load"
 	"github.com/interlingua-dev/interlingua/internal/json"
@@ -26,16 +25,15 @@ var loadProfile = &load.Load{
 }
 
 type loadClient struct {
-	cs  load.ClientSpec
-	hc  *http.Client
-	url string
+	*load.HTTPTarget
+	cs load.ClientSpec
 }
 
 func newLoadClient(cs load.ClientSpec) (load.Client, error) {
 	if cs.Params != nil {
 		return nil, load.ErrNoParameters("responses")
 	}
-	return &loadClient{cs: cs, hc: load.HTTPClient(cs.Streams), url: cs.Base + "/v1/responses"}, nil
+	return &loadClient{HTTPTarget: load.NewHTTPTarget(cs, "/v1/responses", nil), cs: cs}, nil
 }
 
 // loadRequest is the Responses request the client sends: nothing stored,
@@ -61,14 +59,8 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	if err != nil {
 		return err
 	}
-	rec.Begin()
-	resp, err := load.Post(ctx, c.hc, c.url, b, "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	completed := false
-	err = load.Lines(resp.Body, func(line []byte) error {
+	err = c.Post(ctx, b, rec, func(line []byte) error {
 		if !bytes.HasPrefix(line, load.DataPrefix) {
 			return nil
 		}
@@ -88,5 +80,3 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	}
 	return err
 }
-
-func (c *loadClient) Close() { c.hc.CloseIdleConnections() }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/interlingua-dev/interlingua/bench/load"
 	tritonpeer "github.com/interlingua-dev/interlingua/conformance/peers/triton"
@@ -24,13 +23,12 @@ var loadProfile = &load.Load{
 }
 
 type loadClient struct {
-	cs  load.ClientSpec
-	hc  *http.Client
-	url string
+	*load.HTTPTarget
+	cs load.ClientSpec
 }
 
 func newLoadClient(cs load.ClientSpec) (load.Client, error) {
-	return &loadClient{cs: cs, hc: load.HTTPClient(cs.Streams), url: cs.Base + "/v2/models/" + cs.Target + "/generate_stream"}, nil
+	return &loadClient{HTTPTarget: load.NewHTTPTarget(cs, "/v2/models/"+cs.Target+"/generate_stream", nil), cs: cs}, nil
 }
 
 var (
@@ -47,13 +45,7 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	if err != nil {
 		return err
 	}
-	rec.Begin()
-	resp, err := load.Post(ctx, c.hc, c.url, b, "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return load.Lines(resp.Body, func(line []byte) error {
+	return c.Post(ctx, b, rec, func(line []byte) error {
 		data, ok := load.SSEData(line)
 		if !ok {
 			return nil
@@ -67,8 +59,6 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 		return nil
 	})
 }
-
-func (c *loadClient) Close() { c.hc.CloseIdleConnections() }
 
 // newLoadUpstream serves the reference peer with sc as its model's chunks,
 // each SSE frame it writes stamped (error frames aside).

@@ -19,12 +19,12 @@ var loadProfile = &load.Load{
 }
 
 type loadClient struct {
+	*load.HTTPTarget
 	cs load.ClientSpec
-	hc *http.Client
 }
 
 func newLoadClient(cs load.ClientSpec) (load.Client, error) {
-	return &loadClient{cs: cs, hc: load.HTTPClient(cs.Streams)}, nil
+	return &loadClient{HTTPTarget: load.NewHTTPTarget(cs, "/v1/xml/stream", http.Header{"Accept": {"text/event-stream"}}), cs: cs}, nil
 }
 
 // loadRequest is the request the client sends.
@@ -41,13 +41,7 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 	if err != nil {
 		return err
 	}
-	rec.Begin()
-	resp, err := load.Post(ctx, c.hc, c.cs.Base+"/v1/xml/stream", b, "text/event-stream")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return load.Lines(resp.Body, func(line []byte) error {
+	return c.Post(ctx, b, rec, func(line []byte) error {
 		if !bytes.HasPrefix(line, load.DataPrefix) {
 			return nil
 		}
@@ -63,5 +57,3 @@ func (c *loadClient) Stream(ctx context.Context, _ int, prompt string, rec *load
 		return nil
 	})
 }
-
-func (c *loadClient) Close() { c.hc.CloseIdleConnections() }

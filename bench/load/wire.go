@@ -113,6 +113,53 @@ func Do(hc *http.Client, req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// HTTPTarget is a client's streaming endpoint over HTTP: each stream POSTs
+// a JSON body to one URL and reads the response line by line. It holds the
+// client's connections (HTTPClient).
+type HTTPTarget struct {
+	hc     *http.Client
+	url    string
+	header http.Header
+}
+
+// NewHTTPTarget returns the target cs.Base+path for cs.Streams streams;
+// header (nil: none) is set on every request beside Content-Type:
+// application/json.
+func NewHTTPTarget(cs ClientSpec, path string, header http.Header) *HTTPTarget {
+	h := http.Header{}
+	for k, vs := range header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return &HTTPTarget{hc: HTTPClient(cs.Streams), url: cs.Base + path, header: h}
+}
+
+// Post records the stream's start in rec, POSTs body and calls line for
+// each line of the response (as Lines does) until its end or line's
+// error; a status other than 200 is an error with the status and the
+// start of the body.
+func (t *HTTPTarget) Post(ctx context.Context, body []byte, rec *Recorder, line func(line []byte) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range t.header {
+		req.Header[k] = vs
+	}
+	rec.Begin()
+	resp, err := Do(t.hc, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return Lines(resp.Body, line)
+}
+
+// Close releases the target's connections.
+func (t *HTTPTarget) Close() { t.hc.CloseIdleConnections() }
+
 // HasText reports whether p holds key (a member name and its opening
 // quote) followed by a non-empty string.
 func HasText(p, key []byte) bool {
