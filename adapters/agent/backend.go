@@ -201,7 +201,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	s := &upStream{b: b, ctx: runCtx, cancel: cancel, thread: thread, keep: ownThread, resumeStart: resumeByStart(req, assistant),
-		tap: wiretap.RecorderFrom(ctx)}
+		tap: wiretap.TapFrom(ctx)}
 	if b.cfg.Transport == "websocket" {
 		err = s.startWS(cmd)
 	} else {
@@ -616,10 +616,10 @@ type upStream struct {
 	// (see resumeByStart); nil when there is none to send.
 	resumeStart []byte
 	// tap records what the run reads from its event stream for the
-	// inspector (nil: not captured). The stream outlives runs (kept for
+	// inspector (the zero Tap: not captured). The stream outlives runs (kept for
 	// the thread's next one), so its request is not the run's and the
 	// transport's wiretap does not see it.
-	tap wiretap.Recorder
+	tap wiretap.Tap
 
 	// SSE
 	es      *eventStream
@@ -805,14 +805,6 @@ func (s *upStream) openStream(since *uint64) (*eventStream, error) {
 	return &eventStream{thread: s.thread, body: sresp.Body, sdec: sdec, buf: make([]byte, 32<<10), cancel: cancel}, nil
 }
 
-// tapSent records a frame the run sends on its WebSocket for the
-// inspector, if the run is captured.
-func (s *upStream) tapSent(frame []byte) {
-	if s.tap != nil {
-		s.tap.Sent(frame)
-	}
-}
-
 // use makes es the run's event stream; the run's context ending (its
 // client left) ends the stream, and with it a read in progress.
 func (s *upStream) use(es *eventStream, reused bool) {
@@ -845,7 +837,7 @@ func (s *upStream) startWS(cmd []byte) error {
 		// The thread's socket, kept from its last run: the subscription
 		// holds (LangGraph's and ours persist across runs).
 		s.conn = s.ws.conn
-		s.tapSent(cmd)
+		s.tap.Sent(cmd)
 		if err := s.conn.SendText(cmd); err != nil {
 			return s.failWS(err)
 		}
@@ -864,11 +856,11 @@ func (s *upStream) startWS(cmd []byte) error {
 	s.conn = wsconn.New(ws, wsconn.Config{MaxMessageBytes: int64(b.cfg.MaxEventBytes), Logger: b.cfg.Logger})
 	s.ws, s.gen = newWSSession(s.thread, s.conn)
 	sub, _ := json.Marshal(&commandFrame{ID: 1, Method: "subscription.subscribe", Params: map[string][]string{"channels": allChannels}})
-	s.tapSent(sub)
+	s.tap.Sent(sub)
 	if err := s.conn.SendText(sub); err != nil {
 		return s.failWS(err)
 	}
-	s.tapSent(cmd)
+	s.tap.Sent(cmd)
 	if err := s.conn.SendText(cmd); err != nil {
 		return s.failWS(err)
 	}
@@ -1199,9 +1191,7 @@ func (s *upStream) fill() {
 	if es := s.es; es != nil {
 		n, err := es.read()
 		if n > 0 {
-			if s.tap != nil {
-				s.tap.Received(es.buf[:n])
-			}
+			s.tap.Received(es.buf[:n])
 			var ferr error
 			if s.out, ferr = es.sdec.Feed(es.buf[:n], s.out); ferr != nil {
 				s.broken = true
@@ -1230,9 +1220,7 @@ func (s *upStream) fill() {
 	for len(s.pending) > 0 {
 		f := s.pending[0]
 		s.pending = s.pending[1:]
-		if s.tap != nil {
-			s.tap.Received(f)
-		}
+		s.tap.Received(f)
 		var err error
 		if s.out, err = s.wdec.Feed(f, s.out); err != nil {
 			s.broken = true
@@ -1254,9 +1242,7 @@ func (s *upStream) fill() {
 		s.out = s.wdec.End(s.out)
 		return
 	}
-	if s.tap != nil {
-		s.tap.Received(data)
-	}
+	s.tap.Received(data)
 	if s.out, err = s.wdec.Feed(data, s.out); err != nil {
 		s.broken = true
 		s.out = s.wdec.fail(s.out, canonical.AsError(err))

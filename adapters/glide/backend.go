@@ -181,14 +181,12 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		sl.load.Add(-1)
 		return nil, err
 	}
-	c, err := u.register(id, wiretap.RecorderFrom(ctx))
+	c, err := u.register(id, wiretap.TapFrom(ctx))
 	if err != nil {
 		sl.load.Add(-1)
 		return nil, err
 	}
-	if c.tap != nil {
-		c.tap.Sent(frame)
-	}
+	c.tap.Sent(frame)
 	if err := u.ws.SendText(frame); err != nil {
 		u.remove(id)
 		sl.load.Add(-1)
@@ -307,9 +305,10 @@ type upstream struct {
 // call is one request in flight on an upstream.
 type call struct {
 	id string
-	// tap records the call's frames for the inspector (nil: the run is
-	// not captured); the connection is shared, so the transport cannot.
-	tap    wiretap.Recorder
+	// tap records the call's frames for the inspector (the zero Tap: the
+	// run is not captured); the connection is shared, so the transport
+	// cannot.
+	tap    wiretap.Tap
 	frames chan delivery // buffered, MaxBufferedFrames
 	failed chan struct{} // closed when err is set
 	err    *canonical.Error
@@ -335,7 +334,7 @@ func (u *upstream) alive() bool {
 	return u.err == nil
 }
 
-func (u *upstream) register(id string, tap wiretap.Recorder) (*call, error) {
+func (u *upstream) register(id string, tap wiretap.Tap) (*call, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.err != nil {
@@ -387,9 +386,7 @@ func (u *upstream) readLoop() {
 			log.Debug("glide upstream frame for a request no longer in flight; dropped", "id", f.ID)
 			continue
 		}
-		if c.tap != nil {
-			c.tap.Received(data)
-		}
+		c.tap.Received(data)
 		select {
 		case c.frames <- delivery{f: f, err: derr}:
 		default:
@@ -519,9 +516,7 @@ func (s *stream) Close() error {
 	}
 	if s.b.cfg.SendCancel {
 		b, _ := json.Marshal(wireCancel{ID: s.c.id, Cancel: true}, writeOptions...)
-		if s.c.tap != nil {
-			s.c.tap.Sent(b)
-		}
+		s.c.tap.Sent(b)
 		_ = s.u.ws.SendText(b)
 	}
 	return nil

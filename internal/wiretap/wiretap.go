@@ -57,6 +57,30 @@ func RecorderFrom(ctx context.Context) Recorder {
 	return r
 }
 
+// Tap is a run's Recorder as a backend holds it to record the frames it
+// sends and reads itself (on a WebSocket, or a stream the run did not open,
+// which no transport sees). The zero Tap, a run not captured, records
+// nothing: a backend calls Sent and Received without checking.
+type Tap struct{ rec Recorder }
+
+// TapFrom returns ctx's Recorder as a Tap: the zero Tap when ctx carries
+// none.
+func TapFrom(ctx context.Context) Tap { return Tap{RecorderFrom(ctx)} }
+
+// Sent records bytes sent to the upstream, if the run is captured.
+func (t Tap) Sent(p []byte) {
+	if t.rec != nil {
+		t.rec.Sent(p)
+	}
+}
+
+// Received records bytes read from the upstream, if the run is captured.
+func (t Tap) Received(p []byte) {
+	if t.rec != nil {
+		t.rec.Received(p)
+	}
+}
+
 // Transport wraps next so that requests whose context carries a Recorder
 // are recorded.
 func Transport(next http.RoundTripper) http.RoundTripper { return tap{next} }

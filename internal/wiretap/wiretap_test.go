@@ -75,3 +75,21 @@ func TestTransport(t *testing.T) {
 		t.Fatalf("armed = %d after disarm", armed.Load())
 	}
 }
+
+// A Tap from a context carrying a Recorder passes Sent and Received on;
+// from one carrying none it is the zero Tap, which records nothing.
+func TestTap(t *testing.T) {
+	var zero Tap
+	if got := TapFrom(context.Background()); got != zero {
+		t.Fatalf("TapFrom without a Recorder = %+v, want the zero Tap", got)
+	}
+	zero.Sent([]byte("lost")) // no Recorder: nothing to call
+	zero.Received([]byte("lost"))
+	r := &rec{}
+	tap := TapFrom(WithRecorder(context.Background(), r))
+	tap.Sent([]byte("out"))
+	tap.Received([]byte("in"))
+	if r.sent.String() != "out" || r.received.String() != "in" || r.reqs != 0 || r.resps != 0 {
+		t.Fatalf("recorded sent %q, received %q, %d requests, %d responses", r.sent.String(), r.received.String(), r.reqs, r.resps)
+	}
+}
