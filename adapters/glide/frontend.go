@@ -156,7 +156,7 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, errRouterNotFound)
 		return
 	}
-	c, err := f.admit(router, info)
+	c, err := f.admit(r.Context(), router, info)
 	if err != nil {
 		writeHTTPError(w, http.StatusServiceUnavailable, err)
 		return
@@ -176,7 +176,10 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit registers a connection unless shutting down or at MaxConnections.
-func (f *Frontend) admit(router string, info canonical.TargetInfo) (*conn, *canonical.Error) {
+// The connection's runs start under reqCtx's values (the caller's API key,
+// which the bridge checks, claims and counts each run for; the trace) and
+// end with the connection, not with the upgrade request.
+func (f *Frontend) admit(reqCtx context.Context, router string, info canonical.TargetInfo) (*conn, *canonical.Error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.shutdown {
@@ -185,7 +188,7 @@ func (f *Frontend) admit(router string, info canonical.TargetInfo) (*conn, *cano
 	if len(f.conns) >= f.cfg.MaxConnections {
 		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "too many chatStream connections (MaxConnections %d)", f.cfg.MaxConnections)
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	c := &conn{
 		f: f, router: router, ctx: ctx, cancel: cancel,
 		model:    model{ID: info.Backend, Provider: "interlingua", Name: router},
