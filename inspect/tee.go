@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 )
@@ -59,8 +60,13 @@ func (in *Inspector) Tee(next http.Handler) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &teeReadCloser{ReadCloser: r.Body, w: ex.w}
 		}
-		defer ex.w.finish()
-		next.ServeHTTP(&teeWriter{ResponseWriter: w, w: ex.w}, r)
+		tw := &teeWriter{ResponseWriter: w, w: ex.w}
+		defer func() {
+			if tw.conn == nil { // a hijacked exchange ends when its connection closes
+				ex.w.finish()
+			}
+		}()
+		next.ServeHTTP(tw, r)
 	})
 }
 
@@ -86,6 +92,7 @@ type teeWriter struct {
 	http.ResponseWriter
 	w           *wire
 	wroteHeader bool
+	conn        *teeConn // the connection Hijack handed out, recorded
 }
 
 func (t *teeWriter) WriteHeader(status int) {
@@ -126,14 +133,22 @@ func (t *teeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return conn, brw, err
 	}
 	t.w.record(dirOut, true, responseHead(http.StatusSwitchingProtocols, t.Header()))
-	tc := &teeConn{Conn: conn, w: t.w}
-	return tc, bufio.NewReadWriter(bufio.NewReader(tc), bufio.NewWriter(tc)), nil
+	t.conn = &teeConn{Conn: conn, w: t.w}
+	return t.conn, bufio.NewReadWriter(bufio.NewReader(t.conn), bufio.NewWriter(t.conn)), nil
 }
 
-// teeConn records a hijacked connection's bytes.
+// teeConn records a hijacked connection's bytes; its exchange ends when it
+// is closed (a WebSocket outlives the handler that upgraded it).
 type teeConn struct {
 	net.Conn
-	w *wire
+	w    *wire
+	once sync.Once
+}
+
+// Close closes the connection and ends its exchange.
+func (c *teeConn) Close() error {
+	c.once.Do(c.w.finish)
+	return c.Conn.Close()
 }
 
 func (c *teeConn) Read(p []byte) (int, error) {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -982,4 +983,33 @@ func TestForkReadsCheckpointFromStore(t *testing.T) {
 	if strings.Join(contents, "|") != "first|first|first" {
 		t.Fatalf("after the fork from the first turn: %q", contents)
 	}
+}
+
+// TestWebSocketOutlivesItsHandler: an upgraded thread socket is served
+// past its HTTP handler, which returns once the upgrade is answered, so
+// an idle socket holds neither net/http's request buffers nor the
+// handler's stack (see wsconn.Upgrade); the socket still works and still
+// carries the caller's request values.
+func TestWebSocketOutlivesItsHandler(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	before := httpHandlers()
+	w := s.dialWS(t, "outlive")
+	deadline := time.Now().Add(5 * time.Second)
+	for httpHandlers() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := httpHandlers(); n > before {
+		t.Fatalf("%d net/http handlers run with one idle WebSocket open (%d before)", n, before)
+	}
+	w.send(map[string]any{"id": 1, "method": "run.start", "params": map[string]any{"assistant_id": "echo", "input": user("hi")}})
+	if m := w.response(1); m["type"] != "success" {
+		t.Fatalf("run.start on the socket: %v", m)
+	}
+}
+
+// httpHandlers counts the goroutines inside a net/http handler.
+func httpHandlers() int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "net/http.serverHandler.ServeHTTP")
 }

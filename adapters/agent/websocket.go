@@ -60,6 +60,12 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	th.connOpen()
+	go f.serveConn(context.WithoutCancel(r.Context()), th, c) // past the handler: see wsconn.Upgrade
+}
+
+// serveConn serves an upgraded connection to th until it ends; reqCtx
+// keeps the upgrade request's values (the caller's key).
+func (f *Frontend) serveConn(reqCtx context.Context, th *Thread, c *wsconn.Conn) {
 	defer th.connClose()
 	th.mu.Lock()
 	rd := &reader{cursor: th.seq, wake: make(chan struct{}, 1)}
@@ -68,7 +74,7 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	defer th.detach(rd)
 	cn := &wsConn{f: f, th: th, c: c, subs: map[string]*filter{}, rd: rd}
 
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(reqCtx)
 	stopOnShutdown := context.AfterFunc(f.closingCtx, cancel)
 	defer stopOnShutdown()
 	pumpDone := make(chan struct{})

@@ -251,7 +251,12 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Upgrade has answered with an HTTP error
 	}
-	readCtx := context.WithoutCancel(r.Context())
+	go f.serveWebSocketSession(context.WithoutCancel(r.Context()), conn) // past the handler: see wsconn.Upgrade
+}
+
+// serveWebSocketSession runs a session on an upgraded connection until it
+// ends; readCtx keeps the upgrade request's values (the caller's key).
+func (f *Frontend) serveWebSocketSession(readCtx context.Context, conn *wsconn.Conn) {
 	s := f.newSession(readCtx, true)
 	s.out = func(m *ev.SessionMessage, _ bool) error {
 		b, err := jsonOut.Marshal(m)

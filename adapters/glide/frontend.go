@@ -161,7 +161,6 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	defer f.forget(c)
 	wc, uerr := wsconn.Upgrade(&f.up, w, r, nil, wsconn.Config{
 		MaxMessageBytes: f.cfg.MaxMessageBytes,
 		SendQueue:       f.cfg.SendQueue,
@@ -170,9 +169,13 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		Logger:          f.cfg.Logger,
 	})
 	if uerr != nil {
+		f.forget(c)
 		return // the Upgrader has replied with the HTTP error
 	}
-	c.serve(wc)
+	go func() { // past the handler: see wsconn.Upgrade
+		defer f.forget(c)
+		c.serve(wc)
+	}()
 }
 
 // admit registers a connection unless shutting down or at MaxConnections.

@@ -23,6 +23,15 @@ import (
 // message, and reads into a small buffer of its own (it keeps net/http's 4
 // KiB ones for the life of the connection otherwise: 8 KiB of every idle
 // socket's heap).
+//
+// Serve the Conn from a goroutine of your own and return from the handler:
+// net/http keeps the hijacked connection's request state (its 4 KiB read
+// and write buffers, the response writer's, the middleware's values) and
+// the handler's deep stack for as long as the handler runs. With the
+// handler gone, an idle socket costs 22.8 KiB of a server's RSS where it
+// cost 28.9 (bench --idle 4000, half of them WebSockets). The request's
+// context is cancelled when the handler returns: keep its values with
+// context.WithoutCancel.
 func Upgrade(up *websocket.Upgrader, w http.ResponseWriter, r *http.Request, responseHeader http.Header, cfg Config) (*Conn, error) {
 	if up.WriteBufferPool == nil && up.WriteBufferSize == 0 && up.ReadBufferSize == 0 {
 		pooled := *up
