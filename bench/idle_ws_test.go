@@ -64,4 +64,3 @@ func handlers() int {
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), "net/http.serverHandler.ServeHTTP")
 }
-
