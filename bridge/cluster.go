@@ -43,7 +43,43 @@ const (
 	runQueue       = "interlingua"
 	hdrErrorCode   = "Interlingua-Error-Code"
 	hdrErrorDetail = "Interlingua-Error"
+	// hdrPrincipal carries the caller's key (principalHeader, JSON) with
+	// a run placed on another instance, which runs it as that key: its
+	// nested runs, its metrics, its capture. Instances trust each other:
+	// the fabric is the cluster's own NATS (nats.creds and TLS secure it).
+	hdrPrincipal = "Interlingua-Principal"
 )
+
+// principalHeader is a canonical.Principal on the fabric.
+type principalHeader struct {
+	Name         string   `json:"name"`
+	Targets      []string `json:"targets,omitempty"`
+	MaxRuns      int      `json:"max_runs,omitempty"`
+	MaxObservers int      `json:"max_observers,omitempty"`
+}
+
+// setPrincipal puts ctx's caller, if any, on msg.
+func setPrincipal(ctx context.Context, msg *nats.Msg) {
+	p := canonical.PrincipalFrom(ctx)
+	if p == nil {
+		return
+	}
+	b, _ := json.Marshal(principalHeader{Name: p.Name, Targets: p.Targets, MaxRuns: p.MaxRuns, MaxObservers: p.MaxObservers})
+	msg.Header.Set(hdrPrincipal, string(b))
+}
+
+// withPrincipal returns ctx with msg's caller, if it names one.
+func withPrincipal(ctx context.Context, msg *nats.Msg) (context.Context, error) {
+	h := msg.Header.Get(hdrPrincipal)
+	if h == "" {
+		return ctx, nil
+	}
+	var p principalHeader
+	if err := json.Unmarshal([]byte(h), &p); err != nil {
+		return ctx, canonical.Errorf(canonical.CodeInvalidArgument, "run request: unreadable %s header: %v", hdrPrincipal, err)
+	}
+	return canonical.WithPrincipal(ctx, &canonical.Principal{Name: p.Name, Targets: p.Targets, MaxRuns: p.MaxRuns, MaxObservers: p.MaxObservers}), nil
+}
 
 // clusterState is the bridge's part in the fabric.
 type clusterState struct {
@@ -162,6 +198,12 @@ func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
 	// The instance running the run logs and counts it too, as frontend
 	// "remote" (its client's instance has its own line).
 	ctx = context.WithValue(ctx, frontendKey{}, "remote")
+	ctx, err := withPrincipal(ctx, msg)
+	if err != nil {
+		span.End()
+		respondError(msg, canonical.AsError(err))
+		return
+	}
 	s, err := b.runLocal(ctx, rt, be, req, true, nil)
 	if err != nil {
 		span.End()
@@ -303,6 +345,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 	msg := nats.NewMsg(b.subject("run", subject.Token(rt.Backend)))
 	msg.Data = data
 	tracing.ToNATS(ctx, msg)
+	setPrincipal(ctx, msg)
 	reply, err := nc.RequestMsgWithContext(sctx, msg)
 	cancel()
 	if err == nil && claim != nil {
