@@ -280,14 +280,20 @@ func (s *xstream) start(x *act) {
 // fire_and_forget action by the Backend (it outlives the run).
 func (s *xstream) launch(x *act, params map[string]any, args []byte) {
 	ff := x.mode == modeFire
-	var parent context.Context
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if ff {
 		if !s.be.acquire() {
 			s.finished(x, nil, canonical.Errorf(canonical.CodeResourceExhausted,
 				"action %q: more than MaxBackground (%d) fire_and_forget actions in flight", x.id, s.cfg.MaxBackground))
 			return
 		}
-		parent = s.be.bgCtx
+		// The run's values (the caller's key, which the bridge checks a
+		// nested run against), the Backend's lifetime, not the run's.
+		ctx, cancel = context.WithCancel(context.WithoutCancel(s.ctx))
+		stop := context.AfterFunc(s.be.bgCtx, cancel)
+		cancelCtx := cancel
+		cancel = func() { stop(); cancelCtx() }
 	} else {
 		s.mu.Lock()
 		if s.closed {
@@ -297,9 +303,8 @@ func (s *xstream) launch(x *act, params map[string]any, args []byte) {
 		}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		parent = s.ctx
+		ctx, cancel = context.WithCancel(s.ctx)
 	}
-	ctx, cancel := context.WithCancel(parent)
 	x.cancel = cancel
 	go s.runAction(ctx, cancel, x, params, args)
 }

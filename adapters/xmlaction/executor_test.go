@@ -739,3 +739,52 @@ func TestExecActionWithoutID(t *testing.T) {
 	before(t, lines, "started action-2 two", "finished action-2")
 	before(t, lines, "finished action-2", `"done"`)
 }
+
+// keyRecorder records the caller's key each nested run starts under.
+type keyRecorder struct {
+	canonical.Backend
+	keys chan string
+}
+
+func (k *keyRecorder) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	name := "(none)"
+	if p := canonical.PrincipalFrom(ctx); p != nil {
+		name = p.Name
+	}
+	k.keys <- name
+	return k.Backend.Start(ctx, req)
+}
+
+// TestExecNestedRunsKeepTheCallersKey: every nested run starts as the
+// caller's key, the bridge's check of the targets it may use included: a
+// sync action's and a fire_and_forget action's, which outlives the run
+// (it ran under no key: any target).
+func TestExecNestedRunsKeepTheCallersKey(t *testing.T) {
+	rec := &keyRecorder{Backend: &fakeModel{steps: texts("ok")}, keys: make(chan string, 2)}
+	be := Wrap(&fakeModel{steps: texts(
+		`<action id="s" type="agent" mode="sync">{"name":"helper"}</action>`,
+		`<action id="f" type="agent" mode="fire_and_forget">{"name":"helper"}</action><response>done</response>`,
+	)}, Config{Runner: fakeRunner{"helper": rec}})
+	defer be.Close()
+	ctx := canonical.WithPrincipal(t.Context(), &canonical.Principal{Name: "alice", Targets: []string{"helper"}})
+	st, err := be.Start(ctx, &canonical.Request{RunId: "run-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
+	_ = st.Close()
+	for range 2 {
+		select {
+		case k := <-rec.keys:
+			if k != "alice" {
+				t.Errorf("a nested run started as %s, want alice", k)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a nested run did not start")
+		}
+	}
+}
