@@ -20,9 +20,10 @@ import (
 // as its caller's key, as a local run does. An XML route's model output
 // starts nested runs (its agent actions); here the model echoes the
 // prompt, an action naming a target the key may not use, so the action is
-// refused permission_denied on one instance and, the same, when the route
-// runs on the instance that hosts its backend. Before, a placed run
-// carried no key there: its nested runs could reach any target.
+// refused (not_found: to the key the target does not exist) on one
+// instance and, the same, when the route runs on the instance that hosts
+// its backend. Before, a placed run carried no key there: its nested runs
+// reached any target (the action ran).
 func TestRemoteRunKeepsItsKey(t *testing.T) {
 	ns := natsServer(t)
 	keys := []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a"), Targets: []string{"xml-echo"}}}
@@ -36,8 +37,8 @@ func TestRemoteRunKeepsItsKey(t *testing.T) {
 	bridgetest.Start(t, withAnalyzer(clusterConfig(ns.ClientURL())))                   // hosts scripted
 	client := bridgetest.Start(t, withAnalyzer(clusterConfig(ns.ClientURL(), "none"))) // hosts nothing
 	want := actionOutcomes(t, alone.URL)
-	if want["a1"] != canonical.CodePermissionDenied.String() {
-		t.Fatalf("on one instance: %v, want a1 permission_denied", want)
+	if want["a1"] != canonical.CodeNotFound.String() {
+		t.Fatalf("on one instance: %v, want a1 not_found", want)
 	}
 	if got := actionOutcomes(t, client.URL); !equalOutcomes(got, want) {
 		t.Errorf("placed on another instance: %v\non one instance: %v", got, want)

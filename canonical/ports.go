@@ -52,6 +52,19 @@ type Runner interface {
 	Targets() []TargetInfo
 }
 
+// VisibleTarget resolves target as caller p sees it: false when no route
+// serves it or p's key may not use it. A key cannot tell the targets it may
+// not use from names no route serves, on any frontend: the bridge's
+// /v1/targets lists only its own, and OpenAI answers a model the key may
+// not use as one that "does not exist or you do not have access to it".
+func VisibleTarget(r Runner, p *Principal, target string) (TargetInfo, bool) {
+	info, ok := r.Target(target)
+	if !ok || !p.Allows(target) {
+		return TargetInfo{}, false
+	}
+	return info, true
+}
+
 // Tools calls tools by name: built in, or NATS micro services.
 type Tools interface {
 	// Call runs tool name with JSON arguments and returns its JSON result.

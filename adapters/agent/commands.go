@@ -248,8 +248,8 @@ func (f *Frontend) runStart(th *Thread, p params, who *canonical.Principal) ([]b
 	if !present || assistant == "" {
 		return nil, 0, perr(errInvalidArgument, "run.start requires an assistant_id.")
 	}
-	if _, ok := f.cfg.Runner.Target(assistant); !ok {
-		return nil, 0, perr(errInvalidArgument, fmt.Sprintf("run.start: unknown assistant_id %q (no route serves it).", assistant))
+	if _, ok := canonical.VisibleTarget(f.cfg.Runner, who, assistant); !ok {
+		return nil, 0, perr(errInvalidArgument, fmt.Sprintf("run.start: unknown assistant_id %q (no route serves it, or the API key may not use it).", assistant))
 	}
 	strategy, _, ok := p.str("multitask_strategy")
 	if !ok {

@@ -123,7 +123,7 @@ func (f *Frontend) serveMessages(w http.ResponseWriter, r *http.Request) {
 		writeCanonicalError(w, e, rid)
 		return
 	}
-	if _, ok := f.cfg.Runner.Target(d.model); !ok {
+	if _, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), d.model); !ok {
 		writeError(w, http.StatusNotFound, errNotFound, "model: "+d.model, rid)
 		return
 	}

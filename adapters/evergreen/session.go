@@ -127,7 +127,7 @@ func (s *session) resolve(id string) (string, bool) {
 	if id == "" {
 		id = s.f.cfg.DefaultTarget
 	}
-	_, ok := s.f.cfg.Runner.Target(id)
+	_, ok := canonical.VisibleTarget(s.f.cfg.Runner, canonical.PrincipalFrom(s.ctx), id)
 	return id, ok
 }
 

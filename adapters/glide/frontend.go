@@ -151,7 +151,7 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "Upgrade Required")
 		return
 	}
-	info, ok := f.cfg.Runner.Target(router)
+	info, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), router)
 	if !ok {
 		writeHTTPError(w, http.StatusNotFound, errRouterNotFound)
 		return

@@ -1,6 +1,7 @@
 package glide_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,44 +13,55 @@ import (
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 )
 
-// TestTenancyKeyTargets: a chatStream connection's runs are its API key's.
-// A key limited to the echo target gets echo's answer on the echo router
-// and Glide's permission error on the stream router, whose text it never
-// sees; the run is refused, not started. Before, the connection's runs
-// carried no key at all: any key reached every target on this path.
+// TestTenancyKeyTargets: a chatStream connection is its API key's. A key
+// limited to the echo target gets echo's answer on the echo router, and
+// its upgrade to the stream router is refused exactly as one to a router
+// that does not exist (a key cannot probe for the targets it may not use).
+// Before, the connection's runs carried no key at all: the stream router
+// streamed its deltas to this key. (conformance/runner's
+// TestKeyMaxRunsEveryFrontend holds the runs to the key's max_runs.)
 func TestTenancyKeyTargets(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a"), Targets: []string{"echo"}}}
 	inst := bridgetest.Start(t, &cfg)
-	ask := func(router string) string {
+	auth := http.Header{"Authorization": {"Bearer key-a"}}
+	dial := func(router string) (*websocket.Conn, int, string) {
 		t.Helper()
 		u := "ws" + strings.TrimPrefix(inst.URL, "http") + "/v1/language/" + router + "/chatStream"
-		ws, _, err := websocket.DefaultDialer.Dial(u, http.Header{"Authorization": {"Bearer key-a"}})
+		ws, resp, err := websocket.DefaultDialer.Dial(u, auth)
 		if err != nil {
-			t.Fatalf("dial %s: %v", router, err)
-		}
-		defer ws.Close()
-		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":"r1","message":{"role":"user","content":"secret words"}}`)); err != nil {
-			t.Fatal(err)
-		}
-		_ = ws.SetReadDeadline(time.Now().Add(timeout))
-		var all []string
-		for {
-			_, p, err := ws.ReadMessage()
-			if err != nil {
-				t.Fatalf("%s: %v after %q", router, err, all)
+			if resp == nil {
+				t.Fatalf("dial %s: %v", router, err)
 			}
-			all = append(all, string(p))
-			if strings.Contains(string(p), `"finish_reason"`) || strings.Contains(string(p), `"err"`) {
-				return strings.Join(all, "\n")
-			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return nil, resp.StatusCode, string(body)
 		}
+		t.Cleanup(func() { ws.Close() })
+		return ws, http.StatusSwitchingProtocols, ""
 	}
-	if got := ask("echo"); !strings.Contains(got, `"content":"secret"`) || !strings.Contains(got, `"finish_reason":"complete"`) {
-		t.Errorf("echo, an allowed target: %s", got)
+	ws, _, _ := dial("echo")
+	if ws == nil {
+		t.Fatal("echo, an allowed router, was refused")
 	}
-	got := ask("stream")
-	if !strings.Contains(got, `"name":"permission_denied"`) && !strings.Contains(got, "may not use target") || strings.Contains(got, `"content":"tok`) {
-		t.Errorf("stream, a target the key may not use: %s", got)
+	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"id":"r1","message":{"role":"user","content":"secret words"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(timeout))
+	var all []string
+	for !strings.Contains(strings.Join(all, ""), `"finish_reason"`) {
+		_, p, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("echo: %v after %q", err, all)
+		}
+		all = append(all, string(p))
+	}
+	if got := strings.Join(all, "\n"); !strings.Contains(got, `"content":"secret"`) || !strings.Contains(got, `"finish_reason":"complete"`) {
+		t.Errorf("echo: %s", got)
+	}
+	_, status, body := dial("stream")
+	_, wantStatus, wantBody := dial("nope")
+	if status != wantStatus || body != wantBody || status != http.StatusNotFound {
+		t.Errorf("stream, a router the key may not use: %d %s\nan unknown router: %d %s", status, body, wantStatus, wantBody)
 	}
 }

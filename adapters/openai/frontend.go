@@ -99,10 +99,8 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) bool
 
 // allowed reports whether the caller may name target and a route serves it.
 func (f *Frontend) allowed(r *http.Request, target string) bool {
-	if _, ok := f.cfg.Runner.Target(target); !ok {
-		return false
-	}
-	return canonical.PrincipalFrom(r.Context()).Allows(target)
+	_, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), target)
+	return ok
 }
 
 // serveModels lists the targets the caller may use as models.

@@ -278,7 +278,7 @@ func (f *Frontend) create(w http.ResponseWriter, r *http.Request) {
 		e.write(w)
 		return
 	}
-	if _, ok := f.cfg.Runner.Target(c.Model); !ok || !canonical.PrincipalFrom(r.Context()).Allows(c.Model) {
+	if _, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), c.Model); !ok {
 		(&apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
 			msg: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", c.Model)}).write(w)
 		return

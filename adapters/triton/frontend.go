@@ -103,13 +103,14 @@ func (f *Frontend) ready() bool { return f.cfg.Ready == nil || f.cfg.Ready() }
 
 // lookup resolves a model and version as Triton's metadata lookup does:
 // an unknown name is INVALID_ARG (400), an unknown version NOT_FOUND (404).
-// Every routed target is a model with version 1.
-func (f *Frontend) lookup(model, version string) *canonical.Error {
+// Every routed target the caller's key may use is a model with version 1;
+// one it may not use is unknown (canonical.VisibleTarget).
+func (f *Frontend) lookup(r *http.Request, model, version string) *canonical.Error {
 	v, msg := parseVersion(version)
 	if msg != "" {
 		return invalid("%s", msg)
 	}
-	if _, ok := f.cfg.Runner.Target(model); !ok {
+	if _, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), model); !ok {
 		return invalid("Request for unknown model: '%s' is not found", model)
 	}
 	if v != -1 && v != 1 {
@@ -159,7 +160,7 @@ func (f *Frontend) serveModelMetadata(w http.ResponseWriter, r *http.Request, mo
 		methodNotAllowed(w)
 		return
 	}
-	if e := f.lookup(model, version); e != nil {
+	if e := f.lookup(r, model, version); e != nil {
 		writeError(w, statusOf(e.Code), e.Message)
 		return
 	}
@@ -183,7 +184,7 @@ func (f *Frontend) serveModelReady(w http.ResponseWriter, r *http.Request, model
 		writeError(w, http.StatusServiceUnavailable, "Server not ready")
 		return
 	}
-	if _, ok := f.cfg.Runner.Target(model); !ok || (v != -1 && v != 1) {
+	if _, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), model); !ok || (v != -1 && v != 1) {
 		writeError(w, http.StatusBadRequest, "Model version not ready")
 		return
 	}
@@ -227,7 +228,7 @@ func (f *Frontend) serveGenerate(w http.ResponseWriter, r *http.Request, model, 
 		methodNotAllowed(w)
 		return
 	}
-	if e := f.lookup(model, version); e != nil {
+	if e := f.lookup(r, model, version); e != nil {
 		writeError(w, statusOf(e.Code), e.Message)
 		return
 	}
