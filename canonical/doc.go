@@ -24,4 +24,13 @@
 //     messages stream mode without subgraphs; interrupts from anywhere.
 //   - Backend, Stream, Runner, Tools, Observer and ThreadStore: the ports
 //     (ThreadStore: durable per-thread records, provided by the bridge).
+//
+// JSON payloads (state values and updates, tool inputs and outputs,
+// interrupt payloads, custom and task events, typed parameters) travel as
+// google.protobuf.Value, whose numbers are doubles: an integer beyond
+// ±2^53 arrives rounded (12345678901234567890 as 12345678901234567000), as
+// JavaScript's JSON.parse reads it, and an object's members arrive sorted
+// by name (JSON objects are unordered). A client that keeps big integers
+// exact sees the rounding; carrying such payloads as raw JSON would end it
+// and is a change to the model.
 package canonical
