@@ -119,7 +119,8 @@
 // # Limits
 //
 // Frontend: MaxMessageBytes (1 MiB, larger frames close with 1009),
-// MaxInFlight per connection (64), MaxConnections (1024), SendQueue (1024
+// MaxInFlight per connection (64), MaxConnections (1024; 256 per API key,
+// MaxConnectionsPerKey, so one key cannot take them all), SendQueue (1024
 // frames), WriteTimeout (10s), PingInterval (30s). Backend: max_message_bytes
 // (4 MiB), connections (4), max_in_flight per connection (256),
 // max_buffered_frames per run (1024),

@@ -33,6 +33,10 @@ type FrontendConfig struct {
 	// MaxConnections bounds the open chatStream connections; an upgrade
 	// beyond it gets 503. Default 1024.
 	MaxConnections int
+	// MaxConnectionsPerKey bounds one API key's open connections, so that
+	// one key cannot take every connection from the others; an upgrade
+	// beyond it gets 503. Default MaxConnections/4.
+	MaxConnectionsPerKey int
 	// SendQueue is how many frames may wait for a connection's writer; a
 	// client that lets it fill is cut off with 1008 (internal/wsconn).
 	// Default 1024.
@@ -54,6 +58,7 @@ func (c FrontendConfig) withDefaults() FrontendConfig {
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 1<<20)
 	c.MaxInFlight = cmp.Or(c.MaxInFlight, 64)
 	c.MaxConnections = cmp.Or(c.MaxConnections, 1024)
+	c.MaxConnectionsPerKey = cmp.Or(c.MaxConnectionsPerKey, max(c.MaxConnections/4, 1))
 	c.SendQueue = cmp.Or(c.SendQueue, 1024)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -72,13 +77,14 @@ type Frontend struct {
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
+	keyConns map[string]int // open connections per API key name (auth on)
 	shutdown bool
 	handlers sync.WaitGroup // one per admitted connection
 }
 
 // NewFrontend returns the frontend.
 func NewFrontend(cfg FrontendConfig) *Frontend {
-	return &Frontend{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}}
+	return &Frontend{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}, keyConns: map[string]int{}}
 }
 
 // Mount registers GET /v1/language/{router}/chatStream on mux.
@@ -191,14 +197,24 @@ func (f *Frontend) admit(reqCtx context.Context, router string, info canonical.T
 	if len(f.conns) >= f.cfg.MaxConnections {
 		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "too many chatStream connections (MaxConnections %d)", f.cfg.MaxConnections)
 	}
+	var key string
+	if p := canonical.PrincipalFrom(reqCtx); p != nil {
+		key = p.Name
+	}
+	if key != "" && f.keyConns[key] >= f.cfg.MaxConnectionsPerKey {
+		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "too many chatStream connections for this API key (MaxConnectionsPerKey %d)", f.cfg.MaxConnectionsPerKey)
+	}
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(reqCtx))
 	c := &conn{
-		f: f, router: router, ctx: ctx, cancel: cancel,
+		f: f, router: router, key: key, ctx: ctx, cancel: cancel,
 		model:    model{ID: info.Backend, Provider: "interlingua", Name: router},
 		inflight: map[string]*request{},
 		log:      f.cfg.Logger.With("protocol", "glide", "router", router),
 	}
 	f.conns[c] = struct{}{}
+	if key != "" {
+		f.keyConns[key]++
+	}
 	f.handlers.Add(1)
 	return c, nil
 }
@@ -206,6 +222,11 @@ func (f *Frontend) admit(reqCtx context.Context, router string, info canonical.T
 func (f *Frontend) forget(c *conn) {
 	f.mu.Lock()
 	delete(f.conns, c)
+	if c.key != "" {
+		if f.keyConns[c.key]--; f.keyConns[c.key] == 0 {
+			delete(f.keyConns, c.key)
+		}
+	}
 	f.mu.Unlock()
 	f.handlers.Done()
 }
@@ -233,7 +254,8 @@ var (
 type conn struct {
 	f      *Frontend
 	router string
-	model  model // named in chunks when the run names none
+	key    string // the API key's name; "" with auth off
+	model  model  // named in chunks when the run names none
 	log    *slog.Logger
 	ctx    context.Context // cancelled when the connection ends: cancels every run
 	cancel context.CancelCauseFunc

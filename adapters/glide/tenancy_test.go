@@ -65,3 +65,57 @@ func TestTenancyKeyTargets(t *testing.T) {
 		t.Errorf("stream, a router the key may not use: %d %s\nan unknown router: %d %s", status, body, wantStatus, wantBody)
 	}
 }
+
+// TestConnectionsPerKey: one API key holds at most a quarter of the
+// chatStream connections (MaxConnectionsPerKey, 256 of 1,024), so it
+// cannot lock the other keys out: its next upgrade is refused 503 in
+// Glide's error form while another key still connects, and a connection
+// it closes gives its place back.
+func TestConnectionsPerKey(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	u := "ws" + strings.TrimPrefix(inst.URL, "http") + "/v1/language/echo/chatStream"
+	dial := func(key string) (*websocket.Conn, int, string) {
+		t.Helper()
+		ws, resp, err := websocket.DefaultDialer.Dial(u, http.Header{"Authorization": {"Bearer " + key}})
+		if err != nil {
+			if resp == nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return nil, resp.StatusCode, string(body)
+		}
+		t.Cleanup(func() { ws.Close() })
+		return ws, http.StatusSwitchingProtocols, ""
+	}
+	var held []*websocket.Conn
+	for i := range 256 {
+		ws, status, body := dial("key-a")
+		if ws == nil {
+			t.Fatalf("key a's connection %d: %d %s", i+1, status, body)
+		}
+		held = append(held, ws)
+	}
+	// Glide's form for resource_exhausted, as for MaxConnections.
+	const want = `{"name":"unknown_error","message":"resource_exhausted: too many chatStream connections for this API key (MaxConnectionsPerKey 256)"}`
+	if ws, status, body := dial("key-a"); ws != nil || status != http.StatusServiceUnavailable || body != want {
+		t.Fatalf("key a's connection 257: %d %s, want 503 %s", status, body, want)
+	}
+	if ws, status, body := dial("key-b"); ws == nil {
+		t.Fatalf("key b, while a holds its share: %d %s", status, body)
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, status, body := dial("key-a")
+		if ws != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key a after closing one: %d %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
