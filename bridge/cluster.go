@@ -43,29 +43,20 @@ const (
 	runQueue       = "interlingua"
 	hdrErrorCode   = "Interlingua-Error-Code"
 	hdrErrorDetail = "Interlingua-Error"
-	// hdrPrincipal carries the caller's key (principalHeader, JSON) with
-	// a run placed on another instance, which runs it as that key: its
-	// nested runs, its metrics, its capture. Instances trust each other:
-	// the fabric is the cluster's own NATS (nats.creds and TLS secure it).
+	// hdrPrincipal carries the caller (JSON canonical.Principal, as the
+	// agent frontend's forwarded commands carry it) with a run placed on
+	// another instance, which runs it as that key: its nested runs, its
+	// metrics, its capture. Instances trust each other: the fabric is the
+	// cluster's own NATS (nats.creds and TLS secure it).
 	hdrPrincipal = "Interlingua-Principal"
 )
 
-// principalHeader is a canonical.Principal on the fabric.
-type principalHeader struct {
-	Name         string   `json:"name"`
-	Targets      []string `json:"targets,omitempty"`
-	MaxRuns      int      `json:"max_runs,omitempty"`
-	MaxObservers int      `json:"max_observers,omitempty"`
-}
-
 // setPrincipal puts ctx's caller, if any, on msg.
 func setPrincipal(ctx context.Context, msg *nats.Msg) {
-	p := canonical.PrincipalFrom(ctx)
-	if p == nil {
-		return
+	if p := canonical.PrincipalFrom(ctx); p != nil {
+		b, _ := json.Marshal(p)
+		msg.Header.Set(hdrPrincipal, string(b))
 	}
-	b, _ := json.Marshal(principalHeader{Name: p.Name, Targets: p.Targets, MaxRuns: p.MaxRuns, MaxObservers: p.MaxObservers})
-	msg.Header.Set(hdrPrincipal, string(b))
 }
 
 // withPrincipal returns ctx with msg's caller, if it names one.
@@ -74,11 +65,11 @@ func withPrincipal(ctx context.Context, msg *nats.Msg) (context.Context, error) 
 	if h == "" {
 		return ctx, nil
 	}
-	var p principalHeader
-	if err := json.Unmarshal([]byte(h), &p); err != nil {
+	p := &canonical.Principal{}
+	if err := json.Unmarshal([]byte(h), p); err != nil {
 		return ctx, canonical.Errorf(canonical.CodeInvalidArgument, "run request: unreadable %s header: %v", hdrPrincipal, err)
 	}
-	return canonical.WithPrincipal(ctx, &canonical.Principal{Name: p.Name, Targets: p.Targets, MaxRuns: p.MaxRuns, MaxObservers: p.MaxObservers}), nil
+	return canonical.WithPrincipal(ctx, p), nil
 }
 
 // clusterState is the bridge's part in the fabric.
