@@ -1,5 +1,7 @@
 package agent
 
+import "slices"
+
 // evictLog remembers, of the events a thread's buffer let go, what a
 // filter looks at, so subscription.reconnect's missed_events counts only
 // the events its subscriptions would have delivered (issue 36 #4), not
@@ -10,7 +12,8 @@ package agent
 // jump), are described by none, and a count over them is every seq: an
 // upper bound, never an undercount.
 type evictLog struct {
-	spans []evictSpan // oldest first, seqs increasing, not overlapping
+	spans []evictSpan // spans[head:] are kept: oldest first, seqs increasing, not overlapping
+	head  int         // spans before it were dropped past maxEvictSpans
 }
 
 // evictSpan is evicted seqs first..last, each with the same filter fields.
@@ -19,35 +22,45 @@ type evictSpan struct {
 	method      string
 	custom      string
 	ns          []string
-	nsKey       string
 }
 
-// maxEvictSpans bounds a thread's evictLog (about 100 bytes each).
+// maxEvictSpans bounds a thread's evictLog (about 80 bytes each).
 const maxEvictSpans = 1024
 
 // add records an evicted record.
 func (l *evictLog) add(rec *record) {
-	k := nsKey(rec.ns)
-	if n := len(l.spans); n > 0 {
+	if n := len(l.spans); n > l.head {
 		s := &l.spans[n-1]
-		if s.last+1 == rec.seq && s.method == rec.method && s.custom == rec.custom && s.nsKey == k {
+		if s.last+1 == rec.seq && s.method == rec.method && s.custom == rec.custom && slices.Equal(s.ns, rec.ns) {
 			s.last = rec.seq
 			return
 		}
 	}
-	if len(l.spans) == maxEvictSpans {
-		l.spans = append(l.spans[:0], l.spans[1:]...)
+	if len(l.spans)-l.head == maxEvictSpans {
+		// The oldest goes; the array is compacted once a quarter of it is
+		// dropped, not at every span (a stream whose events alternate
+		// makes a span of each).
+		l.spans[l.head] = evictSpan{}
+		if l.head++; l.head == maxEvictSpans/4 {
+			n := copy(l.spans, l.spans[l.head:])
+			clear(l.spans[n:])
+			l.spans, l.head = l.spans[:n], 0
+		}
 	}
-	l.spans = append(l.spans, evictSpan{first: rec.seq, last: rec.seq, method: rec.method, custom: rec.custom, ns: rec.ns, nsKey: k})
+	l.spans = append(l.spans, evictSpan{first: rec.seq, last: rec.seq, method: rec.method, custom: rec.custom, ns: rec.ns})
 }
+
+// kept is the spans still described.
+func (l *evictLog) kept() []evictSpan { return l.spans[l.head:] }
 
 // forgetFrom drops what is recorded of seqs from seq on: the buffer is
 // rebuilt from there (a catch-up with the owner's).
 func (l *evictLog) forgetFrom(seq uint64) {
-	for n := len(l.spans); n > 0; n = len(l.spans) {
+	for n := len(l.spans); n > l.head; n = len(l.spans) {
 		s := &l.spans[n-1]
 		switch {
 		case s.first >= seq:
+			l.spans[n-1] = evictSpan{}
 			l.spans = l.spans[:n-1]
 			continue
 		case s.last >= seq:
@@ -64,8 +77,7 @@ func (l *evictLog) missed(after, before uint64, match func(*record) bool) uint64
 		return 0
 	}
 	n := before - 1 - after
-	for i := range l.spans {
-		s := &l.spans[i]
+	for _, s := range l.kept() {
 		lo, hi := max(s.first, after+1), min(s.last, before-1)
 		if lo > hi {
 			continue

@@ -34,7 +34,7 @@ func TestEvictLogCountsMatchingEvents(t *testing.T) {
 			recs = append(recs, r)
 			l.add(&recs[len(recs)-1])
 		}
-		exact := len(l.spans) < maxEvictSpans // nothing forgotten
+		exact := len(l.kept()) < maxEvictSpans // nothing forgotten
 		for _, fs := range filters {
 			p, _ := parseParams([]byte(fs))
 			f, pe := parseFilter(p, "test")
@@ -50,7 +50,7 @@ func TestEvictLogCountsMatchingEvents(t *testing.T) {
 			}
 			got := l.missed(after, before, f.match)
 			if (exact && got != want) || got < want {
-				t.Fatalf("seed %d, %d events in %d spans, %s, (%d, %d): missed %d, want %d", seed, n, len(l.spans), fs, after, before, got, want)
+				t.Fatalf("seed %d, %d events in %d spans, %s, (%d, %d): missed %d, want %d", seed, n, len(l.kept()), fs, after, before, got, want)
 			}
 		}
 	}
@@ -70,5 +70,35 @@ func TestEvictLogForgetFrom(t *testing.T) {
 	l.forgetFrom(6)
 	if got := l.missed(0, 11, none); got != 5 {
 		t.Fatalf("after forgetFrom(6): %d missed of seqs 6..10, want 5", got)
+	}
+}
+
+// Past maxEvictSpans the log keeps exactly the newest spans, through the
+// drops and compactions: events whose fields alternate (a span each)
+// are counted exactly over the newest maxEvictSpans seqs and as missed
+// before them.
+func TestEvictLogKeepsTheNewestSpans(t *testing.T) {
+	var l evictLog
+	const n = 3*maxEvictSpans + maxEvictSpans/3
+	for seq := uint64(1); seq <= n; seq++ {
+		m := methodMessages
+		if seq%2 == 0 {
+			m = methodLifecycle
+		}
+		l.add(&record{seq: seq, method: m, ns: []string{}})
+		if k := len(l.kept()); k != int(min(seq, maxEvictSpans)) {
+			t.Fatalf("after seq %d: %d spans kept", seq, k)
+		}
+	}
+	lifecycle := func(r *record) bool { return r.method == methodLifecycle }
+	first := uint64(n - maxEvictSpans + 1) // the oldest seq still described
+	if got, want := l.missed(first-1, n+1, lifecycle), uint64(maxEvictSpans/2); got != want {
+		t.Errorf("over the kept seqs: %d missed, want %d", got, want)
+	}
+	if got, want := l.missed(0, first, lifecycle), first-1; got != want {
+		t.Errorf("over the forgotten seqs: %d missed, want every one, %d", got, want)
+	}
+	if cap(l.spans) > 2*maxEvictSpans {
+		t.Errorf("the log's array holds %d spans", cap(l.spans))
 	}
 }
