@@ -259,7 +259,10 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 				r.startErr = <-claim
 			}
 			if knownThread && b.fabric != nil && r.startErr == nil {
-				r.startErr = b.recoverSeq(runCtx, r.threadID, r.thread)
+				// Not the run's context: a run cancelled now still ends
+				// with an event, numbered after the thread's last; the
+				// request is bounded by JetStream's default timeout.
+				r.startErr = b.recoverSeq(context.WithoutCancel(runCtx), r.threadID, r.thread)
 			}
 		}()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -102,6 +103,42 @@ func TestRunFailsWhenThreadSeqUnknown(t *testing.T) {
 	for _, ev := range evs {
 		if ev.GetBlockDelta() != nil {
 			t.Fatalf("a delta was delivered under a guessed seq: %v", ev)
+		}
+	}
+}
+
+// A run of a known thread cancelled before the replay log has answered
+// for the thread's last seq still reads it and ends cancelled, numbered
+// after the thread's last event: the cancellation is the client's, not a
+// reason to fail the run unavailable (it did, when the log request shared
+// the run's context).
+func TestCancelBeforeSeqRecovered(t *testing.T) {
+	ns := natsServer(t)
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	body := `{"target":"stream","threadId":"known","parameters":{"deltas":2},"inputs":[]}`
+	first, code := postRun(t, a.URL, body)
+	if code != 200 || len(first) == 0 {
+		t.Fatalf("first run: status %d, %d events", code, len(first))
+	}
+	last := first[len(first)-1].GetSeq()
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &canonical.Request{Target: "stream", ThreadId: "known", RunId: fmt.Sprintf("cancelled-%d", i),
+			Parameters: map[string]*structpb.Value{"hang": structpb.NewBoolValue(true)}}
+		s, err := a.Bridge().Run(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		evs, _ := canonical.Collect(s)
+		end := evs[len(evs)-1]
+		if st, _ := canonical.TerminalOf(end); st != canonical.StatusCancelled {
+			t.Fatalf("run %d ended %v", i, end)
+		}
+		for _, ev := range evs {
+			if last++; ev.GetSeq() != last {
+				t.Fatalf("run %d: event %v, want seq %d", i, ev, last)
+			}
 		}
 	}
 }
