@@ -393,6 +393,8 @@ type remoteStream struct {
 	lastSeq   uint64    // the run's last seq delivered
 	threadSeq uint64    // the thread's last seq seen, of any run; 0 before the first
 	alive     time.Time // when the owner last sent an event or heartbeat of the run
+	leftAt    time.Time // when Recv first saw the client's context ended
+	cancelled sync.Once // the run's cancel is sent to its owner
 	ended     atomic.Bool
 	once      sync.Once
 }
@@ -403,19 +405,13 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 		if r.ended.Load() {
 			return nil, io.EOF
 		}
-		if r.alive.IsZero() {
-			r.alive = r.b.now()
-		}
-		wait := r.timeout - r.b.now().Sub(r.alive)
-		var msg *nats.Msg
-		err := nats.ErrTimeout
-		if wait > 0 {
-			msg, err = r.sub.NextMsg(wait)
-		}
+		msg, err := r.next()
 		switch {
 		case err == nil:
 			r.receive(msg)
-		case r.ctx.Err() != nil:
+		case errors.Is(err, nats.ErrTimeout) && r.b.now().Sub(r.alive) < r.timeout:
+			// The client left and the owner, alive, has not ended the run
+			// it was asked to cancel within the timeout: it ends here.
 			r.end(canonical.StatusCancelled, canonical.AsError(r.ctx.Err()))
 		case errors.Is(err, nats.ErrTimeout):
 			r.ownerGone()
@@ -432,6 +428,29 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 		r.cleanup(false)
 	}
 	return ev, nil
+}
+
+// next waits for the thread's next message: while the owner is heard
+// from within the timeout and, once the client has left (its run is being
+// cancelled at the owner), for up to the timeout from then. The owner's
+// own end of a cancelled run is what the client gets: it holds the seq
+// the replay log gives it, which an end made here would reuse.
+func (r *remoteStream) next() (*nats.Msg, error) {
+	now := r.b.now()
+	if r.alive.IsZero() {
+		r.alive = now
+	}
+	wait := r.timeout - now.Sub(r.alive)
+	if r.ctx.Err() != nil {
+		if r.leftAt.IsZero() {
+			r.leftAt = now
+		}
+		wait = min(wait, r.timeout-now.Sub(r.leftAt))
+	}
+	if wait <= 0 {
+		return nil, nats.ErrTimeout
+	}
+	return r.sub.NextMsg(wait)
 }
 
 // receive takes one message of the thread: a heartbeat, or events.
@@ -484,15 +503,12 @@ func (r *remoteStream) fill(next uint64) bool {
 			r.alive = r.b.now()
 			return true
 		}
-		if r.ctx.Err() != nil || r.b.now().After(deadline) {
+		if r.b.now().After(deadline) {
 			r.b.log.Warn("remote run missed events", "thread", r.thread, "run", r.run, "after", r.threadSeq, "before", next, "err", err)
 			r.end(canonical.StatusFailed, canonical.Errorf(canonical.CodeDataLoss, "events %d to %d of the run's thread were lost in transit", r.threadSeq+1, next-1))
 			return false
 		}
-		select {
-		case <-r.ctx.Done():
-		case <-time.After(fillRetry):
-		}
+		time.Sleep(fillRetry)
 	}
 }
 
@@ -509,7 +525,9 @@ const fillRetry = 250 * time.Millisecond
 // readMissed reads the thread's events between the last seen and next;
 // an error when the log has not them all.
 func (r *remoteStream) readMissed(next uint64) ([]*canonical.Event, error) {
-	ctx, cancel := context.WithTimeout(r.ctx, r.timeout)
+	// Not the client's context: a client that left still gets the
+	// owner's end of the run, after the events before it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
 	defer cancel()
 	missed, err := r.b.fabric.threadEventsBetween(ctx, r.thread, r.threadSeq, next)
 	if err == nil && uint64(len(missed)) != next-r.threadSeq-1 {
@@ -597,9 +615,11 @@ func stampEnd(evs []*canonical.Event, thread, run string, last uint64, now time.
 	return evs
 }
 
-// abort runs when the client's context ends: cancel the run at its owner
-// and unblock Recv.
-func (r *remoteStream) abort() { r.cleanup(true) }
+// abort runs when the client's context ends: the run is cancelled at its
+// owner, whose end of it Recv then waits for.
+func (r *remoteStream) abort() {
+	r.cancelled.Do(func() { r.b.cancelRemote(r.thread, r.run) })
+}
 
 // Close implements canonical.Stream.
 func (r *remoteStream) Close() error {
@@ -614,7 +634,7 @@ func (r *remoteStream) cleanup(cancelRun bool) {
 		delete(r.b.remotes, r)
 		r.b.mu.Unlock()
 		if cancelRun {
-			r.b.cancelRemote(r.thread, r.run)
+			r.abort()
 		}
 		_ = r.sub.Unsubscribe()
 	})
