@@ -231,14 +231,21 @@ func respondError(msg *nats.Msg, e *canonical.Error) {
 }
 
 type command struct {
-	CancelRun string `json:"cancel_run,omitempty"`
+	CancelRun    string `json:"cancel_run,omitempty"`
+	CancelThread string `json:"cancel_thread,omitempty"`
 }
 
 // serveCommand obeys a command for a run that lives here.
 func (b *Bridge) serveCommand(msg *nats.Msg) {
 	var c command
-	if json.Unmarshal(msg.Data, &c) == nil && c.CancelRun != "" {
+	if json.Unmarshal(msg.Data, &c) != nil {
+		return
+	}
+	if c.CancelRun != "" {
 		b.cancelRun(c.CancelRun)
+	}
+	if c.CancelThread != "" {
+		b.cancelThreadHere(c.CancelThread)
 	}
 }
 
@@ -638,6 +645,34 @@ func (r *remoteStream) cleanup(cancelRun bool) {
 		}
 		_ = r.sub.Unsubscribe()
 	})
+}
+
+// CancelThread cancels every run of thread, on whichever instance runs it:
+// a frontend whose client asks, on any instance, to stop what it started
+// on another (an OpenAI Responses background response cancelled through
+// a load balancer). Each run ends cancelled, as a client that left ends
+// it. The caller has checked that the thread is the caller's key's.
+func (b *Bridge) CancelThread(thread string) {
+	b.cancelThreadHere(thread)
+	if b.fabric != nil && b.cluster.started {
+		data, _ := json.Marshal(command{CancelThread: thread})
+		b.fabric.Publish(b.subject("cmd", subject.Token(thread)), data)
+	}
+}
+
+// cancelThreadHere cancels the thread's runs that run on this instance.
+func (b *Bridge) cancelThreadHere(thread string) {
+	b.mu.Lock()
+	var runs []*run
+	for _, r := range b.runs {
+		if r.threadID == thread {
+			runs = append(runs, r)
+		}
+	}
+	b.mu.Unlock()
+	for _, r := range runs {
+		r.cancel()
+	}
 }
 
 // cancelRemote asks the instance running a run to cancel it.

@@ -134,7 +134,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	s.http.RegisterOnShutdown(s.bridge.inspect.Close) // the inspector's live streams end (nil-safe)
 	s.backends = backends
-	deps := protocol.FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, Tools: s.tools,
+	deps := protocol.FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, CancelThread: s.bridge.CancelThread, Tools: s.tools,
 		Fabric: frontendFabric{fabric}, Ready: func() bool { return !s.bridge.Draining() && fabric.Ready() },
 		OnShutdown: s.http.RegisterOnShutdown, OnClose: func(f func()) { s.closers = append(s.closers, f) }}
 	for _, p := range protocols.All {

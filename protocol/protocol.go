@@ -117,7 +117,11 @@ type FrontendDeps struct {
 	// (not found) another key's thread; frontends that keep thread state
 	// of their own call it before serving a thread.
 	CheckThread func(ctx context.Context, thread string) error
-	Tools       canonical.Tools
+	// CancelThread cancels a thread's runs on whichever instance runs
+	// them (each ends cancelled); the caller has checked the thread is
+	// the caller's.
+	CancelThread func(thread string)
+	Tools        canonical.Tools
 	// Fabric is the instance's NATS side; nil in servers without one.
 	Fabric Fabric
 	// Ready reports whether the instance takes new runs (not draining,

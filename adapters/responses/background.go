@@ -139,8 +139,10 @@ func (f *Frontend) finishBackground(ctx context.Context, stream canonical.Stream
 }
 
 // cancel answers POST /v1/responses/{id}/cancel: a background response
-// still running on this instance is cancelled and its record returned;
-// one that has ended is returned as it is (cancel is idempotent).
+// still running is cancelled, on this instance or, through the bridge, on
+// the one that started it, and its record returned once it has recorded
+// the end (or store_timeout passed); one that has ended is returned as it
+// is (cancel is idempotent).
 func (f *Frontend) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	rec, _, e := f.load(r.Context(), id)
 	if e != nil {
@@ -151,19 +153,44 @@ func (f *Frontend) cancel(w http.ResponseWriter, r *http.Request, id string) {
 		invalid("", "Only responses created with background=true can be cancelled.").write(w)
 		return
 	}
-	if run := f.bg.get(id); run != nil {
+	switch run := f.bg.get(id); {
+	case run != nil:
 		run.cancel()
 		select {
 		case <-run.done:
 		case <-time.After(f.cfg.StoreTimeout):
 		}
-		if rec, _, e = f.load(r.Context(), id); e != nil {
-			e.write(w)
-			return
-		}
-	} else if rec.Response.Status == "queued" || rec.Response.Status == "in_progress" {
-		(&apiError{status: http.StatusConflict, msg: fmt.Sprintf("Response with id '%s' is running on another instance of this server: cancel it there.", id)}).write(w)
+		rec, _, e = f.load(r.Context(), id)
+	case unfinished(rec) && f.cfg.CancelThread != nil:
+		f.cfg.CancelThread(id) // the response's thread is its id
+		rec, e = f.awaitEnd(r.Context(), id)
+	case unfinished(rec): // no bridge to reach the instance running it
+		e = &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Response with id '%s' is running on another instance of this server: cancel it there.", id)}
+	}
+	if e != nil {
+		e.write(w)
 		return
 	}
 	writeJSON(w, http.StatusOK, &rec.Response)
 }
+
+// awaitEnd reads a response's record until it is no longer unfinished (the
+// instance running it records its end) or store_timeout passes; it
+// returns the record as it then is.
+func (f *Frontend) awaitEnd(ctx context.Context, id string) (*record, *apiError) {
+	deadline := time.Now().Add(f.cfg.StoreTimeout)
+	for {
+		rec, _, e := f.load(ctx, id)
+		if e != nil || !unfinished(rec) || time.Now().After(deadline) {
+			return rec, e
+		}
+		select {
+		case <-ctx.Done():
+			return rec, nil
+		case <-time.After(awaitEndPoll):
+		}
+	}
+}
+
+// awaitEndPoll is how often awaitEnd reads the record.
+const awaitEndPoll = 20 * time.Millisecond

@@ -59,19 +59,22 @@
 //     A finished response whose events have left the log (replay_max_age)
 //     is rendered from the stored response after replay_wait (3s); its
 //     sequence numbers then count one delta per part.
+//   - background: true answers the queued response at once (or streams
+//     it, the run going on when the client leaves); the run ends and is
+//     recorded on the instance that started it. POST
+//     /v1/responses/{id}/cancel cancels it through any instance (the
+//     bridge cancels the response's thread wherever it runs) and answers
+//     the cancelled record once recorded; cancel of a foreground response
+//     is refused as OpenAI refuses it.
 //
-// Stated degradations: background is refused (400, param background,
-// code unsupported_parameter), and so is cancel of any response (only
-// background responses can be cancelled); GET with stream=true is refused
-// (a stream cannot be resumed); conversation and item_reference are
-// refused; tools other than function tools are refused; file_id parts are
-// refused (send file_data or image_url); data and ref blocks of the output,
-// tool activity run by the bridge, nested runs' content and interrupts are
-// not rendered (an interrupted run reads as completed; an agent's run is
+// Stated degradations: conversation and item_reference are refused; tools
+// other than function tools are refused; file_id parts are refused (send
+// file_data or image_url); data and ref blocks of the output, tool
+// activity run by the bridge, nested runs' content and interrupts are not
+// rendered (an interrupted run reads as completed; an agent's run is
 // rendered as canonical.AnswerStream views it: the graph's own nodes'
 // messages are the output, a subgraph's own nodes' are not); reasoning
-// state of
-// earlier turns (encrypted_content) is not sent to a backend.
+// state of earlier turns (encrypted_content) is not sent to a backend.
 //
 // # Canonical form of a conversation
 //

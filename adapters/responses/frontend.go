@@ -56,6 +56,10 @@ type FrontendConfig struct {
 	// CheckThread refuses another API key's response (the bridge's
 	// tenancy); nil: only the record's owner is compared.
 	CheckThread func(ctx context.Context, thread string) error `yaml:"-"`
+	// CancelThread cancels a thread's runs on whichever instance runs
+	// them: a background response cancelled on an instance other than
+	// the one that started it.
+	CancelThread func(thread string) `yaml:"-"`
 	// Observer reads a response's run from the bridge's replay log, for
 	// GET ?stream=true; nil: refused.
 	Observer canonical.Observer `yaml:"-"`

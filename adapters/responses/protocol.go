@@ -31,7 +31,8 @@ func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
 	if err := protocol.DecodeOptions(d.Options, &cfg); err != nil {
 		return err
 	}
-	cfg.Runner, cfg.CheckThread, cfg.Observer, cfg.Logger = d.Runner, d.CheckThread, d.Observer, d.Log.With("protocol", "responses")
+	cfg.Runner, cfg.CheckThread, cfg.CancelThread, cfg.Observer = d.Runner, d.CheckThread, d.CancelThread, d.Observer
+	cfg.Logger = d.Log.With("protocol", "responses")
 	if d.Fabric != nil {
 		cfg.Store = d.Fabric.ThreadStore()
 	}

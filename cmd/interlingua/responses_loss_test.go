@@ -240,3 +240,22 @@ func TestResponsesInFlightEndedAfterKill9(t *testing.T) {
 		}
 	}
 }
+
+// A background response is cancelled through whichever instance the
+// cancel reaches (a load balancer picks): B asks the bridge to cancel the
+// response's thread, A, running it, ends it cancelled and records that,
+// and B answers the cancelled response. Another key's cancel is not found
+// and stops nothing.
+func TestResponsesCancelOnOtherInstance(t *testing.T) {
+	_, _, _, _, a, b := responsesDaemons(t)
+	id := created(t, a.base, `{"model":"hanging","input":"wait","background":true}`)
+	waitLogged(t, a.base, id)
+	if code, body := bridgetest.Call(t, b.base, "key-b", "POST", "/v1/responses/"+id+"/cancel", ""); code != 404 {
+		t.Fatalf("bob's cancel: %d %s", code, body)
+	}
+	code, body := bridgetest.Call(t, b.base, "key-a", "POST", "/v1/responses/"+id+"/cancel", "")
+	if code != 200 || !strings.Contains(body, `"status":"cancelled"`) {
+		t.Fatalf("cancel on B: %d %s", code, body)
+	}
+	sameJSON(t, "the record on A", pollStatus(t, a.base, id, "cancelled"), body)
+}
