@@ -25,6 +25,13 @@ func TestCancelAtAnyPointKeepsTheLog(t *testing.T) {
 	client := bridgetest.Start(t, clusterConfig(ns.ClientURL(), "none"))
 	rng := rand.New(rand.NewPCG(1, 2))
 	const thread, runs = "cancel-prop", 40
+	// An observer on the client's instance follows the thread live from
+	// before its first run: it sees what the log holds, as it is written.
+	live, err := client.Bridge().Observe(context.Background(), thread, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
 	var seen []*canonical.Event
 	for i := range runs {
 		at := host
@@ -33,30 +40,29 @@ func TestCancelAtAnyPointKeepsTheLog(t *testing.T) {
 		}
 		seen = append(seen, cancelledRun(t, at, thread, fmt.Sprintf("run-%d", i), time.Duration(rng.IntN(3000))*time.Microsecond)...)
 	}
-	o, err := host.Bridge().Observe(context.Background(), thread, 0)
+	replay, err := host.Bridge().Observe(context.Background(), thread, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer o.Close()
-	ends := map[string]int{}
-	for want := uint64(1); want <= uint64(len(seen)); want++ {
-		ev, err := o.Recv()
-		if err != nil {
-			t.Fatalf("replay ended before seq %d: %v", want, err)
-		}
-		if !proto.Equal(ev, seen[want-1]) {
-			t.Fatalf("the log's seq %d is %v; a client saw %v", want, ev, seen[want-1])
-		}
-		if st, ok := canonical.TerminalOf(ev); ok {
-			ends[ev.GetRunId()]++
-			if st == canonical.StatusFailed {
-				t.Fatalf("run %s failed: %v", ev.GetRunId(), ev)
+	defer replay.Close()
+	for name, o := range map[string]canonical.Stream{"the replay": replay, "the live observer": live} {
+		ends := map[string]int{}
+		for want := uint64(1); want <= uint64(len(seen)); want++ {
+			ev, err := o.Recv()
+			if err != nil {
+				t.Fatalf("%s ended before seq %d: %v", name, want, err)
+			}
+			if !proto.Equal(ev, seen[want-1]) {
+				t.Fatalf("%s's seq %d is %v; a client saw %v", name, want, ev, seen[want-1])
+			}
+			if _, ok := canonical.TerminalOf(ev); ok {
+				ends[ev.GetRunId()]++
 			}
 		}
-	}
-	for i := range runs {
-		if n := ends[fmt.Sprintf("run-%d", i)]; n != 1 {
-			t.Fatalf("run-%d has %d terminal events in the log", i, n)
+		for i := range runs {
+			if n := ends[fmt.Sprintf("run-%d", i)]; n != 1 {
+				t.Fatalf("%s: run-%d has %d terminal events", name, i, n)
+			}
 		}
 	}
 }
