@@ -115,15 +115,28 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 	if !ok {
 		return nil, canonical.Errorf(canonical.CodeNotFound, "unknown target %q", req.GetTarget())
 	}
-	if req.RunId == "" {
+	chosenRunID := req.RunId != ""
+	if !chosenRunID {
 		req.RunId = canonical.NewID("run-")
 	}
 	var claim <-chan error // a thread named for the run alone, being claimed for its key
-	if req.ThreadId == "" {
+	switch {
+	case req.ThreadId == "" && chosenRunID:
+		// A run id the client chose may name a thread that exists (another
+		// key's): the claim is awaited, and refused before any event.
+		req.ThreadId = req.RunId
+		if err := <-b.owners.claimNew(ctx, req.GetThreadId(), p); err != nil {
+			return nil, canonical.AsError(err)
+		}
+	case req.ThreadId == "":
+		// 128 random bits name no thread yet: the claim is made while the
+		// run starts (the first event waits for it).
 		req.ThreadId = req.RunId
 		claim = b.owners.claimNew(ctx, req.GetThreadId(), p)
-	} else if err := b.owners.check(ctx, req.GetThreadId(), p); err != nil {
-		return nil, err
+	default:
+		if err := b.owners.check(ctx, req.GetThreadId(), p); err != nil {
+			return nil, err
+		}
 	}
 	release, err := b.admitKey(p)
 	if err != nil {
@@ -431,6 +444,7 @@ type run struct {
 	seqReady   chan struct{} // closed when the thread's seq is recovered; nil: nothing to wait for
 	seqKnown   bool          // take saw seqReady closed
 	startErr   error         // the run's new thread could not be claimed, or its thread's last seq read (set before seqReady closes)
+	unlogged   bool          // startErr ended the run: its end goes to its client only
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending
@@ -493,7 +507,11 @@ func (r *run) take() (*canonical.Event, error) {
 		<-r.seqReady
 		r.seqKnown = true
 		if r.startErr != nil {
+			// The run never began on its thread (not claimed, or its last
+			// seq unknown): its end is its client's alone, written to no
+			// log and taking no seq of the thread's.
 			r.cancel()
+			r.pub, r.unlogged = nil, true
 			r.owed = r.guard.End(r.owed, canonical.StatusFailed, canonical.AsError(r.startErr))
 		}
 	}
@@ -547,6 +565,11 @@ func (r *run) take() (*canonical.Event, error) {
 	canonical.Stamp(ev, r.readAt)
 	t := r.thread
 	t.mu.Lock()
+	if r.unlogged { // numbered after the thread's events, taking none of their seqs
+		ev.Seq = t.seq + uint64(r.next)
+		t.mu.Unlock()
+		return r.taken(ev), nil
+	}
 	t.seq++
 	ev.Seq = t.seq
 	if r.pub != nil && !t.publishLocked(r.pub, ev) {
@@ -556,10 +579,16 @@ func (r *run) take() (*canonical.Event, error) {
 		return r.take()
 	}
 	t.mu.Unlock()
+	return r.taken(ev), nil
+}
+
+// taken notes that ev, the run's next event, was taken: the run has ended
+// when it is the terminal one.
+func (r *run) taken(ev *canonical.Event) *canonical.Event {
 	if _, ok := canonical.TerminalOf(ev); ok {
 		r.ended = true
 	}
-	return ev, nil
+	return ev
 }
 
 // refuseTooLarge ends the run failed in place of an event larger than a
