@@ -18,6 +18,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/inspect"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
+	"github.com/interlingua-dev/interlingua/internal/subject"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
@@ -42,6 +43,7 @@ type Bridge struct {
 
 	cluster clusterState
 	owners  owners
+	leases  *leases // nil: no other instance can run a thread (no fabric, or an embedded one alone)
 
 	mu       sync.Mutex
 	runs     map[string]*run
@@ -152,10 +154,13 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 		ctx, tapped = b.inspect.Begin(ctx, req, inspect.RunInfo{Target: target, Frontend: frontendOf(ctx), Backend: rt.Backend, Start: start})
 	}
 	var s canonical.Stream
-	if b.hosts(rt.Backend) {
-		s, err = b.runLocal(ctx, rt, be, req, false, claim)
-	} else {
-		s, err = b.runRemote(ctx, rt, req, claim)
+	switch {
+	case b.leases != nil && req.GetThreadId() != req.GetRunId():
+		s, err = b.runOnThread(ctx, rt, be, req) // a thread a client named: lease.go
+	case b.hosts(rt.Backend):
+		s, err = b.runLocal(ctx, rt, be, req, false, claim, nil)
+	default:
+		s, err = b.runRemote(ctx, rt, req, claim, b.subject("run", subject.Token(rt.Backend)))
 	}
 	if err != nil {
 		tapped.Refused(err)
@@ -220,7 +225,11 @@ func (b *Bridge) admit(counts map[string]int, key string, limit int, what string
 // caller's key: it is made while the backend starts, and the run's first
 // event waits for it, so no event of a thread reaches anyone before the
 // thread is its key's on every instance. A failed claim fails the run.
-func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, req *canonical.Request, forOther bool, claim <-chan error) (canonical.Stream, error) {
+//
+// lease, when not nil, is the share of the thread's lease taken for the run
+// (lease.go): the run releases it when it ends, or here if it does not
+// start.
+func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, req *canonical.Request, forOther bool, claim <-chan error, lease *leaseGrant) (canonical.Stream, error) {
 	knownThread := req.GetThreadId() != req.GetRunId()
 	if rt.Model != "" {
 		req.Target = rt.Model
@@ -241,7 +250,7 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		cancel = func() { cancelDeadline(); prev() }
 	}
 	r := &run{b: b, ctx: runCtx, cancel: cancel, threadID: req.GetThreadId(), id: req.GetRunId(),
-		backend: rt.Backend, forOther: forOther}
+		backend: rt.Backend, forOther: forOther, leased: lease != nil}
 	r.clientSeen.Store(b.now().UnixNano())
 	if b.fabric != nil {
 		r.pub = b.fabric.publisher(r.threadID, r.id, forOther)
@@ -250,17 +259,24 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	if b.draining {
 		b.mu.Unlock()
 		cancel()
+		r.releaseLease(0)
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "server is shutting down")
 	}
 	if _, dup := b.runs[r.id]; dup {
 		b.mu.Unlock()
 		cancel()
+		r.releaseLease(0)
 		return nil, canonical.Errorf(canonical.CodeAlreadyExists, "run %q is already running", r.id)
 	}
 	b.runs[r.id] = r
 	r.thread = b.acquireThread(r.threadID)
 	b.mu.Unlock()
-	if (knownThread && b.fabric != nil) || claim != nil {
+	fromLog := knownThread && b.fabric != nil
+	if lease != nil && lease.last > 0 { // the previous holder's last seq: the log may lag it
+		r.thread.raise(lease.last)
+		fromLog = false
+	}
+	if fromLog || claim != nil {
 		// The replay log is asked for the thread's last seq while the
 		// backend starts (a JetStream request, up to a millisecond here,
 		// was part of every Evergreen action's time to first delta); the
@@ -271,7 +287,7 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 			if claim != nil {
 				r.startErr = <-claim
 			}
-			if knownThread && b.fabric != nil && r.startErr == nil {
+			if fromLog && r.startErr == nil {
 				// Not the run's context: a run cancelled now still ends
 				// with an event, numbered after the thread's last; the
 				// request is bounded by JetStream's default timeout.
@@ -351,12 +367,22 @@ func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) error {
 		// another instance gave the thread since: the run fails instead.
 		return natsFailure(b.log.With("thread", id), canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log", err)
 	}
-	t.mu.Lock()
-	if last > t.seq {
-		t.seq = last
-	}
-	t.mu.Unlock()
+	t.raise(last)
 	return nil
+}
+
+// raise moves the thread's counter up to last, never down.
+func (t *thread) raise(last uint64) {
+	t.mu.Lock()
+	t.seq = max(t.seq, last)
+	t.mu.Unlock()
+}
+
+// last is the thread's last seq given.
+func (t *thread) last() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seq
 }
 
 // Drain refuses new runs and waits until running ones end or ctx is done;
@@ -445,6 +471,7 @@ type run struct {
 	seqKnown   bool          // take saw seqReady closed
 	startErr   error         // the run's new thread could not be claimed, or its thread's last seq read (set before seqReady closes)
 	unlogged   bool          // startErr ended the run: its end goes to its client only
+	leased     bool          // the run holds a share of its thread's lease (lease.go)
 
 	guard canonical.Guard
 	owed  []*canonical.Event // events to deliver; owed[next:] are pending
@@ -582,6 +609,15 @@ func (r *run) take() (*canonical.Event, error) {
 	return r.taken(ev), nil
 }
 
+// releaseLease releases the run's share of its thread's lease, if it has
+// one, leaving last for the next holder when it is the last share.
+func (r *run) releaseLease(last uint64) {
+	if r.leased {
+		r.leased = false
+		r.b.leases.release(r.threadID, last)
+	}
+}
+
 // taken notes that ev, the run's next event, was taken: the run has ended
 // when it is the terminal one.
 func (r *run) taken(ev *canonical.Event) *canonical.Event {
@@ -715,6 +751,7 @@ func (r *run) finish() {
 			r.pub.publishNow()
 		}
 		b := r.b
+		r.releaseLease(r.thread.last())
 		b.mu.Lock()
 		delete(b.runs, r.id)
 		b.releaseThread(r.threadID, r.thread)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
@@ -49,6 +50,10 @@ const (
 	// metrics, its capture. Instances trust each other: the fabric is the
 	// cluster's own NATS (nats.creds and TLS secure it).
 	hdrPrincipal = "Interlingua-Principal"
+	// hdrHolder, on the answer to a placed run, is the owner's lease
+	// holder id: a client that finds the owner gone frees the lease of
+	// the run's thread if the owner still holds it (lease.go).
+	hdrHolder = "Interlingua-Lease-Holder"
 )
 
 // setPrincipal puts ctx's caller, if any, on msg.
@@ -97,6 +102,13 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 	}
 	c := &b.cluster
 	c.cfg, c.stop, c.started = cfg, make(chan struct{}), true
+	if kv := b.fabric.leaseKV; kv != nil {
+		// Half the start timeout: a run placed here by another instance
+		// is refused while its client's instance still waits for the
+		// answer.
+		b.leases = &leases{kv: kv, self: nuid.Next(), ttl: leaseTTL(cfg.Heartbeat), wait: cfg.StartTimeout / 2,
+			log: b.log, lost: b.cancelThreadHere}
+	}
 	if hosted != nil {
 		c.hosted = map[string]bool{}
 		for _, h := range hosted {
@@ -115,6 +127,13 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 		sub, err := nc.QueueSubscribe(b.subject("run", subject.Token(rt.Backend)), runQueue, b.serveRemoteStart)
 		if err != nil {
 			return fmt.Errorf("nats: subscribe run.%s: %w", rt.Backend, err)
+		}
+		c.runSubs = append(c.runSubs, sub)
+	}
+	if b.leases != nil { // runs of the threads whose lease this instance holds
+		sub, err := nc.Subscribe(b.subject("place", b.leases.self), b.serveRemoteStart)
+		if err != nil {
+			return fmt.Errorf("nats: subscribe place: %w", err)
 		}
 		c.runSubs = append(c.runSubs, sub)
 	}
@@ -195,7 +214,19 @@ func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
 		respondError(msg, canonical.AsError(err))
 		return
 	}
-	s, err := b.runLocal(ctx, rt, be, req, true, nil)
+	var lease *leaseGrant
+	if b.leases != nil && req.GetThreadId() != req.GetRunId() {
+		// A run of a thread a client named is numbered here only while
+		// this instance holds the thread's lease, waited for up to half
+		// of the placer's timeout.
+		if lease, err = b.leases.grant(ctx, req.GetThreadId(), b.leases.wait); err != nil {
+			span.End()
+			b.logRefused(ctx, req, start, err)
+			respondError(msg, canonical.AsError(err))
+			return
+		}
+	}
+	s, err := b.runLocal(ctx, rt, be, req, true, nil, lease)
 	if err != nil {
 		span.End()
 		b.logRefused(ctx, req, start, err)
@@ -203,7 +234,11 @@ func (b *Bridge) serveRemoteStart(msg *nats.Msg) {
 		return
 	}
 	s = b.meter(ctx, s, req, req.GetTarget(), rt.Backend, start, span, func() {})
-	if err := msg.Respond(nil); err != nil {
+	reply := nats.NewMsg(msg.Reply)
+	if b.leases != nil {
+		reply.Header.Set(hdrHolder, b.leases.self)
+	}
+	if err := msg.RespondMsg(reply); err != nil {
 		_ = s.Close()
 		return
 	}
@@ -290,6 +325,9 @@ func (b *Bridge) heartbeatLoop() {
 		for _, s := range subjects {
 			b.fabric.Publish(s, nil)
 		}
+		if b.leases != nil {
+			b.leases.renew(now)
+		}
 		for _, r := range orphans {
 			b.log.Warn("run cancelled: its client's instance is gone", "thread", r.threadID, "run", r.id,
 				"quiet_for", b.cluster.cfg.OwnerTimeout.String())
@@ -319,7 +357,7 @@ func (b *Bridge) serveClientHeartbeat(msg *nats.Msg) {
 // streams its events back.
 // A new thread's claim (see runLocal) is awaited before the stream is
 // returned.
-func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request, claim <-chan error) (canonical.Stream, error) {
+func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request, claim <-chan error, to string) (canonical.Stream, error) {
 	if b.fabric == nil || !b.cluster.started {
 		return nil, canonical.Errorf(canonical.CodeUnavailable, "backend %q is not hosted here and the fabric is off", rt.Backend)
 	}
@@ -340,7 +378,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	msg := nats.NewMsg(b.subject("run", subject.Token(rt.Backend)))
+	msg := nats.NewMsg(to)
 	msg.Data = data
 	tracing.ToNATS(ctx, msg)
 	setPrincipal(ctx, msg)
@@ -370,7 +408,7 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 		return nil, canonical.AsError(err)
 	}
 	rs := &remoteStream{b: b, ctx: ctx, sub: sub, thread: req.GetThreadId(), run: req.GetRunId(),
-		runToken: subject.Token(req.GetRunId()), timeout: cfg.OwnerTimeout}
+		runToken: subject.Token(req.GetRunId()), timeout: cfg.OwnerTimeout, holder: reply.Header.Get(hdrHolder)}
 	rs.stopWatch = context.AfterFunc(ctx, rs.abort)
 	b.mu.Lock()
 	b.remotes[rs] = struct{}{}
@@ -392,6 +430,7 @@ type remoteStream struct {
 	thread    string
 	run       string
 	runToken  string // run as its subjects' last token
+	holder    string // the owner's lease holder id ("": it holds no lease)
 	timeout   time.Duration
 	stopWatch func() bool
 
@@ -581,6 +620,7 @@ func (r *remoteStream) ownerGone() {
 	case err == nil:
 		r.threadSeq = evs[len(evs)-1].GetSeq()
 		r.owed = append(r.owed, evs...)
+		r.freeLease(ctx)
 		return
 	case errors.Is(err, errRunEnded):
 		// The guard has ended the run already; the log's events, which
@@ -594,6 +634,8 @@ func (r *remoteStream) ownerGone() {
 			}
 			if n := len(r.owed); n > 0 {
 				if _, ok := canonical.TerminalOf(r.owed[n-1]); ok {
+					r.threadSeq = max(r.threadSeq, r.owed[n-1].GetSeq())
+					r.freeLease(ctx)
 					return
 				}
 			}
@@ -603,6 +645,15 @@ func (r *remoteStream) ownerGone() {
 	}
 	r.b.log.Warn("run end not appended to the replay log", "thread", r.thread, "run", r.run, "err", err)
 	r.owed = append(r.owed, stampEnd(ended, r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())...)
+}
+
+// freeLease frees the lease of the run's thread if the owner, gone, still
+// holds it, leaving the thread's last seq as the log now ends it: the
+// thread's next run need not wait for the lease to expire.
+func (r *remoteStream) freeLease(ctx context.Context) {
+	if r.b.leases != nil && r.holder != "" {
+		r.b.leases.evict(ctx, r.thread, r.holder, r.threadSeq)
+	}
 }
 
 // end appends the events owed when the stream fails here, stamped as the

@@ -48,6 +48,7 @@ type Fabric struct {
 	js       jetstream.JetStream
 	events   jetstream.Stream // the replay stream's handle: its name, for message gets
 	kv       jetstream.KeyValue
+	leaseKV  jetstream.KeyValue // nil when Alone (lease.go)
 	store    *natsThreadStore
 
 	pubq      pubQueue
@@ -201,6 +202,11 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 	f.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ThreadsBucket, History: 1, Storage: jetstream.FileStorage, Replicas: f.cfg.Replicas})
 	if err != nil {
 		return fmt.Errorf("nats: thread bucket %s: %w", ThreadsBucket, err)
+	}
+	if !f.Alone() { // alone, no other instance runs a thread
+		if f.leaseKV, err = openLeases(ctx, js, f.cfg.Replicas, leaseTTL(f.cfg.Heartbeat)); err != nil {
+			return err
+		}
 	}
 	f.store, err = openThreadStore(ctx, js, f.nc.MaxPayload(), f.cfg, f.log)
 	return err

@@ -1,0 +1,111 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// Property: runs of one thread started at once on two instances that both
+// host the backend never give two events one seq (each used to continue
+// from the same last seq in the log): the thread's replay log holds every
+// event each client saw, seqs 1, 2, 3 … in order, each once.
+func TestConcurrentRunsOnOneThreadAcrossInstances(t *testing.T) {
+	ns := natsServer(t)
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread, runs = "together", 16
+	var mu sync.Mutex
+	seen := map[uint64]*canonical.Event{}
+	var wg sync.WaitGroup
+	for i := range runs {
+		at := a
+		if i%2 == 1 {
+			at = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &canonical.Request{Target: "stream", ThreadId: thread, RunId: fmt.Sprintf("run-%d", i),
+				Parameters: map[string]*structpb.Value{"deltas": structpb.NewNumberValue(20)}}
+			s, err := at.Bridge().Run(context.Background(), r)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			evs, _ := canonical.Collect(s)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ev := range evs {
+				if prev, dup := seen[ev.GetSeq()]; dup {
+					t.Errorf("seq %d given to %s and %s", ev.GetSeq(), prev.GetRunId(), ev.GetRunId())
+				}
+				seen[ev.GetSeq()] = ev
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	replay, err := a.Bridge().Observe(context.Background(), thread, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replay.Close()
+	for seq := uint64(1); seq <= uint64(len(seen)); seq++ {
+		ev, err := replay.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(ev, seen[seq]) {
+			t.Fatalf("the log's seq %d is %v; a client saw %v", seq, ev, seen[seq])
+		}
+	}
+}
+
+// A run of a thread another instance is running is placed on that
+// instance, which holds the thread's lease and numbers its events: the two
+// runs go on at once, their seqs interleaved in one space, as two runs of
+// a thread on one instance do.
+func TestRunPlacedOnThreadHolder(t *testing.T) {
+	ns := natsServer(t)
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hang := &canonical.Request{Target: "echo", ThreadId: "busy", Parameters: map[string]*structpb.Value{"hang": structpb.NewBoolValue(true)}}
+	held, err := a.Bridge().Run(ctx, hang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := held.Recv(); err != nil || ev.GetSeq() != 1 {
+		t.Fatalf("first event %v %v", ev, err)
+	}
+	s, err := b.Bridge().Run(context.Background(), &canonical.Request{Target: "stream", ThreadId: "busy",
+		Parameters: map[string]*structpb.Value{"deltas": structpb.NewNumberValue(3)}})
+	if err != nil {
+		t.Fatalf("a run while A runs the thread: %v", err)
+	}
+	if n := a.Bridge().Running(); n != 2 {
+		t.Fatalf("A runs %d runs, want both", n)
+	}
+	evs, _ := canonical.Collect(s)
+	for i, ev := range evs {
+		if ev.GetSeq() != uint64(i+2) {
+			t.Fatalf("B's run's event %d has seq %d", i, ev.GetSeq())
+		}
+	}
+	cancel()
+	rest, _ := canonical.Collect(held)
+	if end := rest[len(rest)-1]; end.GetSeq() != uint64(len(evs)+2) {
+		t.Fatalf("A's run ends at seq %d after B's %d events", end.GetSeq(), len(evs))
+	}
+}

@@ -1,0 +1,341 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/subject"
+)
+
+// LeasesBucket is the KV bucket of thread leases: which instance numbers a
+// thread's events while it has runs.
+const LeasesBucket = "interlingua-thread-leases"
+
+// leases make one instance at a time number a thread's events. A thread's
+// seq is its instance's counter, continued from the replay log when a run
+// starts; two instances running the thread at once both continued from
+// the same last seq and gave two events each seq. So a run of a thread a
+// client named runs where the thread's lease is: the first run of the
+// thread on an instance creates the lease's KV entry (the instance's other
+// runs of the thread share it), the instance renews it while it runs the
+// thread, and its last run's end frees it with the thread's last seq,
+// which the next holder continues from (the replay log may not have
+// acknowledged those events yet). A run started on another instance
+// meanwhile is placed on the holder (subject <prefix>.place.<holder>),
+// where it runs beside the others, as two runs of a thread on one
+// instance do. A holder that does not host the run's backend, or is gone
+// (its lease not yet expired), cannot take it: the run then waits for the
+// lease, up to its TTL and half of nats.start_timeout, and is refused
+// (aborted) if it is still held. A holder that dies stops renewing: its
+// lease expires after leaseTTL, or sooner when a client of its runs,
+// finding it gone, frees it (evict); the next holder continues from the
+// replay log.
+//
+// Runs on a thread named for them alone (thread id = run id) take no
+// lease: nobody else knows the thread yet. An embedded server that does
+// not listen has no other instance: no lease is taken there either.
+type leases struct {
+	kv   jetstream.KeyValue
+	self string // this instance's holder id
+	ttl  time.Duration
+	wait time.Duration // how long a run waits for another instance's lease
+	log  *slog.Logger
+	lost func(thread string) // a lease found taken at renewal: its runs here are cancelled
+
+	mu   sync.Mutex
+	held map[string]*lease // by thread
+}
+
+// lease is a thread's lease as this instance holds it (or is taking it).
+type lease struct {
+	refs    int
+	ready   chan struct{} // closed when taking it ended; err, holder and last are set then
+	err     error
+	holder  string // another instance's, holding the lease: not taken
+	last    uint64 // the thread's last seq as the previous holder left it (0: unknown)
+	rev     uint64 // the KV entry's revision, of this instance's last write
+	renewed time.Time
+}
+
+// leaseValue is a lease's KV entry: its holder, or none and the thread's
+// last seq.
+type leaseValue struct {
+	Holder string `json:"holder,omitempty"`
+	Last   uint64 `json:"last,omitempty"`
+}
+
+// leaseTTL is how long a lease outlives its holder's last renewal: ten
+// heartbeats, at least a few seconds (a NATS reconnect must not lose it).
+func leaseTTL(heartbeat time.Duration) time.Duration { return max(10*heartbeat, 3*time.Second) }
+
+// leasePoll bounds the pause between looks at a lease another instance
+// holds.
+const leasePoll = 50 * time.Millisecond
+
+func leaseKey(thread string) string { return subject.Key(thread) }
+
+// acquire takes thread's lease for one run, waiting up to wait for
+// another instance that holds it. It returns the thread's last seq as the
+// previous holder left it (0: read it from the replay log), or, when
+// another instance still holds the lease, that instance's holder id.
+func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration) (last uint64, holder string, err error) {
+	l.mu.Lock()
+	if h := l.held[thread]; h != nil {
+		h.refs++
+		l.mu.Unlock()
+		<-h.ready
+		if h.err != nil || h.holder != "" {
+			l.release(thread, 0)
+		}
+		return 0, h.holder, h.err // the counter here is the thread's already
+	}
+	h := &lease{refs: 1, ready: make(chan struct{})}
+	if l.held == nil {
+		l.held = map[string]*lease{}
+	}
+	l.held[thread] = h
+	l.mu.Unlock()
+	h.holder, h.err = l.take(ctx, thread, h, wait)
+	close(h.ready)
+	if h.err != nil || h.holder != "" {
+		l.release(thread, 0)
+	}
+	return h.last, h.holder, h.err
+}
+
+// take writes this instance into thread's lease entry: a new one, or one
+// that is free. While another instance holds it, it waits up to wait,
+// then returns that instance's holder id.
+func (l *leases) take(ctx context.Context, thread string, h *lease, wait time.Duration) (string, error) {
+	key := leaseKey(thread)
+	mine, _ := json.Marshal(leaseValue{Holder: l.self})
+	deadline := time.Now().Add(wait)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, leasePoll) {
+		rev, err := l.kv.Create(ctx, key, mine)
+		if err == nil {
+			h.rev, h.renewed = rev, time.Now()
+			return "", nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return "", natsFailure(l.log.With("thread", thread), canonical.CodeUnavailable, "the thread's lease could not be taken", err)
+		}
+		e, err := l.kv.Get(ctx, key)
+		var v leaseValue
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			continue // expired or freed between the two
+		case err != nil:
+			return "", natsFailure(l.log.With("thread", thread), canonical.CodeUnavailable, "the thread's lease could not be read", err)
+		case json.Unmarshal(e.Value(), &v) != nil || v.Holder == "" || v.Holder == l.self:
+			// Free (or this instance's own, left by a release that
+			// failed): taken by a write conditional on its revision.
+			if rev, err := l.kv.Update(ctx, key, mine, e.Revision()); err == nil {
+				h.rev, h.renewed, h.last = rev, time.Now(), v.Last
+				return "", nil
+			}
+			continue
+		}
+		if !time.Now().Before(deadline) {
+			return v.Holder, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", canonical.AsError(ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// holderOf is the holder id of thread's lease, "" when nobody holds it
+// (or it cannot be read: the run is then placed as any other).
+func (l *leases) holderOf(ctx context.Context, thread string) string {
+	e, err := l.kv.Get(ctx, leaseKey(thread))
+	if err != nil {
+		return ""
+	}
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Holder == l.self {
+		return ""
+	}
+	return v.Holder
+}
+
+// release ends one run's share of thread's lease; the last one frees the
+// entry, leaving last, the thread's last seq, for the next holder.
+func (l *leases) release(thread string, last uint64) {
+	l.mu.Lock()
+	h := l.held[thread]
+	if h == nil {
+		l.mu.Unlock()
+		return
+	}
+	if h.refs--; h.refs > 0 {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.held, thread)
+	l.mu.Unlock()
+	if h.err != nil || h.holder != "" {
+		return // never taken
+	}
+	free, _ := json.Marshal(leaseValue{Last: last})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := l.kv.Update(ctx, leaseKey(thread), free, h.rev)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		// A run of this instance that started meanwhile took it over.
+	case err != nil:
+		// It expires instead; the next holder reads the replay log.
+		l.log.Warn("thread lease not freed", "thread", thread, "err", err)
+	}
+}
+
+// evict frees thread's lease if holder, an instance taken for dead, still
+// holds it, leaving last, the thread's last seq as the replay log now
+// ends it. The write is conditional on the entry read: a holder that
+// renewed meanwhile keeps it.
+func (l *leases) evict(ctx context.Context, thread, holder string, last uint64) {
+	key := leaseKey(thread)
+	e, err := l.kv.Get(ctx, key)
+	if err != nil {
+		return // none, or it expires on its own
+	}
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil || v.Holder != holder {
+		return
+	}
+	free, _ := json.Marshal(leaseValue{Last: last})
+	if _, err := l.kv.Update(ctx, key, free, e.Revision()); err == nil {
+		l.log.Info("thread lease of a gone instance freed", "thread", thread, "last_seq", last)
+	}
+}
+
+// leaseGrant is a share of a thread's lease taken for a run, and the
+// thread's last seq as the previous holder left it (0: unknown).
+type leaseGrant struct{ last uint64 }
+
+// grant takes a share of thread's lease for a run, waiting up to wait for
+// another instance holding it; CodeAborted when it still does.
+func (l *leases) grant(ctx context.Context, thread string, wait time.Duration) (*leaseGrant, error) {
+	last, holder, err := l.acquire(ctx, thread, wait)
+	if err != nil {
+		return nil, err
+	}
+	if holder != "" {
+		return nil, canonical.Errorf(canonical.CodeAborted, "thread %q has a run on another instance (waited %s for it to end)", thread, wait)
+	}
+	return &leaseGrant{last: last}, nil
+}
+
+// runOnThread runs req, of a thread a client named, where the thread's
+// events are numbered: here, when this instance hosts the backend and
+// takes (or has) the thread's lease; otherwise on the instance holding the
+// lease. When that instance cannot take the run (it does not host the
+// backend, or is gone with its lease not yet expired), the run waits for
+// the lease here, up to its TTL and half of nats.start_timeout, or is
+// placed on an instance hosting the backend, which waits as long for it.
+func (b *Bridge) runOnThread(ctx context.Context, rt Route, be canonical.Backend, req *canonical.Request) (canonical.Stream, error) {
+	thread := req.GetThreadId()
+	anyHost := b.subject("run", subject.Token(rt.Backend))
+	if !b.hosts(rt.Backend) {
+		if h := b.leases.holderOf(ctx, thread); h != "" {
+			if s, err := b.runRemote(ctx, rt, req, nil, b.subject("place", h)); !placementFailed(err) {
+				return s, err
+			}
+		}
+		return b.runRemote(ctx, rt, req, nil, anyHost)
+	}
+	last, holder, err := b.leases.acquire(ctx, thread, 0)
+	if err != nil {
+		return nil, err
+	}
+	if holder != "" {
+		s, err := b.runRemote(ctx, rt, req, nil, b.subject("place", holder))
+		if !placementFailed(err) {
+			return s, err
+		}
+		lease, err := b.leases.grant(ctx, thread, b.leases.ttl+b.leases.wait)
+		if err != nil {
+			return nil, err
+		}
+		return b.runLocal(ctx, rt, be, req, false, nil, lease)
+	}
+	return b.runLocal(ctx, rt, be, req, false, nil, &leaseGrant{last: last})
+}
+
+// placementFailed reports whether a run placed on another instance was not
+// taken there (it is not there, does not host the backend, or could not
+// take the thread), as opposed to refused for itself.
+func placementFailed(err error) bool {
+	c := canonical.CodeOf(err)
+	return err != nil && (c == canonical.CodeUnavailable || c == canonical.CodeAborted)
+}
+
+// renew rewrites the leases held longer than a quarter of their TTL ago,
+// so they do not expire while their threads run.
+func (l *leases) renew(now time.Time) {
+	type due struct {
+		thread string
+		rev    uint64
+	}
+	var dues []due
+	l.mu.Lock()
+	for thread, h := range l.held {
+		if isReady(h.ready) && h.err == nil && h.holder == "" && now.Sub(h.renewed) >= l.ttl/4 {
+			dues = append(dues, due{thread, h.rev})
+		}
+	}
+	l.mu.Unlock()
+	mine, _ := json.Marshal(leaseValue{Holder: l.self})
+	for _, d := range dues {
+		ctx, cancel := context.WithTimeout(context.Background(), l.ttl/4)
+		rev, err := l.kv.Update(ctx, leaseKey(d.thread), mine, d.rev)
+		cancel()
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound):
+			// It expired (NATS was out of reach for its TTL) and may be
+			// another instance's: this one's runs of the thread stop.
+			l.log.Error("thread lease lost: the thread's runs here are cancelled", "thread", d.thread, "err", err)
+			if l.lost != nil {
+				l.lost(d.thread)
+			}
+			continue
+		case err != nil:
+			l.log.Warn("thread lease not renewed; retried at the next heartbeat", "thread", d.thread, "err", err)
+			continue
+		}
+		l.mu.Lock()
+		if h := l.held[d.thread]; h != nil && h.rev == d.rev {
+			h.rev, h.renewed = rev, now
+		}
+		l.mu.Unlock()
+	}
+}
+
+func isReady(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// openLeases opens the lease bucket: its TTL is the leases'.
+func openLeases(ctx context.Context, js jetstream.JetStream, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeasesBucket, History: 1,
+		TTL: ttl, Storage: jetstream.FileStorage, Replicas: replicas})
+	if err != nil {
+		return nil, fmt.Errorf("nats: lease bucket %s: %w", LeasesBucket, err)
+	}
+	return kv, nil
+}
