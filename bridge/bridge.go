@@ -276,7 +276,11 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		r.thread.raise(lease.last)
 		fromLog = false
 	}
-	if fromLog || claim != nil {
+	// A thread named for this run takes its lease too (lease.go), while
+	// the backend starts: nobody else knows the thread until its first
+	// event, which waits for the lease.
+	newLease := lease == nil && !knownThread && b.leases != nil
+	if fromLog || claim != nil || newLease {
 		// The replay log is asked for the thread's last seq while the
 		// backend starts (a JetStream request, up to a millisecond here,
 		// was part of every Evergreen action's time to first delta); the
@@ -286,6 +290,9 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 			defer close(r.seqReady)
 			if claim != nil {
 				r.startErr = <-claim
+			}
+			if newLease && r.startErr == nil {
+				r.startErr = r.takeLease(context.WithoutCancel(runCtx))
 			}
 			if fromLog && r.startErr == nil {
 				// Not the run's context: a run cancelled now still ends
@@ -607,6 +614,16 @@ func (r *run) take() (*canonical.Event, error) {
 	}
 	t.mu.Unlock()
 	return r.taken(ev), nil
+}
+
+// takeLease takes the lease of the run's thread, new: another holder
+// would mean another instance runs a thread named for this run.
+func (r *run) takeLease(ctx context.Context) error {
+	_, err := r.b.leases.grant(ctx, r.threadID, 0)
+	if err == nil {
+		r.leased = true // read by finish after seqReady
+	}
+	return err
 }
 
 // releaseLease releases the run's share of its thread's lease, if it has

@@ -179,6 +179,9 @@ func (b *Bridge) StopCluster() {
 	}
 	close(c.stop)
 	c.wg.Wait()
+	if b.leases != nil {
+		b.leases.close()
+	}
 	c.started = false
 }
 

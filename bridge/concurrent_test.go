@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -107,5 +108,60 @@ func TestRunPlacedOnThreadHolder(t *testing.T) {
 	rest, _ := canonical.Collect(held)
 	if end := rest[len(rest)-1]; end.GetSeq() != uint64(len(evs)+2) {
 		t.Fatalf("A's run ends at seq %d after B's %d events", end.GetSeq(), len(evs))
+	}
+}
+
+// A thread a run was started without (the bridge named it for the run)
+// can be run on next at once from another instance, even while its first
+// run goes on: the first run took the thread's lease too, so the second is
+// placed beside it and every seq is given once.
+func TestThreadOfThreadlessRunContinuedElsewhere(t *testing.T) {
+	ns := natsServer(t)
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(context.Background())
+		first, err := a.Bridge().Run(ctx, &canonical.Request{Target: "stream",
+			Parameters: map[string]*structpb.Value{"deltas": structpb.NewNumberValue(40), "delay_ms": structpb.NewNumberValue(1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := first.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		thread := ev.GetThreadId()
+		seen := map[uint64]string{ev.GetSeq(): ev.GetRunId()}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // the first run goes on meanwhile (every other time)
+			defer wg.Done()
+			if i%2 == 1 {
+				time.AfterFunc(5*time.Millisecond, cancel)
+			}
+			evs, _ := canonical.Collect(first)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ev := range evs {
+				if prev, dup := seen[ev.GetSeq()]; dup {
+					t.Errorf("thread %d: seq %d given to %s and %s", i, ev.GetSeq(), prev, ev.GetRunId())
+				}
+				seen[ev.GetSeq()] = ev.GetRunId()
+			}
+		}()
+		next, err := b.Bridge().Run(context.Background(), &canonical.Request{Target: "stream", ThreadId: thread,
+			Parameters: map[string]*structpb.Value{"deltas": structpb.NewNumberValue(5)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := canonical.Collect(next)
+		wg.Wait()
+		cancel()
+		for _, ev := range evs {
+			if prev, dup := seen[ev.GetSeq()]; dup {
+				t.Errorf("thread %d: seq %d given to %s and %s", i, ev.GetSeq(), prev, ev.GetRunId())
+			}
+		}
 	}
 }

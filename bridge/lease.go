@@ -39,9 +39,12 @@ const LeasesBucket = "interlingua-thread-leases"
 // finding it gone, frees it (evict); the next holder continues from the
 // replay log.
 //
-// Runs on a thread named for them alone (thread id = run id) take no
-// lease: nobody else knows the thread yet. An embedded server that does
-// not listen has no other instance: no lease is taken there either.
+// A run on a thread named for it alone (thread id = run id) takes the
+// lease while its backend starts: nobody else knows the thread before its
+// first event, which waits for the lease, and a client that continues the
+// thread elsewhere while the run goes on (or as it ends) finds it held.
+// An embedded server that does not listen has no other instance: no lease
+// is taken there.
 type leases struct {
 	kv   jetstream.KeyValue
 	self string // this instance's holder id
@@ -50,8 +53,9 @@ type leases struct {
 	log  *slog.Logger
 	lost func(thread string) // a lease found taken at renewal: its runs here are cancelled
 
-	mu   sync.Mutex
-	held map[string]*lease // by thread
+	mu    sync.Mutex
+	held  map[string]*lease // by thread
+	frees sync.WaitGroup    // lease entries being freed (release)
 }
 
 // lease is a thread's lease as this instance holds it (or is taking it).
@@ -186,18 +190,28 @@ func (l *leases) release(thread string, last uint64) {
 	if h.err != nil || h.holder != "" {
 		return // never taken
 	}
-	free, _ := json.Marshal(leaseValue{Last: last})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := l.kv.Update(ctx, leaseKey(thread), free, h.rev)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyExists):
-		// A run of this instance that started meanwhile took it over.
-	case err != nil:
-		// It expires instead; the next holder reads the replay log.
-		l.log.Warn("thread lease not freed", "thread", thread, "err", err)
-	}
+	// Freed in the background: the run's end waits for no NATS request.
+	// A run of the thread starting here meanwhile takes the entry over
+	// from this instance's name (take), whichever write lands first.
+	l.frees.Add(1)
+	go func() {
+		defer l.frees.Done()
+		free, _ := json.Marshal(leaseValue{Last: last})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := l.kv.Update(ctx, leaseKey(thread), free, h.rev)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists):
+			// A run of this instance that started meanwhile took it over.
+		case err != nil:
+			// It expires instead; the next holder reads the replay log.
+			l.log.Warn("thread lease not freed", "thread", thread, "err", err)
+		}
+	}()
 }
+
+// close waits for the leases being freed.
+func (l *leases) close() { l.frees.Wait() }
 
 // evict frees thread's lease if holder, an instance taken for dead, still
 // holds it, leaving last, the thread's last seq as the replay log now

@@ -49,6 +49,7 @@ func TestLeaseSharesAndHandover(t *testing.T) {
 		t.Fatalf("b while a holds one share: %q", holder)
 	}
 	a.release("th", 9)
+	a.close() // the entry is freed in the background
 	last, holder, err := b.acquire(ctx, "th", 0)
 	if err != nil || holder != "" || last != 9 {
 		t.Fatalf("b after a's last share: last %d, holder %q, %v", last, holder, err)
