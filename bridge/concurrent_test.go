@@ -90,24 +90,31 @@ func TestRunPlacedOnThreadHolder(t *testing.T) {
 	if ev, err := held.Recv(); err != nil || ev.GetSeq() != 1 {
 		t.Fatalf("first event %v %v", ev, err)
 	}
-	s, err := b.Bridge().Run(context.Background(), &canonical.Request{Target: "stream", ThreadId: "busy",
-		Parameters: map[string]*structpb.Value{"deltas": structpb.NewNumberValue(3)}})
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	s, err := b.Bridge().Run(ctxB, &canonical.Request{Target: "echo", ThreadId: "busy",
+		Parameters: map[string]*structpb.Value{"hang": structpb.NewBoolValue(true)}})
 	if err != nil {
 		t.Fatalf("a run while A runs the thread: %v", err)
 	}
-	if n := a.Bridge().Running(); n != 2 {
-		t.Fatalf("A runs %d runs, want both", n)
+	if ev, err := s.Recv(); err != nil || ev.GetSeq() != 2 {
+		t.Fatalf("B's run's first event %v %v", ev, err)
 	}
+	waitFor(t, func() bool { return a.Bridge().Running() == 2 })
+	if n := b.Bridge().Running(); n != 0 {
+		t.Fatalf("B runs %d runs itself", n)
+	}
+	cancelB()
 	evs, _ := canonical.Collect(s)
 	for i, ev := range evs {
-		if ev.GetSeq() != uint64(i+2) {
-			t.Fatalf("B's run's event %d has seq %d", i, ev.GetSeq())
+		if ev.GetSeq() != uint64(i+3) {
+			t.Fatalf("B's run's event %d has seq %d", i+1, ev.GetSeq())
 		}
 	}
 	cancel()
 	rest, _ := canonical.Collect(held)
-	if end := rest[len(rest)-1]; end.GetSeq() != uint64(len(evs)+2) {
-		t.Fatalf("A's run ends at seq %d after B's %d events", end.GetSeq(), len(evs))
+	if end := rest[len(rest)-1]; end.GetSeq() != uint64(len(evs)+3) {
+		t.Fatalf("A's run ends at seq %d after B's %d events", end.GetSeq(), len(evs)+1)
 	}
 }
 

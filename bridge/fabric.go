@@ -627,6 +627,19 @@ type pubMsg struct {
 	last    uint64 // the last event's seq
 	data    []byte
 	events  int
+	// settled, on a message with no events, is closed once the thread's
+	// messages queued before it are acknowledged or dropped (Settled).
+	settled chan struct{}
+}
+
+// Settled returns a channel closed once the replay log has acknowledged
+// (or dropped) the thread's events queued so far: a thread's lease is
+// freed then, so that the next holder's events, on any instance, follow
+// them in the log (lease.go).
+func (f *Fabric) Settled(thread string) <-chan struct{} {
+	ch := make(chan struct{})
+	f.enqueue(pubMsg{thread: thread, settled: ch}, true, true)
+	return ch
 }
 
 func (f *Fabric) drop(ev *canonical.Event, err error) {
@@ -635,6 +648,10 @@ func (f *Fabric) drop(ev *canonical.Event, err error) {
 
 // dropMsg counts a queued message's events as dropped.
 func (f *Fabric) dropMsg(m pubMsg, err error) {
+	if m.settled != nil { // a marker: nothing after it will be published
+		close(m.settled)
+		return
+	}
 	f.countDropped(m.events, "event not published", "subject", m.subject, "events", m.events, "err", err)
 }
 
@@ -720,6 +737,10 @@ func (f *Fabric) publishBatch() {
 		f.batcher.group(batch, maxBytes)
 		for _, g := range f.batcher.groups {
 			head := &batch[g.head]
+			if head.settled != nil {
+				f.acked.settle(head.thread, head.settled)
+				continue
+			}
 			data := f.batcher.join(batch, g)
 			f.acked.add(head.thread, head.subject, head.seq, batch[g.tail].last, data, g.events, maxBytes)
 			f.published.Add(1)
@@ -783,6 +804,11 @@ func (b *batcher) group(msgs []pubMsg, maxBytes int) {
 	for i := range msgs {
 		b.next[i] = -1
 		m := &msgs[i]
+		if m.settled != nil { // a marker is a group of its own; the thread's next messages follow it
+			delete(b.open, m.thread)
+			b.groups = append(b.groups, pubGroup{head: i, tail: i})
+			continue
+		}
 		if gi, ok := b.open[m.thread]; ok {
 			g := &b.groups[gi]
 			if msgs[g.head].subject == m.subject && g.size+len(m.data) <= maxBytes {

@@ -52,6 +52,9 @@ type leases struct {
 	wait time.Duration // how long a run waits for another instance's lease
 	log  *slog.Logger
 	lost func(thread string) // a lease found taken at renewal: its runs here are cancelled
+	// settled, when not nil, is closed once the replay log has stored
+	// the thread's events queued so far (Fabric.Settled).
+	settled func(thread string) <-chan struct{}
 
 	mu    sync.Mutex
 	held  map[string]*lease // by thread
@@ -172,8 +175,12 @@ func (l *leases) holderOf(ctx context.Context, thread string) string {
 	return v.Holder
 }
 
-// release ends one run's share of thread's lease; the last one frees the
-// entry, leaving last, the thread's last seq, for the next holder.
+// release ends one run's share of thread's lease. The last share frees
+// the entry, leaving last, the thread's last seq, for the next holder —
+// once the replay log has stored the thread's events queued here (the
+// next holder's events must follow them in the log), in the background:
+// the run's end waits for no NATS request. Until then the lease is
+// renewed, and a run of the thread starting here takes it back.
 func (l *leases) release(thread string, last uint64) {
 	l.mu.Lock()
 	h := l.held[thread]
@@ -185,29 +192,67 @@ func (l *leases) release(thread string, last uint64) {
 		l.mu.Unlock()
 		return
 	}
-	delete(l.held, thread)
-	l.mu.Unlock()
-	if h.err != nil || h.holder != "" {
-		return // never taken
+	if h.err != nil || h.holder != "" { // never taken
+		delete(l.held, thread)
+		l.mu.Unlock()
+		return
 	}
-	// Freed in the background: the run's end waits for no NATS request.
-	// A run of the thread starting here meanwhile takes the entry over
-	// from this instance's name (take), whichever write lands first.
+	h.last = last
+	l.mu.Unlock()
+	var settled <-chan struct{} = closedChan
+	if l.settled != nil {
+		settled = l.settled(thread)
+	}
 	l.frees.Add(1)
-	go func() {
-		defer l.frees.Done()
-		free, _ := json.Marshal(leaseValue{Last: last})
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := l.kv.Update(ctx, leaseKey(thread), free, h.rev)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyExists):
-			// A run of this instance that started meanwhile took it over.
-		case err != nil:
-			// It expires instead; the next holder reads the replay log.
-			l.log.Warn("thread lease not freed", "thread", thread, "err", err)
+	go l.free(thread, h, settled)
+}
+
+// free frees thread's lease h once settled is closed (bounded by the
+// lease's TTL), unless a run of the thread took it back meanwhile.
+func (l *leases) free(thread string, h *lease, settled <-chan struct{}) {
+	defer l.frees.Done()
+	select {
+	case <-settled:
+	case <-time.After(l.ttl):
+		l.log.Warn("thread lease freed before the replay log stored the thread's last events", "thread", thread)
+	}
+	l.mu.Lock()
+	if h.refs > 0 || l.held[thread] != h {
+		l.mu.Unlock()
+		return // taken back
+	}
+	delete(l.held, thread)
+	rev, last := h.rev, h.last
+	l.mu.Unlock()
+	free, _ := json.Marshal(leaseValue{Last: last})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := l.kv.Update(ctx, leaseKey(thread), free, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// A renewal landed meanwhile: free it at its revision, unless a
+		// run of this instance has taken it since (it holds it then).
+		var e jetstream.KeyValueEntry
+		if e, err = l.kv.Get(ctx, leaseKey(thread)); err == nil && l.mine(e) && !l.holds(thread) {
+			_, err = l.kv.Update(ctx, leaseKey(thread), free, e.Revision())
 		}
-	}()
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		// It expires instead; the next holder reads the replay log.
+		l.log.Warn("thread lease not freed", "thread", thread, "err", err)
+	}
+}
+
+// mine reports whether a lease entry names this instance.
+func (l *leases) mine(e jetstream.KeyValueEntry) bool {
+	var v leaseValue
+	return json.Unmarshal(e.Value(), &v) == nil && v.Holder == l.self
+}
+
+// holds reports whether a run here holds (or is taking) thread's lease.
+func (l *leases) holds(thread string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[thread] != nil
 }
 
 // close waits for the leases being freed.

@@ -2,10 +2,14 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
@@ -97,5 +101,64 @@ func TestLeaseRenewLostEvict(t *testing.T) {
 	var v leaseValue
 	if err := json.Unmarshal(e.Value(), &v); err != nil || v.Holder != "b" {
 		t.Fatalf("entry %s after a's failed renewal", e.Value())
+	}
+}
+
+// A settle marker is a group of its own, and the thread's messages queued
+// after it do not join a group before it: the log's acknowledgement of
+// everything before the marker is what frees a thread's lease.
+func TestBatcherKeepsSettleMarkersInPlace(t *testing.T) {
+	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}
+	msg := func(seq uint64) pubMsg {
+		ev := canonical.NewTextDelta(0, "x")
+		ev.ThreadId, ev.RunId, ev.Seq = "th", "run", seq
+		data, _, err := appendBatchElem(nil, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pubMsg{subject: f.EventSubject("th", "run"), thread: "th", seq: seq, last: seq, data: data, events: 1}
+	}
+	marker := pubMsg{thread: "th", settled: make(chan struct{})}
+	msgs := []pubMsg{msg(1), msg(2), marker, msg(3)}
+	var b batcher
+	b.group(msgs, 1<<16)
+	var heads []int
+	for _, g := range b.groups {
+		heads = append(heads, g.head)
+	}
+	if fmt.Sprint(heads) != "[0 2 3]" || b.groups[0].events != 2 {
+		t.Fatalf("groups %+v", b.groups)
+	}
+}
+
+// settle closes at once for a thread with nothing unacknowledged, and
+// otherwise once its last message is acknowledged.
+func TestAckedLogSettle(t *testing.T) {
+	l := &ackedLog{threads: map[string]*threadLog{}, inflight: map[*nats.Msg]*threadLog{}, max: 100, wake: func() {}}
+	now := make(chan struct{})
+	l.settle("idle", now)
+	select {
+	case <-now:
+	default:
+		t.Fatal("an idle thread's settle is not closed at once")
+	}
+	l.add("th", "p.events.th.run", 1, 1, []byte{}, 1, 1<<16)
+	l.mu.Lock()
+	tl := l.threads["th"]
+	tl.cur, tl.waiting = tl.waiting[0], nil
+	l.inflight[tl.cur.msg] = tl
+	l.mu.Unlock()
+	later := make(chan struct{})
+	l.settle("th", later)
+	select {
+	case <-later:
+		t.Fatal("settled before the thread's message was acknowledged")
+	default:
+	}
+	l.acked(nil, tl.cur.msg, nil)
+	select {
+	case <-later:
+	default:
+		t.Fatal("not settled once acknowledged")
 	}
 }

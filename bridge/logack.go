@@ -45,8 +45,9 @@ type ackedLog struct {
 // threadLog is one thread's messages not yet acknowledged, in order.
 type threadLog struct {
 	thread  string
-	cur     *logMsg   // in flight, or waiting to be resent (retryAt)
-	waiting []*logMsg // after cur
+	cur     *logMsg         // in flight, or waiting to be resent (retryAt)
+	waiting []*logMsg       // after cur
+	settled []chan struct{} // closed when the thread has no message left (settle)
 }
 
 // logMsg is one message of the log, sent until acknowledged.
@@ -188,7 +189,22 @@ func (l *ackedLog) doneLocked(t *threadLog) {
 	t.cur = nil
 	if len(t.waiting) == 0 {
 		delete(l.threads, t.thread)
+		for _, ch := range t.settled {
+			close(ch)
+		}
 	}
+}
+
+// settle closes ch once thread has no message left to acknowledge: at
+// once when it has none now. (Messages added meanwhile delay it too.)
+func (l *ackedLog) settle(thread string, ch chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := l.threads[thread]; t != nil {
+		t.settled = append(t.settled, ch)
+		return
+	}
+	close(ch)
 }
 
 // failed is JetStream's callback for a message not acknowledged (timed
@@ -236,6 +252,11 @@ func (l *ackedLog) subjects(set map[string]bool) {
 func (l *ackedLog) abandon(err error) {
 	l.mu.Lock()
 	n := l.events
+	for _, t := range l.threads {
+		for _, ch := range t.settled {
+			close(ch)
+		}
+	}
 	clear(l.threads)
 	clear(l.inflight)
 	l.events = 0
