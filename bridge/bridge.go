@@ -288,11 +288,13 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		r.seqReady = make(chan struct{})
 		go func() {
 			defer close(r.seqReady)
-			if claim != nil {
-				r.startErr = <-claim
-			}
-			if newLease && r.startErr == nil {
+			if newLease { // while the claim, made since Run, is under way
 				r.startErr = r.takeLease(context.WithoutCancel(runCtx))
+			}
+			if claim != nil {
+				if err := <-claim; r.startErr == nil {
+					r.startErr = err
+				}
 			}
 			if fromLog && r.startErr == nil {
 				// Not the run's context: a run cancelled now still ends
