@@ -34,7 +34,12 @@ import (
 //	                  message an EventBatch (protobuf) of consecutive
 //	                  events, kept by the JetStream replay stream.
 //	p.hb.<T>.<R>      the run owner's heartbeat, every nats.heartbeat.
-//	p.cmd.<T>         commands to live runs: {"cancel_run": "<run id>"}.
+//	p.place.<H>       start a run on the instance whose lease holder id is
+//	                  H, which holds the run's thread's lease (lease.go);
+//	                  as p.run.<backend>, and its reply carries the header
+//	                  Interlingua-Lease-Holder.
+//	p.cmd.<T>         commands to live runs: {"cancel_run": "<run id>"},
+//	                  or {"cancel_thread": "<T>"} (every run of T).
 //	p.chb.<T>.<R>     the client's heartbeat: the instance whose client reads
 //	                  run R (placed on another instance) says it still does,
 //	                  every nats.heartbeat; the owner cancels a run placed
