@@ -112,7 +112,7 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 		// is refused while its client's instance still waits for the
 		// answer.
 		b.leases = &leases{kv: kv, self: nuid.Next(), ttl: leaseTTL(cfg.Heartbeat), wait: cfg.StartTimeout / 2,
-			log: b.log, lost: b.cancelThreadHere, settled: b.fabric.Settled}
+			log: b.log, lost: b.cancelThreadHere, settled: b.fabric.Settled, closing: make(chan struct{})}
 	}
 	if hosted != nil {
 		c.hosted = map[string]bool{}

@@ -59,6 +59,9 @@ type leases struct {
 	mu    sync.Mutex
 	held  map[string]*lease // by thread
 	frees sync.WaitGroup    // lease entries being freed (release)
+
+	closing   chan struct{} // closed by close
+	closeOnce sync.Once
 }
 
 // lease is a thread's lease as this instance holds it (or is taking it).
@@ -213,6 +216,7 @@ func (l *leases) free(thread string, h *lease, settled <-chan struct{}) {
 	defer l.frees.Done()
 	select {
 	case <-settled:
+	case <-l.closing: // shutting down: free it now, with the last seq
 	case <-time.After(l.ttl):
 		l.log.Warn("thread lease freed before the replay log stored the thread's last events", "thread", thread)
 	}
@@ -225,7 +229,11 @@ func (l *leases) free(thread string, h *lease, settled <-chan struct{}) {
 	rev, last := h.rev, h.last
 	l.mu.Unlock()
 	free, _ := json.Marshal(leaseValue{Last: last})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	timeout := 5 * time.Second
+	if isReady(l.closing) {
+		timeout = time.Second // shutting down: it expires anyway
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_, err := l.kv.Update(ctx, leaseKey(thread), free, rev)
 	if errors.Is(err, jetstream.ErrKeyExists) {
@@ -255,8 +263,12 @@ func (l *leases) holds(thread string) bool {
 	return l.held[thread] != nil
 }
 
-// close waits for the leases being freed.
-func (l *leases) close() { l.frees.Wait() }
+// close frees the leases being freed without waiting for the replay log
+// any longer (the fabric drains it as it closes), and waits for that.
+func (l *leases) close() {
+	l.closeOnce.Do(func() { close(l.closing) })
+	l.frees.Wait()
+}
 
 // evict frees thread's lease if holder, an instance taken for dead, still
 // holds it, leaving last, the thread's last seq as the replay log now

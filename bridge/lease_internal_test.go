@@ -30,7 +30,7 @@ func testLeases(t *testing.T) (a, b *leases, lost chan string) {
 	lost = make(chan string, 4)
 	mk := func(self string) *leases {
 		return &leases{kv: kv, self: self, ttl: 4 * time.Second, wait: 100 * time.Millisecond,
-			log: slog.New(slog.DiscardHandler), lost: func(th string) { lost <- th }}
+			log: slog.New(slog.DiscardHandler), lost: func(th string) { lost <- th }, closing: make(chan struct{})}
 	}
 	return mk("a"), mk("b"), lost
 }
@@ -53,7 +53,7 @@ func TestLeaseSharesAndHandover(t *testing.T) {
 		t.Fatalf("b while a holds one share: %q", holder)
 	}
 	a.release("th", 9)
-	a.close() // the entry is freed in the background
+	a.frees.Wait() // the entry is freed in the background
 	last, holder, err := b.acquire(ctx, "th", 0)
 	if err != nil || holder != "" || last != 9 {
 		t.Fatalf("b after a's last share: last %d, holder %q, %v", last, holder, err)
