@@ -208,9 +208,15 @@ func TestObserverEndsWithItsContext(t *testing.T) {
 		t.Fatal("Recv after the context ended: no error")
 	}
 	waitSettled(t, "consumers", 0, s.consumers)
-	o2, err := s.inst.Bridge().Observe(canonical.WithPrincipal(t.Context(), a), "ta-direct", 0)
-	if err != nil {
-		t.Fatalf("observer after the first one's context ended: %v", err)
+	// The slot is given back just after the consumer's deletion returns.
+	var o2 canonical.Stream
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if o2, err = s.inst.Bridge().Observe(canonical.WithPrincipal(t.Context(), a), "ta-direct", 0); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("observer after the first one's context ended: %v", err)
+		}
 	}
 	if err := o2.Close(); err != nil {
 		t.Fatal(err)
