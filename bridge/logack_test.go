@@ -77,10 +77,13 @@ func TestEventTooLargeForNATS(t *testing.T) {
 	}
 }
 
-// A run on a thread whose lease and last seq cannot be read from NATS
-// (NATS is down) is refused unavailable before it starts rather than
-// numbering its events from what this instance last saw: another instance
-// may have run the thread since, and its seqs would be reused.
+// A run on a thread whose last seq cannot be read from NATS (NATS is down)
+// does not number its events from what this instance last saw: another
+// instance may have run the thread since, and its seqs would be reused.
+// It is refused unavailable before it starts (its thread's lease cannot
+// be taken), or, when this instance still holds the lease (its free waits
+// for the replay log), ends failed unavailable, its end its client's
+// alone, with no delta delivered.
 func TestRunFailsWhenThreadSeqUnknown(t *testing.T) {
 	ns := natsServer(t)
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
@@ -90,7 +93,22 @@ func TestRunFailsWhenThreadSeqUnknown(t *testing.T) {
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	if evs, code := postRun(t, a.URL, body); code != 503 {
+	evs, code := postRun(t, a.URL, body)
+	switch {
+	case code == 503:
+	case code == 200 && len(evs) > 0:
+		last := evs[len(evs)-1]
+		st, _ := canonical.TerminalOf(last)
+		if e := last.GetLifecycle().GetError(); st != canonical.StatusFailed || e.GetCode() != uint32(canonical.CodeUnavailable) ||
+			!strings.Contains(e.GetMessage(), "last seq") {
+			t.Fatalf("second run ended %v", last)
+		}
+		for _, ev := range evs {
+			if ev.GetBlockDelta() != nil {
+				t.Fatalf("a delta was delivered under a guessed seq: %v", ev)
+			}
+		}
+	default:
 		t.Fatalf("second run: status %d, %d events", code, len(evs))
 	}
 }
