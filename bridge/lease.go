@@ -202,18 +202,20 @@ func (l *leases) release(thread string, last uint64) {
 	}
 	h.last = last
 	l.mu.Unlock()
+	l.frees.Add(1)
+	go l.free(thread, h)
+}
+
+// free frees thread's lease h once the replay log has stored the thread's
+// events queued so far (bounded by the lease's TTL), unless a run of the
+// thread took it back meanwhile. (Here, not in release: queueing the
+// marker may wait for room in the publish queue.)
+func (l *leases) free(thread string, h *lease) {
+	defer l.frees.Done()
 	var settled <-chan struct{} = closedChan
 	if l.settled != nil {
 		settled = l.settled(thread)
 	}
-	l.frees.Add(1)
-	go l.free(thread, h, settled)
-}
-
-// free frees thread's lease h once settled is closed (bounded by the
-// lease's TTL), unless a run of the thread took it back meanwhile.
-func (l *leases) free(thread string, h *lease, settled <-chan struct{}) {
-	defer l.frees.Done()
 	select {
 	case <-settled:
 	case <-l.closing: // shutting down: free it now, with the last seq
