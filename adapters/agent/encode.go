@@ -103,7 +103,10 @@ func newFrame(seq uint64, w *wireEvent) []byte {
 	if w.method == methodMessages || w.method == methodTools {
 		node = w.node
 	}
-	n := 96 + len(w.method) + len(node) + len(w.data)
+	// The fixed members take 102 bytes, two seqs and a timestamp up to 60:
+	// the frame is written into one array (96 made nearly every frame
+	// grow, a second allocation per wire event).
+	n := 162 + len(w.method) + len(node) + len(w.data)
 	for _, s := range w.namespace {
 		n += len(s) + 3
 	}

@@ -390,6 +390,10 @@ func TestDeltaFrameBytes(t *testing.T) {
 	if got := string(newFrame(42, &out[0])); got != want {
 		t.Fatalf("frame\n got %s\nwant %s", got, want)
 	}
+	// One array, sized up front, whatever the seq's digits.
+	if n := testing.AllocsPerRun(100, func() { newFrame(1<<63, &out[0]) }); n != 1 {
+		t.Fatalf("a delta's frame takes %v allocations, want 1", n)
+	}
 	bad := wireEvent{method: methodValues, timeMs: 5, data: jsonOrNull([]byte(`{"a":`))}
 	if got := string(newFrame(7, &bad)); got != `{"type":"event","event_id":"7","seq":7,"method":"values","params":{"namespace":[],"timestamp":5,"data":null}}` {
 		t.Fatalf("frame of data that is not JSON: %s", got)
