@@ -130,6 +130,9 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 		if err := <-b.owners.claimNew(ctx, req.GetThreadId(), p); err != nil {
 			return nil, canonical.AsError(err)
 		}
+		if err := b.freshRunID(ctx, req.GetRunId()); err != nil {
+			return nil, err
+		}
 	case req.ThreadId == "":
 		// 128 random bits name no thread yet: the claim is made while the
 		// run starts (the first event waits for it).
@@ -170,6 +173,24 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 		return nil, err
 	}
 	return tapped.Wrap(b.meter(ctx, s, req, target, rt.Backend, start, span, release)), nil
+}
+
+// freshRunID refuses a client-chosen run id whose thread (the run's own,
+// named by it) has events in the replay log: the id named a run that ran,
+// here or on another instance, and a second run under it would number its
+// events from 1 again, in the same thread.
+func (b *Bridge) freshRunID(ctx context.Context, id string) error {
+	if b.fabric == nil {
+		return nil
+	}
+	last, err := b.fabric.LastSeq(ctx, id)
+	if err != nil {
+		return natsFailure(b.log.With("run", id), canonical.CodeUnavailable, "the run id could not be checked against the replay log", err)
+	}
+	if last > 0 {
+		return canonical.Errorf(canonical.CodeAlreadyExists, "run %q already ran: a run id names one run", id)
+	}
+	return nil
 }
 
 // admitKey counts a run against its API key's max_runs; release undoes it.

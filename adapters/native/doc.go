@@ -5,6 +5,11 @@
 // It is the thinnest possible frontend: for debugging, scripts and the
 // conformance runner, and what the shutdown tests drive.
 //
+// A request without threadId runs on a thread named by its runId: one the
+// bridge makes up (128 random bits), or the client's, which names one run
+// (a runId whose thread has events, or another API key's, is refused 409
+// before any event).
+//
 // Errors before the first event are a JSON body {"code","message"} with the
 // HTTP status of the code (errors.go); after it, the stream carries them as
 // the run's terminal lifecycle event. Limits: request body (MaxRequestBytes,
