@@ -416,7 +416,8 @@ func (b *Bridge) runRemote(ctx context.Context, rt Route, req *canonical.Request
 		return nil, canonical.AsError(err)
 	}
 	rs := &remoteStream{b: b, ctx: ctx, sub: sub, thread: req.GetThreadId(), run: req.GetRunId(),
-		runToken: subject.Token(req.GetRunId()), timeout: cfg.OwnerTimeout, holder: reply.Header.Get(hdrHolder)}
+		runToken: subject.Token(req.GetRunId()), timeout: cfg.OwnerTimeout, holder: reply.Header.Get(hdrHolder),
+		fromStart: req.GetThreadId() == req.GetRunId()}
 	rs.stopWatch = context.AfterFunc(ctx, rs.abort)
 	b.mu.Lock()
 	b.remotes[rs] = struct{}{}
@@ -444,8 +445,11 @@ type remoteStream struct {
 
 	guard     canonical.Guard
 	owed      []*canonical.Event
-	lastSeq   uint64    // the run's last seq delivered
-	threadSeq uint64    // the thread's last seq seen, of any run; 0 before the first
+	lastSeq   uint64 // the run's last seq delivered
+	threadSeq uint64 // the thread's last seq seen, of any run; 0 before the first
+	// fromStart: the thread is the run's own, new (freshRunID), so its
+	// first seq is 1 and a first message after it shows a loss too.
+	fromStart bool
 	alive     time.Time // when the owner last sent an event or heartbeat of the run
 	leftAt    time.Time // when Recv first saw the client's context ended
 	cancelled sync.Once // the run's cancel is sent to its owner
@@ -533,7 +537,7 @@ func (r *remoteStream) accept(ev *canonical.Event) {
 		return
 	case r.threadSeq != 0 && seq <= r.threadSeq:
 		return // delivered already (read from the log after a gap)
-	case r.threadSeq != 0 && seq > r.threadSeq+1:
+	case (r.threadSeq != 0 || r.fromStart) && seq > r.threadSeq+1:
 		if !r.fill(seq) {
 			return
 		}

@@ -1,0 +1,71 @@
+package bridge
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// A run placed on another instance, on a thread of its own, whose first
+// message its client never got (a NATS reconnect as it started): the
+// first message that arrives is after seq 1, which on a new thread is a
+// loss, so the events before it are read from the replay log and the
+// client gets the run whole. (It used to take that message for the
+// start, and the run failed: a delta outside any block.)
+func TestRemoteStreamFillsALostStart(t *testing.T) {
+	f, nc, _ := subscribedFabric(t, "unused")
+	b := &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}}
+	bld := canonical.NewBuilder()
+	evs := bld.Lifecycle(nil, canonical.StatusRunning)
+	evs = bld.StartMessage(evs, "m", "assistant")
+	evs = bld.Text(evs, "lost ")
+	evs = bld.Text(evs, "then found")
+	evs = bld.FinishMessage(evs, canonical.FinishStop, nil)
+	evs = bld.End(evs, canonical.StatusCompleted, nil)
+	for i, ev := range evs {
+		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "own", "own", uint64(i+1), 1
+	}
+	publish := func(evs []*canonical.Event) {
+		p := f.publisher("own", "own", true)
+		for _, ev := range evs {
+			p.publish(ev)
+		}
+	}
+	publish(evs[:3]) // the start, which the client will not get
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if last, _ := f.LastSeq(context.Background(), "own"); last == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the start did not reach the replay log")
+		}
+	}
+	sub, err := nc.SubscribeSync(f.Prefix() + ".*.own.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	publish(evs[3:])
+	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: "own", run: "own", runToken: "own",
+		timeout: 2 * time.Second, stopWatch: func() bool { return true }, fromStart: true}
+	b.remotes[rs] = struct{}{}
+	got, err := canonical.Collect(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("%d events, want %d: %v", len(got), len(evs), got)
+	}
+	for i := range evs {
+		if !proto.Equal(got[i], evs[i]) {
+			t.Fatalf("event %d: %v, want %v", i, got[i], evs[i])
+		}
+	}
+}
