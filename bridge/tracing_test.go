@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -39,18 +40,28 @@ func TestTracePropagation(t *testing.T) {
 	}
 	_, _ = io.ReadAll(resp.Body) // to the terminal event: the run's span has ended
 	resp.Body.Close()
-	_ = tp.ForceFlush(t.Context())
-	seen := map[string]bool{}
-	for _, s := range exp.GetSpans() {
-		if s.SpanContext.TraceID().String() != traceID {
-			continue
+	// The owner's span ends once the owner has closed the run, which may
+	// be just after its client read the terminal event.
+	want := []string{"interlingua.run", "interlingua.run.owner", "interlingua.tool"}
+	var seen map[string]bool
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_ = tp.ForceFlush(t.Context())
+		seen = map[string]bool{}
+		for _, s := range exp.GetSpans() {
+			if s.SpanContext.TraceID().String() == traceID {
+				seen[s.Name] = true
+			}
 		}
-		seen[s.Name] = true
-		if s.Name == "interlingua.run" && s.Parent.SpanID().String() != "00f067aa0ba902b7" {
+		if seen[want[0]] && seen[want[1]] && seen[want[2]] || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() == traceID && s.Name == "interlingua.run" && s.Parent.SpanID().String() != "00f067aa0ba902b7" {
 			t.Errorf("run span's parent is %s, want the client's span", s.Parent.SpanID())
 		}
 	}
-	for _, name := range []string{"interlingua.run", "interlingua.run.owner", "interlingua.tool"} {
+	for _, name := range want {
 		if !seen[name] {
 			t.Errorf("no %s span in the client's trace (saw %v)", name, seen)
 		}
