@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
@@ -170,5 +171,49 @@ func TestThreadOfThreadlessRunContinuedElsewhere(t *testing.T) {
 				t.Errorf("thread %d: seq %d given to %s and %s", i, ev.GetSeq(), prev, ev.GetRunId())
 			}
 		}
+	}
+}
+
+// A run of a thread whose lease holder does not host the run's backend
+// cannot be placed there: it waits for the lease (its TTL and half of
+// nats.start_timeout), is refused aborted while the holder's run goes on,
+// and runs, numbered after the holder's events, once that run has ended.
+func TestRunWaitsForHolderWithoutItsBackend(t *testing.T) {
+	ns := natsServer(t)
+	withSecond := func(c *bridge.Config) *bridge.Config {
+		c.Backends["second"] = bridge.BackendConfig{Type: "scripted"}
+		c.Routes = append(c.Routes, bridge.Route{Target: "second-stream", Backend: "second", Model: "stream"})
+		c.NATS.StartTimeout = 200 * time.Millisecond
+		return c
+	}
+	a := bridgetest.Start(t, withSecond(clusterConfig(ns.ClientURL(), "scripted")))
+	b := bridgetest.Start(t, withSecond(clusterConfig(ns.ClientURL())))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held, err := a.Bridge().Run(ctx, &canonical.Request{Target: "echo", ThreadId: "mixed",
+		Parameters: map[string]*structpb.Value{"hang": structpb.NewBoolValue(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	second := func() (canonical.Stream, error) {
+		return b.Bridge().Run(context.Background(), &canonical.Request{Target: "second-stream", ThreadId: "mixed",
+			Parameters: map[string]*structpb.Value{"deltas": structpb.NewNumberValue(2)}})
+	}
+	if _, err := second(); canonical.CodeOf(err) != canonical.CodeAborted {
+		t.Fatalf("a run A cannot host while A holds the thread: %v", err)
+	}
+	cancel()
+	rest, _ := canonical.Collect(held)
+	last := rest[len(rest)-1].GetSeq()
+	s, err := second()
+	if err != nil {
+		t.Fatalf("once A's run has ended: %v", err)
+	}
+	evs, _ := canonical.Collect(s)
+	if evs[0].GetSeq() != last+1 {
+		t.Fatalf("B's run starts at seq %d after A's last %d", evs[0].GetSeq(), last)
 	}
 }
