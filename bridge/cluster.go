@@ -718,8 +718,7 @@ func (r *remoteStream) cleanup(cancelRun bool) {
 func (b *Bridge) CancelThread(thread string) {
 	b.cancelThreadHere(thread)
 	if b.fabric != nil && b.cluster.started {
-		data, _ := json.Marshal(command{CancelThread: thread})
-		b.fabric.Publish(b.subject("cmd", subject.Token(thread)), data)
+		b.sendCommand(thread, command{CancelThread: thread})
 	}
 }
 
@@ -740,6 +739,12 @@ func (b *Bridge) cancelThreadHere(thread string) {
 
 // cancelRemote asks the instance running a run to cancel it.
 func (b *Bridge) cancelRemote(thread, run string) {
-	data, _ := json.Marshal(command{CancelRun: run})
+	b.sendCommand(thread, command{CancelRun: run})
+}
+
+// sendCommand publishes c on thread's command subject, which every
+// instance serves (serveCommand).
+func (b *Bridge) sendCommand(thread string, c command) {
+	data, _ := json.Marshal(c)
 	b.fabric.Publish(b.subject("cmd", subject.Token(thread)), data)
 }

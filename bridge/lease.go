@@ -82,6 +82,22 @@ type leaseValue struct {
 	Last   uint64 `json:"last,omitempty"`
 }
 
+// bytes is v as its KV entry.
+func (v leaseValue) bytes() []byte {
+	b, _ := json.Marshal(v) // two plain members: it cannot fail
+	return b
+}
+
+// readLease is the value of a lease entry; an unreadable one reads as
+// free, with no last seq.
+func readLease(e jetstream.KeyValueEntry) leaseValue {
+	var v leaseValue
+	if json.Unmarshal(e.Value(), &v) != nil {
+		return leaseValue{}
+	}
+	return v
+}
+
 // leaseTTL is how long a lease outlives its holder's last renewal: ten
 // heartbeats, at least a few seconds (a NATS reconnect must not lose it).
 func leaseTTL(heartbeat time.Duration) time.Duration { return max(10*heartbeat, 3*time.Second) }
@@ -126,7 +142,7 @@ func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration)
 // then returns that instance's holder id.
 func (l *leases) take(ctx context.Context, thread string, h *lease, wait time.Duration) (string, error) {
 	key := leaseKey(thread)
-	mine, _ := json.Marshal(leaseValue{Holder: l.self})
+	mine := leaseValue{Holder: l.self}.bytes()
 	deadline := time.Now().Add(wait)
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, leasePoll) {
 		rev, err := l.kv.Create(ctx, key, mine)
@@ -139,12 +155,15 @@ func (l *leases) take(ctx context.Context, thread string, h *lease, wait time.Du
 		}
 		e, err := l.kv.Get(ctx, key)
 		var v leaseValue
+		if err == nil {
+			v = readLease(e)
+		}
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			continue // expired or freed between the two
 		case err != nil:
 			return "", natsFailure(l.log.With("thread", thread), canonical.CodeUnavailable, "the thread's lease could not be read", err)
-		case json.Unmarshal(e.Value(), &v) != nil || v.Holder == "" || v.Holder == l.self:
+		case v.Holder == "" || v.Holder == l.self:
 			// Free (or this instance's own, left by a release that
 			// failed): taken by a write conditional on its revision.
 			if rev, err := l.kv.Update(ctx, key, mine, e.Revision()); err == nil {
@@ -171,11 +190,10 @@ func (l *leases) holderOf(ctx context.Context, thread string) string {
 	if err != nil {
 		return ""
 	}
-	var v leaseValue
-	if json.Unmarshal(e.Value(), &v) != nil || v.Holder == l.self {
-		return ""
+	if h := readLease(e).Holder; h != l.self {
+		return h
 	}
-	return v.Holder
+	return ""
 }
 
 // release ends one run's share of thread's lease. The last share frees
@@ -230,7 +248,7 @@ func (l *leases) free(thread string, h *lease) {
 	delete(l.held, thread)
 	rev, last := h.rev, h.last
 	l.mu.Unlock()
-	free, _ := json.Marshal(leaseValue{Last: last})
+	free := leaseValue{Last: last}.bytes()
 	timeout := 5 * time.Second
 	if isReady(l.closing) {
 		timeout = time.Second // shutting down: it expires anyway
@@ -254,8 +272,7 @@ func (l *leases) free(thread string, h *lease) {
 
 // mine reports whether a lease entry names this instance.
 func (l *leases) mine(e jetstream.KeyValueEntry) bool {
-	var v leaseValue
-	return json.Unmarshal(e.Value(), &v) == nil && v.Holder == l.self
+	return readLease(e).Holder == l.self
 }
 
 // holds reports whether a run here holds (or is taking) thread's lease.
@@ -282,12 +299,10 @@ func (l *leases) evict(ctx context.Context, thread, holder string, last uint64) 
 	if err != nil {
 		return // none, or it expires on its own
 	}
-	var v leaseValue
-	if json.Unmarshal(e.Value(), &v) != nil || v.Holder != holder {
+	if readLease(e).Holder != holder {
 		return
 	}
-	free, _ := json.Marshal(leaseValue{Last: last})
-	if _, err := l.kv.Update(ctx, key, free, e.Revision()); err == nil {
+	if _, err := l.kv.Update(ctx, key, leaseValue{Last: last}.bytes(), e.Revision()); err == nil {
 		l.log.Info("thread lease of a gone instance freed", "thread", thread, "last_seq", last)
 	}
 }
@@ -368,7 +383,7 @@ func (l *leases) renew(now time.Time) {
 		}
 	}
 	l.mu.Unlock()
-	mine, _ := json.Marshal(leaseValue{Holder: l.self})
+	mine := leaseValue{Holder: l.self}.bytes()
 	for _, d := range dues {
 		ctx, cancel := context.WithTimeout(context.Background(), l.ttl/4)
 		rev, err := l.kv.Update(ctx, leaseKey(d.thread), mine, d.rev)

@@ -189,9 +189,14 @@ func (l *ackedLog) doneLocked(t *threadLog) {
 	t.cur = nil
 	if len(t.waiting) == 0 {
 		delete(l.threads, t.thread)
-		for _, ch := range t.settled {
-			close(ch)
-		}
+		t.closeSettled()
+	}
+}
+
+// closeSettled tells those waiting for t to settle that it has.
+func (t *threadLog) closeSettled() {
+	for _, ch := range t.settled {
+		close(ch)
 	}
 }
 
@@ -253,9 +258,7 @@ func (l *ackedLog) abandon(err error) {
 	l.mu.Lock()
 	n := l.events
 	for _, t := range l.threads {
-		for _, ch := range t.settled {
-			close(ch)
-		}
+		t.closeSettled()
 	}
 	clear(l.threads)
 	clear(l.inflight)
