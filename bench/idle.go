@@ -57,6 +57,9 @@ type IdleResult struct {
 	PerConnBytes int64 `json:"per_conn_bytes"`
 	Goroutines   int64 `json:"goroutines"`
 	HeapInuse    int64 `json:"heap_inuse_bytes"`
+	// StackInuse is the goroutine stacks' memory: with HeapInuse, what
+	// the RSS per connection is made of.
+	StackInuse int64 `json:"stack_inuse_bytes"`
 	// Active is the active-stream load run with the idle connections
 	// open (figures of the server process: RSS, CPU).
 	Active *Side `json:"active,omitempty"`
@@ -123,7 +126,7 @@ func Idle(ctx context.Context, o IdleOptions) (*IdleResult, error) {
 	if open := pool.total(); open > 0 {
 		res.PerConnBytes = (res.IdleRSS - res.BaselineRSS) / int64(open)
 	}
-	res.Goroutines, res.HeapInuse = child.metrics()
+	res.Goroutines, res.HeapInuse, res.StackInuse = child.metrics()
 
 	if o.ActiveStreams > 0 {
 		if res.Active, err = activeAlongside(ctx, child, o.ActiveStreams, o.ActiveDeltas); err != nil {
@@ -336,10 +339,11 @@ func (c *child) stop() {
 	os.RemoveAll(c.dir)
 }
 
-// metrics scrapes go_goroutines and go_memstats_heap_inuse_bytes.
-func (c *child) metrics() (goroutines, heapInuse int64) {
+// metrics scrapes go_goroutines, go_memstats_heap_inuse_bytes and
+// go_memstats_stack_inuse_bytes.
+func (c *child) metrics() (goroutines, heapInuse, stackInuse int64) {
 	m := c.scrape()
-	return int64(m["go_goroutines"]), int64(m["go_memstats_heap_inuse_bytes"])
+	return int64(m["go_goroutines"]), int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_memstats_stack_inuse_bytes"])
 }
 
 // scrape reads the child's unlabelled /metrics samples.
@@ -420,6 +424,7 @@ func WriteIdleMarkdown(w io.Writer, r *IdleResult) {
 	fmt.Fprintf(w, "| RSS per idle connection (KiB) | %s |\n", kib(r.PerConnBytes))
 	fmt.Fprintf(w, "| goroutines | %s |\n", num(float64(r.Goroutines)))
 	fmt.Fprintf(w, "| heap in use (MiB) | %s |\n", mib(r.HeapInuse))
+	fmt.Fprintf(w, "| goroutine stacks (MiB) | %s |\n", mib(r.StackInuse))
 	if a := r.Active; a != nil {
 		fmt.Fprintf(w, "| active streams alongside (%s ← %s) | %d × %d deltas |\n", referenceFrontend().Load.Title, scriptedName(), r.ActiveStreams, r.ActiveDeltas)
 		fmt.Fprintf(w, "| active: deltas/s | %s |\n", num(a.DeltasPerSec))

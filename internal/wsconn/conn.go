@@ -13,14 +13,24 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// Conn is a WebSocket connection whose writes all go through one goroutine,
-// writeLoop, fed by a bounded queue. Send, SendText, Close, Done and Err may
-// be called from any goroutine; Read from one goroutine at a time.
+// Conn is a WebSocket connection whose writes all go through one goroutine
+// at a time, writeLoop, fed by a bounded queue. Send, SendText, Close, Done
+// and Err may be called from any goroutine; Read from one goroutine at a
+// time.
 type Conn struct {
 	ws   *websocket.Conn
 	cfg  Config
 	out  *sendQueue // writeLoop is its only taker
 	held *heldConn  // ws's network connection if made by Upgrade, else nil
+
+	// wmu guards the write turn: writing is set while a writeLoop runs
+	// (it alone writes), pingDue once the ping timer has fired and until
+	// the ping is written. A writeLoop runs only while there is something
+	// to write, so an idle connection holds no writer goroutine.
+	wmu     sync.Mutex
+	writing bool
+	pingDue bool
+	ping    *time.Timer
 
 	once    sync.Once
 	closing chan struct{} // closed when the Conn starts to end; the fields below are set before
@@ -41,9 +51,10 @@ type frame struct {
 	data []byte
 }
 
-// New wraps ws, which must not be used directly afterwards, and starts the
-// Conn's writer goroutine; it runs until the Conn ends (see Close). New sets
-// ws's read limit and pong handler, and Read its read deadline; gorilla's
+// New wraps ws, which must not be used directly afterwards. Its writer
+// goroutine runs while there is something to write: queued frames, a ping
+// (every PingInterval), the close handshake (see Close). New sets ws's
+// read limit and pong handler, and Read its read deadline; gorilla's
 // default ping and close handlers stay in place.
 func New(ws *websocket.Conn, cfg Config) *Conn {
 	cfg = cfg.withDefaults()
@@ -60,7 +71,9 @@ func New(ws *websocket.Conn, cfg Config) *Conn {
 		c.extendRead()
 		return nil
 	})
-	go c.writeLoop()
+	c.wmu.Lock() // the timer may fire before the assignment is done
+	c.ping = time.AfterFunc(cfg.PingInterval, c.pingTime)
+	c.wmu.Unlock()
 	return c
 }
 
@@ -89,6 +102,7 @@ func (c *Conn) Send(ctx context.Context, msgType int, data []byte) error {
 	default:
 	}
 	if c.out.push(frame{typ: msgType, data: data}) {
+		c.kick()
 		return nil
 	}
 	return c.cutOff() // slow consumer: cut off, never grow
@@ -114,6 +128,7 @@ func (c *Conn) SendWait(ctx context.Context, msgType int, data []byte) error {
 		default:
 		}
 		if c.out.push(f) {
+			c.kick()
 			return nil
 		}
 		if t == nil {
@@ -245,6 +260,9 @@ func (c *Conn) end(err error, flush bool) bool {
 		close(c.closing)
 		won = true
 	})
+	if won {
+		c.kick() // the writer finishes the close handshake
+	}
 	return won
 }
 
@@ -336,44 +354,108 @@ func (c *Conn) wait() {
 	}
 }
 
-// writeLoop is the Conn's only writer: it writes queued frames and pings
-// until the Conn starts to end, then finishes the close handshake and closes
-// the network connection.
+// kick makes sure a writer runs: called after putting in place something
+// to write (a frame, the ending). A writer that runs already sees it.
+func (c *Conn) kick() {
+	if c.take() {
+		go c.writeLoop()
+	}
+}
+
+// take claims the write turn for the caller, who must then run writeLoop;
+// false when a writer runs.
+func (c *Conn) take() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.writing {
+		return false
+	}
+	c.writing = true
+	return true
+}
+
+// pingTime is the ping timer's function (a goroutine of its own): a ping
+// is due, written by the writer that runs or, when none does, by this
+// goroutine as the writer.
+func (c *Conn) pingTime() {
+	c.wmu.Lock()
+	c.pingDue = true
+	c.wmu.Unlock()
+	if c.take() {
+		c.writeLoop()
+	}
+}
+
+// writeLoop is the Conn's writer while there is something to write: a due
+// ping, queued frames, and once the Conn starts to end, the close
+// handshake, after which it closes the network connection and keeps the
+// write turn for good. Its caller holds the turn (take); it gives it back
+// (release) when nothing is left.
 func (c *Conn) writeLoop() {
-	defer close(c.done)
-	defer c.ws.Close()
-	ping := time.NewTicker(c.cfg.PingInterval)
-	defer ping.Stop()
 	for {
 		select { // an ending Conn stops writing frames at once
 		case <-c.closing:
+			c.wmu.Lock()
+			c.ping.Stop()
+			c.wmu.Unlock()
 			c.finish()
+			_ = c.ws.Close()
+			close(c.done)
 			return
 		default:
 		}
-		select {
-		case <-c.out.ready:
-			if err := c.writeQueued(); err != nil {
-				c.endWrite(err)
-			}
-		case <-ping.C:
-			err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.cfg.WriteTimeout))
-			if err != nil {
-				c.endWrite(err)
-			}
-		case <-c.closing:
-			c.finish()
+		var err error
+		switch {
+		case c.takePing():
+			err = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.cfg.WriteTimeout))
+		case c.out.len() > 0:
+			err = c.writeQueued()
+		case c.release():
 			return
 		}
+		if err != nil {
+			c.endWrite(err)
+		}
 	}
+}
+
+// takePing reports whether a ping is due, clearing it and setting the
+// timer for the next.
+func (c *Conn) takePing() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.pingDue {
+		return false
+	}
+	c.pingDue = false
+	c.ping.Reset(c.cfg.PingInterval)
+	return true
+}
+
+// release gives the write turn back, unless something to write came while
+// the writer looked (a Send or end that found the turn taken relies on
+// this look).
+func (c *Conn) release() bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.closing:
+		return false
+	default:
+	}
+	if c.pingDue || c.out.len() > 0 {
+		return false
+	}
+	c.writing = false
+	return true
 }
 
 // writeQueued writes the frames queued when it starts, held (see
 // heldConn) so that they reach the network in one write. It stops early if
 // the Conn starts to end. Frames queued meanwhile wait for the next call,
-// which comes at once (each push signals ready): no frame waits for another
-// to batch with, and the loop gets to its ping and closing cases between
-// bursts.
+// which comes at once (writeLoop looks again before it lets go): no frame
+// waits for another to batch with, and the loop gets to its ping and
+// closing cases between bursts.
 func (c *Conn) writeQueued() error {
 	n := c.out.len()
 	c.held.hold()

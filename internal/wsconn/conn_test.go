@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -592,4 +593,100 @@ func TestPongsAmidBursts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestIdleConnHoldsNoWriter: the writer goroutine runs only while there is
+// something to write. Idle connections (their pings answered) hold none;
+// a burst of frames starts one, which delivers them all, in order, and
+// goes once they are written; a ping is still written to an idle
+// connection and Close still sends its close frame.
+func TestIdleConnHoldsNoWriter(t *testing.T) {
+	const conns, frames = 8, 50
+	servers := make([]*wsconn.Conn, conns)
+	clients := make([]*websocket.Conn, conns)
+	pings := make(chan int, 1000)
+	for i := range conns {
+		servers[i], clients[i] = pair(t, wsconn.Config{PingInterval: 100 * time.Millisecond})
+		clients[i].SetPingHandler(func(data string) error {
+			pings <- i
+			return clients[i].WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(timeout))
+		})
+		readAsync(t.Context(), servers[i]) // keeps pongs processed
+	}
+	waitWriters(t, 0)
+
+	got := make(chan error, conns)
+	for i := range conns {
+		go func() {
+			for n := range frames {
+				_, data, err := clients[i].ReadMessage()
+				if err == nil && string(data) != strconv.Itoa(n) {
+					err = fmt.Errorf("conn %d: frame %d is %q", i, n, data)
+				}
+				if err != nil {
+					got <- err
+					return
+				}
+			}
+			got <- nil
+		}()
+		for n := range frames {
+			if err := servers[i].SendText([]byte(strconv.Itoa(n))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range conns {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(timeout):
+			t.Fatal("frames never all arrived")
+		}
+	}
+	waitWriters(t, 0)
+
+	// Each client reads on (for pings and the close frame).
+	closed := make(chan error, conns)
+	for i := range conns {
+		go func() {
+			_, _, err := clients[i].ReadMessage()
+			closed <- err
+		}()
+	}
+	seen := map[int]bool{}
+	for deadline := time.After(timeout); len(seen) < conns; {
+		select {
+		case i := <-pings:
+			seen[i] = true
+		case <-deadline:
+			t.Fatalf("pings reached %d of %d idle connections", len(seen), conns)
+		}
+	}
+	for _, c := range servers {
+		if err := c.Close(wsconn.CloseNormal, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range conns {
+		if err := <-closed; !websocket.IsCloseError(err, wsconn.CloseNormal) {
+			t.Fatalf("client: %v, want close 1000", err)
+		}
+	}
+}
+
+// waitWriters waits (up to timeout) for exactly n writer goroutines.
+func waitWriters(t *testing.T, n int) {
+	t.Helper()
+	var got int
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		if got = strings.Count(string(buf), "wsconn.(*Conn).writeLoop("); got == n {
+			return
+		}
+	}
+	t.Fatalf("%d writer goroutines, want %d", got, n)
 }

@@ -8,9 +8,12 @@
 //
 // One writer. gorilla/websocket (doc.go, "Concurrency") allows one concurrent
 // caller of the write methods and one of the read methods; only Close and
-// WriteControl may be called from anywhere. A Conn therefore starts exactly
-// one goroutine, writeLoop, that owns every write it makes: data frames
-// queued by Send, pings on a ticker, and the close frame. Send may be called
+// WriteControl may be called from anywhere. A Conn therefore has one
+// writer, writeLoop, that owns every write it makes: data frames queued by
+// Send, pings on a timer, and the close frame. The writer is a goroutine
+// that runs only while there is something to write (it looks once more
+// before it stops, so nothing queued waits), so an idle connection costs
+// no goroutine of its own beyond its reader's. Send may be called
 // from any number of goroutines (Glide multiplexes many request ids on one
 // socket); frames from one goroutine go out in the order that goroutine
 // queued them, and frames are never interleaved. The only frames written

@@ -13,11 +13,9 @@ type sendQueue struct {
 	frames []frame // frames[head:] wait, oldest first
 	head   int
 	max    int
-	// ready is signalled (without blocking) when a frame is added: the
-	// writer's wake-up. room is signalled when the writer takes frames, for
-	// a SendWait that found the queue full.
-	ready chan struct{}
-	room  chan struct{}
+	// room is signalled (without blocking) when the writer takes frames,
+	// for a SendWait that found the queue full.
+	room chan struct{}
 }
 
 // keptFrames is the most frames' worth of array a drained queue keeps for
@@ -25,7 +23,7 @@ type sendQueue struct {
 const keptFrames = 16
 
 func newSendQueue(max int) *sendQueue {
-	return &sendQueue{max: max, ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return &sendQueue{max: max, room: make(chan struct{}, 1)}
 }
 
 // push adds f, or reports false when max frames already wait.
@@ -42,7 +40,6 @@ func (q *sendQueue) push(f frame) bool {
 	}
 	q.frames = append(q.frames, f)
 	q.mu.Unlock()
-	signal(q.ready)
 	return true
 }
 
