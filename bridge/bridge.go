@@ -786,11 +786,12 @@ func (r *run) finish() {
 			close(stop)
 			<-done
 		}
+		b := r.b
 		if r.pub != nil {
 			r.queueHeld()
 			r.pub.publishNow()
+			b.fabric.NoteLastSeq(r.threadID, r.thread.last())
 		}
-		b := r.b
 		r.releaseLease(r.thread.last())
 		b.mu.Lock()
 		delete(b.runs, r.id)

@@ -50,6 +50,7 @@ type Fabric struct {
 	kv       jetstream.KeyValue
 	leaseKV  jetstream.KeyValue // nil when Alone (lease.go)
 	store    *natsThreadStore
+	floors   *seqFloors // each thread's last seq, past the log (seqfloor.go)
 
 	pubq      pubQueue
 	batcher   batcher   // the publish loop's
@@ -203,6 +204,7 @@ func (f *Fabric) ensureAssets(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("nats: thread bucket %s: %w", ThreadsBucket, err)
 	}
+	f.floors = startSeqFloors(f.kv, f.log)
 	if !f.Alone() { // alone, no other instance runs a thread
 		if f.leaseKV, err = openLeases(ctx, js, f.cfg.Replicas, leaseTTL(f.cfg.Heartbeat)); err != nil {
 			return err
@@ -850,25 +852,37 @@ func (f *Fabric) PublishedBytes() uint64 { return f.pubBytes.Load() }
 // NATS reconnect buffer overflow, or shutdown.
 func (f *Fabric) Dropped() uint64 { return f.dropped.Load() }
 
-// LastSeq returns the highest canonical seq of a thread in the replay log
-// (0 when it has none).
+// LastSeq returns a thread's last seq: the highest canonical seq of the
+// thread in the replay log or, when higher, the floor its runs' ends left
+// (seqfloor.go); 0 when neither has one.
 func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
-	// One API request: the handle from start-up names the stream (asking
-	// for it anew, a STREAM.INFO, doubled the requests and was the costlier
-	// one). A stream deleted since fails the get as it failed the info.
+	// Two gets: the handle from start-up names the stream (asking for it
+	// anew, a STREAM.INFO, doubled the requests and was the costlier one;
+	// a stream deleted since fails the get as it failed the info), and
+	// the floor's entry.
+	var last uint64
 	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return 0, err
+	default:
+		if last, err = lastSeqOf(m); err != nil {
+			return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
+		}
 	}
+	// The log may have let go of the thread's events (seqfloor.go).
+	floor, err := f.floors.read(ctx, thread)
 	if err != nil {
 		return 0, err
 	}
-	seq, err := lastSeqOf(m)
-	if err != nil {
-		return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
-	}
-	return seq, nil
+	return max(last, floor), nil
 }
+
+// NoteLastSeq records that thread's seqs up to seq are given, so they are
+// never given again once the replay log has let go of them
+// (seqfloor.go). It does not wait for the write.
+func (f *Fabric) NoteLastSeq(thread string, seq uint64) { f.floors.note(thread, seq) }
 
 // batchEventsField is EventBatch.events (proto/interlingua/v1).
 const batchEventsField protowire.Number = 1
@@ -902,6 +916,9 @@ func (f *Fabric) Close() {
 		close(f.stop)
 		if f.loopDone != nil {
 			<-f.loopDone
+		}
+		if f.floors != nil {
+			f.floors.close()
 		}
 	})
 	if f.nc != nil {

@@ -26,7 +26,8 @@ var errRunEnded = errors.New("the run has ended in the replay log")
 var errLogBehind = errors.New("the replay log lacks events already delivered")
 
 // AppendEnd appends to a thread's replay log the events that end run
-// (from end, given the thread's last seq in the log), when the instance
+// (from end, given the thread's last seq: the log's, or its floor when
+// higher, seqfloor.go), when the instance
 // that ran it is gone and nobody else can: the client's instance or an
 // observer synthesises a failed run. The events take the seqs after the
 // log's last, and the append is conditional on that last message (JetStream's
@@ -56,7 +57,12 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 			}
 			streamSeq, last = m.Sequence, tail.GetSeq()
 		}
-		evs := end(last)
+		// The log may have let go of the thread's events (seqfloor.go).
+		floor, err := f.floors.read(ctx, thread)
+		if err != nil {
+			return nil, err
+		}
+		evs := end(max(last, floor))
 		if len(evs) == 0 {
 			return nil, errLogBehind
 		}
@@ -68,6 +74,7 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 		msg.Header.Set(lastSeqHeader, strconv.FormatUint(evs[len(evs)-1].GetSeq(), 10))
 		_, err = f.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequenceForSubject(streamSeq, filter))
 		if err == nil {
+			f.NoteLastSeq(thread, evs[len(evs)-1].GetSeq())
 			return evs, nil
 		}
 		var apiErr *jetstream.APIError
