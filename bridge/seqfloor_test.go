@@ -64,7 +64,8 @@ func TestSeqOutlivesTheReplayLog(t *testing.T) {
 	// (a's run has ended, its events are stored), the log lets go of them
 	// all and the lease entry expires.
 	subjects := "interlingua.events." + "~YWdlZCB0aHJlYWQ" + ".>" // subject.Token("aged thread")
-	waitFor(t, func() bool {                                      // the log's last event of the thread, and a free lease
+	// Wait for the log's last event of the thread, and a free lease.
+	waitFor(t, func() bool {
 		m, err := stream.GetLastMsgForSubject(ctx, subjects)
 		if err != nil || m.Header.Get("Interlingua-Last-Seq") != strconv.FormatUint(last, 10) {
 			return false
