@@ -656,7 +656,14 @@ func (r *remoteStream) ownerGone() {
 		}
 	}
 	r.b.log.Warn("run end not appended to the replay log", "thread", r.thread, "run", r.run, "err", err)
-	r.owed = append(r.owed, stampEnd(ended, r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())...)
+	end := stampEnd(ended, r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())
+	r.owed = append(r.owed, end...)
+	if n := len(end); n > 0 {
+		// The seqs this client got, which the log may lack, and the end
+		// made here are given: no later run of the thread gives them
+		// again (seqfloor.go).
+		r.b.fabric.NoteLastSeq(r.thread, end[n-1].GetSeq())
+	}
 }
 
 // freeLease frees the lease of the run's thread if the owner, gone, still

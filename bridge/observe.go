@@ -122,6 +122,8 @@ type observer struct {
 	thread    string
 	since     uint64
 	threadSeq uint64 // the highest seq of the thread read or made here
+	passed    uint64 // the seq of the last event passed on (0: none yet)
+	broken    error  // a hole in the log: Recv returns it after what it owes
 	timeout   time.Duration
 	err       atomic.Pointer[canonical.Error]
 
@@ -167,6 +169,9 @@ func (o *observer) Recv() (*canonical.Event, error) {
 	tick := time.NewTicker(o.timeout / 2)
 	defer tick.Stop()
 	for len(o.owed) == 0 {
+		if o.broken != nil {
+			return nil, o.broken
+		}
 		select {
 		case ev, ok := <-o.events:
 			if !ok {
@@ -217,9 +222,29 @@ func (o *observer) track(ev *canonical.Event) {
 	if r.guard.Ended() {
 		delete(o.runs, id)
 	}
-	if ev.GetSeq() > o.since {
-		o.owed = append(o.owed, ev)
+	if ev.GetSeq() > o.since && o.broken == nil {
+		if o.broken = o.hole(ev.GetSeq()); o.broken == nil {
+			o.owed = append(o.owed, ev)
+			o.passed = max(o.passed, ev.GetSeq())
+		}
 	}
+}
+
+// hole reports the events missing before seq, the next to pass on: a
+// thread's seqs are consecutive in the log, so a jump means the log has
+// let go of events (they aged out, replay_max_age, or were discarded for
+// replay_max_bytes, oldest first) or never got them (a write given up on).
+// The reader is told rather than given the events around the hole as if
+// they followed each other. A replay from the start (since 0) begins with
+// the oldest event the log holds.
+func (o *observer) hole(seq uint64) error {
+	switch {
+	case o.passed == 0 && o.since > 0 && seq > o.since+1:
+		return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes): the oldest after %d is %d", o.since+1, seq-1, o.since, seq)
+	case o.passed > 0 && seq > o.passed+1:
+		return canonical.Errorf(canonical.CodeDataLoss, "the replay log lacks the thread's events %d to %d", o.passed+1, seq-1)
+	}
+	return nil
 }
 
 // expire ends the runs whose owner has gone quiet.
@@ -237,10 +262,14 @@ func (o *observer) expire() {
 		// stores nothing), and seqs after its end may be taken. A run
 		// still without an end after twice the timeout ends here alone.
 		delete(o.runs, id)
+		if o.broken != nil {
+			continue
+		}
 		ended := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", o.timeout))
 		// After every seq of the thread delivered, not only the run's.
 		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, o.threadSeq, now)...)
 		o.threadSeq += uint64(len(ended))
+		o.passed = o.threadSeq
 	}
 }
 

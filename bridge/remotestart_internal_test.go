@@ -69,3 +69,51 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 		}
 	}
 }
+
+// A client whose run's owner went quiet after events the replay log never
+// got (the owner died before storing them) ends the run itself, after
+// them; those seqs, and its end's, are the thread's from then on: the next
+// run of the thread, numbered from LastSeq, starts after them, not at the
+// log's last (which would give the client's seqs again).
+func TestClientEndBeyondTheLogIsTheFloor(t *testing.T) {
+	f, nc, _ := subscribedFabric(t, "unused")
+	b := &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}}
+	bld := canonical.NewBuilder()
+	evs := bld.Lifecycle(nil, canonical.StatusRunning)
+	evs = bld.StartMessage(evs, "m", "assistant")
+	evs = bld.Text(evs, "never stored")
+	for i, ev := range evs {
+		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "gone", "gone", uint64(i+1), 1
+	}
+	sub, err := nc.SubscribeSync("test.live.gone.gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := proto.Marshal(&canonical.EventBatch{Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("test.live.gone.gone", data); err != nil { // live only, never in the log
+		t.Fatal(err)
+	}
+	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: "gone", run: "gone", runToken: "gone",
+		timeout: 200 * time.Millisecond, stopWatch: func() bool { return true }, fromStart: true}
+	b.remotes[rs] = struct{}{}
+	got, err := canonical.Collect(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := got[len(got)-1]
+	if st, _ := canonical.TerminalOf(end); st != canonical.StatusFailed || len(got) <= len(evs) {
+		t.Fatalf("the client's run ended %v after %d events", end, len(got))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		last, err := f.LastSeq(context.Background(), "gone")
+		if err == nil && last == end.GetSeq() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LastSeq = %d, %v; the client's end took seq %d", last, err, end.GetSeq())
+		}
+	}
+}

@@ -30,7 +30,7 @@ func (f *Frontend) replay(w http.ResponseWriter, r *http.Request, rec *record, a
 	}
 	src := &replaySource{obs: obs, rec: rec}
 	defer src.Close()
-	if rec.Response.Status != "in_progress" && rec.Response.Status != "queued" {
+	if src.finished() {
 		// A finished response's events may have left the log.
 		t := time.AfterFunc(f.cfg.ReplayWait, src.expire)
 		defer t.Stop()
@@ -71,7 +71,8 @@ func replayResponse(stored *response) *response {
 }
 
 // replaySource is the run's events from the replay log, or, once expire
-// has found none in time, the stored response's rendering.
+// has found none in time or the log's first is not the run's first (the
+// log let go of the oldest), the finished response's stored rendering.
 type replaySource struct {
 	obs canonical.Stream
 	rec *record
@@ -103,15 +104,23 @@ func (s *replaySource) Recv() (*canonical.Event, error) {
 		ev, err := s.obs.Recv()
 		s.mu.Lock()
 		expired = s.expired && !s.got
-		if err == nil && !expired {
+		if err == nil && !expired && (s.got || ev.GetSeq() == 1) {
 			s.got = true
 			s.mu.Unlock()
 			return ev, nil
+		}
+		if err == nil && !expired { // the log has let go of the run's first events
+			if !s.finished() {
+				s.mu.Unlock()
+				return nil, canonical.Errorf(canonical.CodeDataLoss, "the replay log no longer holds the response's first events (its oldest is event %d)", ev.GetSeq())
+			}
+			s.expired, expired = true, true
 		}
 		s.mu.Unlock()
 		if !expired {
 			return nil, err
 		}
+		_ = s.obs.Close()
 		s.stored = storedEvents(&s.rec.Response)
 	}
 	if len(s.stored) == 0 {
@@ -124,6 +133,13 @@ func (s *replaySource) Recv() (*canonical.Event, error) {
 
 // Close implements canonical.Stream.
 func (s *replaySource) Close() error { return s.obs.Close() }
+
+// finished reports whether the stored response is final, so its rendering
+// can stand in for the log's events.
+func (s *replaySource) finished() bool {
+	st := s.rec.Response.Status
+	return st != "in_progress" && st != "queued"
+}
 
 // storedEvents renders a finished response as canonical events: each
 // item's content as one block, then its outcome.

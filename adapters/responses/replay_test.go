@@ -36,17 +36,56 @@ func (s *silentStream) Close() error {
 	return nil
 }
 
-// TestReplayStoredFallback: a finished response whose events left the log
-// is streamed from the stored response: the terminal event carries the
-// stored output, ids included.
+// tailObserver's streams start after the run's first events (a log that
+// let go of its oldest): a text delta numbered 5, then the end.
+type tailObserver struct{}
+
+func (tailObserver) Observe(context.Context, string, uint64) (canonical.Stream, error) {
+	return &tailStream{silentStream: silentStream{done: make(chan struct{})}}, nil
+}
+
+type tailStream struct {
+	silentStream
+	sent bool
+}
+
+func (s *tailStream) Recv() (*canonical.Event, error) {
+	if !s.sent {
+		s.sent = true
+		ev := canonical.NewTextDelta(0, "lo")
+		ev.Seq = 5
+		return ev, nil
+	}
+	return nil, io.EOF
+}
+
+// TestReplayStoredFallback: a finished response whose events left the log,
+// all of them or its first (the log lets go of the oldest), is streamed
+// from the stored response: the terminal event carries the stored output,
+// ids included. An unfinished one whose first events are gone fails.
 func TestReplayStoredFallback(t *testing.T) {
+	for _, obs := range []canonical.Observer{silentObserver{}, tailObserver{}} {
+		testReplayStoredFallback(t, obs)
+	}
+	r := testResponse()
+	r.Status = "in_progress"
+	f := NewFrontend(FrontendConfig{Observer: tailObserver{}, ReplayWait: time.Minute})
+	w := httptest.NewRecorder()
+	f.replay(w, httptest.NewRequest("GET", "/v1/responses/resp_test?stream=true", nil), &record{Response: *r}, -1)
+	if body := w.Body.String(); !strings.Contains(body, "event: error") || !strings.Contains(body, "no longer holds the response's first events (its oldest is event 5)") {
+		t.Fatalf("in-progress response whose first events left the log:\n%s", body)
+	}
+}
+
+func testReplayStoredFallback(t *testing.T, obs canonical.Observer) {
+	t.Helper()
 	r := testResponse()
 	r.Status, r.CompletedAt, r.Usage = "completed", ptr(int64(1741476778)), &usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}
 	r.Output = []item{
 		{Type: "message", ID: deriveID("msg_", "resp_test", 0, 16), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}}}},
 		{Type: "function_call", ID: deriveID("fc_", "resp_test", 1, 16), Status: "completed", CallID: "call_b", Name: "f", Arguments: ptr(`{"x":1}`)},
 	}
-	f := NewFrontend(FrontendConfig{Observer: silentObserver{}, ReplayWait: 10 * time.Millisecond})
+	f := NewFrontend(FrontendConfig{Observer: obs, ReplayWait: 10 * time.Millisecond})
 	w := httptest.NewRecorder()
 	f.replay(w, httptest.NewRequest("GET", "/v1/responses/resp_test?stream=true", nil), &record{Response: *r}, -1)
 	body := w.Body.String()

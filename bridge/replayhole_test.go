@@ -1,0 +1,139 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
+)
+
+// TestReplayReportsHoles: a replay never passes over events the replay log
+// no longer holds as if the events around them followed each other. A
+// resume (since > 0) from before the oldest event the log holds fails
+// out_of_range, naming the events gone; a hole inside what is replayed (a
+// run's events lost) fails data_loss after the events before it; a replay
+// from the start begins with the oldest event held. The log's messages are
+// purged here as aging (replay_max_age) or discarding (replay_max_bytes,
+// oldest first) would.
+func TestReplayReportsHoles(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "holey"
+	body := `{"target":"stream","threadId":"` + thread + `","parameters":{"deltas":2},"inputs":[]}`
+	var runs [3]struct {
+		id          string
+		first, last uint64
+	}
+	for i := range runs {
+		evs, code := postRun(t, inst.URL, body)
+		if code != 200 || len(evs) == 0 {
+			t.Fatalf("run %d: status %d, %d events", i, code, len(evs))
+		}
+		runs[i].id, runs[i].first, runs[i].last = evs[0].GetRunId(), evs[0].GetSeq(), evs[len(evs)-1].GetSeq()
+	}
+	last := runs[2].last
+
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	stream, err := js.Stream(ctx, bridge.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	threadSubjects := "interlingua.events." + subject.Token(thread) + ".>"
+	waitFor(t, func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, threadSubjects)
+		return err == nil && m.Header.Get("Interlingua-Last-Seq") == strconv.FormatUint(last, 10)
+	})
+	purgeRun := func(i int) {
+		t.Helper()
+		err := stream.Purge(ctx, jetstream.WithPurgeSubject("interlingua.events."+subject.Token(thread)+"."+subject.Token(runs[i].id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The middle run's events are gone.
+	purgeRun(1)
+	seqs, err := observe(t, inst, thread, 0, last)
+	wantHole := fmt.Sprintf("events %d to %d", runs[1].first, runs[1].last)
+	if codeOf(err) != canonical.CodeDataLoss || !strings.Contains(err.Error(), wantHole) || !consecutive(seqs, 1, runs[0].last) {
+		t.Fatalf("replay from the start over a lost run: seqs %v, then %v; want 1 to %d, then data_loss naming %s", seqs, err, runs[0].last, wantHole)
+	}
+	if seqs, err = observe(t, inst, thread, runs[1].last, last); err != nil || !consecutive(seqs, runs[2].first, last) {
+		t.Fatalf("resume after the hole: seqs %v, %v; want %d to %d", seqs, err, runs[2].first, last)
+	}
+
+	// Now the first run's too: the log starts at the third.
+	purgeRun(0)
+	seqs, err = observe(t, inst, thread, 2, last)
+	wantGone := fmt.Sprintf("events 3 to %d", runs[1].last)
+	if codeOf(err) != canonical.CodeOutOfRange || !strings.Contains(err.Error(), wantGone) || len(seqs) != 0 {
+		t.Fatalf("resume from seq 2: seqs %v, then %v; want none, then out_of_range naming %s", seqs, err, wantGone)
+	}
+	if seqs, err = observe(t, inst, thread, 0, last); err != nil || !consecutive(seqs, runs[2].first, last) {
+		t.Fatalf("replay from the start of what is held: seqs %v, %v; want %d to %d", seqs, err, runs[2].first, last)
+	}
+}
+
+// observe reads the thread's events after since until one with seq upTo
+// (then it stops, nil) or an error, within 5 s.
+func observe(t *testing.T, inst *bridgetest.Instance, thread string, since, upTo uint64) ([]uint64, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	s, err := inst.Bridge().Observe(ctx, thread, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var seqs []uint64
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			return seqs, err
+		}
+		seqs = append(seqs, ev.GetSeq())
+		if ev.GetSeq() == upTo {
+			return seqs, nil
+		}
+	}
+}
+
+// codeOf is err's canonical code; OK for nil.
+func codeOf(err error) canonical.Code {
+	if err == nil {
+		return canonical.CodeOK
+	}
+	return canonical.AsError(err).Code
+}
+
+// consecutive reports whether seqs are from to to, one by one.
+func consecutive(seqs []uint64, from, to uint64) bool {
+	if uint64(len(seqs)) != to-from+1 {
+		return false
+	}
+	for i, s := range seqs {
+		if s != from+uint64(i) {
+			return false
+		}
+	}
+	return true
+}
