@@ -270,6 +270,8 @@ func (o *observer) expire() {
 		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, o.threadSeq, now)...)
 		o.threadSeq += uint64(len(ended))
 		o.passed = o.threadSeq
+		// Its reader has these seqs now: no later run gives them again.
+		o.b.fabric.NoteLastSeq(o.thread, o.threadSeq)
 	}
 }
 

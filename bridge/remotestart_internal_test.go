@@ -117,3 +117,53 @@ func TestClientEndBeyondTheLogIsTheFloor(t *testing.T) {
 		}
 	}
 }
+
+// An observer of a run whose owner went quiet with no end anywhere (no
+// client left to append one) makes the end itself, after the thread's last
+// seq; that seq is the thread's from then on, so the next run of the
+// thread does not give it again to an observer that saw it.
+func TestObserverEndIsTheFloor(t *testing.T) {
+	f, _, _ := subscribedFabric(t, "unused")
+	b := &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now}
+	b.cluster.cfg = NATSConfig{OwnerTimeout: 100 * time.Millisecond, RemoteBuffer: 64}
+	b.cluster.started = true
+	bld := canonical.NewBuilder()
+	evs := bld.Lifecycle(nil, canonical.StatusRunning)
+	evs = bld.StartMessage(evs, "m", "assistant")
+	for i, ev := range evs {
+		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "quiet", "quiet", uint64(i+1), 1
+	}
+	p := f.publisher("quiet", "quiet", true)
+	for _, ev := range evs {
+		p.publish(ev)
+	}
+	p.queueHeld()
+	o, err := b.openObserver(context.Background(), "quiet", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.release, o.stopOnCancel = func() {}, func() bool { return true }
+	defer o.Close()
+	var end *canonical.Event
+	for end == nil {
+		ev, err := o.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := canonical.TerminalOf(ev); ok {
+			end = ev
+		}
+	}
+	if end.GetSeq() <= uint64(len(evs)) {
+		t.Fatalf("the observer's end has seq %d, within the run's %d events", end.GetSeq(), len(evs))
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		last, err := f.LastSeq(context.Background(), "quiet")
+		if err == nil && last == end.GetSeq() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("LastSeq = %d, %v; the observer's end took seq %d", last, err, end.GetSeq())
+		}
+	}
+}
