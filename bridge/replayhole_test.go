@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/subject"
@@ -43,20 +41,8 @@ func TestReplayReportsHoles(t *testing.T) {
 	}
 	last := runs[2].last
 
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, stream := replayStream(t, ns.ClientURL())
 	ctx := t.Context()
-	stream, err := js.Stream(ctx, bridge.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	threadSubjects := "interlingua.events." + subject.Token(thread) + ".>"
 	waitFor(t, func() bool {
 		m, err := stream.GetLastMsgForSubject(ctx, threadSubjects)

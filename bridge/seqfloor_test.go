@@ -38,20 +38,8 @@ func TestSeqOutlivesTheReplayLog(t *testing.T) {
 	}
 	a.WaitNoRuns(t)
 
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, stream := replayStream(t, ns.ClientURL())
 	ctx := t.Context()
-	stream, err := js.Stream(ctx, bridge.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
 	leases, err := js.KeyValue(ctx, bridge.LeasesBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -98,4 +86,25 @@ func TestSeqOutlivesTheReplayLog(t *testing.T) {
 	if first := evs[0].GetSeq(); first != last+1 {
 		t.Fatalf("run on b, the log emptied of the thread, starts at seq %d; the thread's seqs reached %d", first, last)
 	}
+}
+
+// replayStream connects to the NATS server at url, for a test's look at
+// the instances' JetStream assets, and returns its JetStream and the
+// replay stream.
+func replayStream(t *testing.T, url string) (jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(t.Context(), bridge.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, stream
 }
