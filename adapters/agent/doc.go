@@ -191,7 +191,9 @@
 // BufferEvents (10,000 events per thread), BufferBytes (32 MiB of frames
 // per thread: past it the oldest events leave as past BufferEvents, the
 // newest staying whatever its size; each values event holds the whole
-// state), BufferKeep (10 min after the last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
+// state), MaxBufferBytes (256 MiB of frames in all threads' buffers: past
+// it idle threads leave memory, the longest idle first, as a new thread
+// comes in), BufferKeep (10 min after the last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
 // per WebSocket message), MaxThreads (1,000 in memory; at the bound an idle thread leaves memory,
 // its state kept in the store), MaxThreadsPerKey (MaxThreads/4 per API key,
 // so one key cannot lock others out), MaxQueuedRuns (8),

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,12 @@ type Config struct {
 	// long conversation's were most of a thread's memory. Default 32 MiB;
 	// the pinned values events are beyond it.
 	BufferBytes int
+	// MaxBufferBytes bounds the frames all threads' buffers hold together,
+	// in bytes: past it, when a new thread comes into memory, idle
+	// threads leave memory (their state stays in the Store, and is read
+	// back whole), the longest idle first, until the rest fit. Threads in
+	// use are bounded each by BufferBytes. Default 256 MiB.
+	MaxBufferBytes int
 	// BufferKeep is how long an idle thread (no connection, no run) keeps
 	// its buffer in memory. Default 10 minutes.
 	BufferKeep time.Duration
@@ -107,6 +114,7 @@ func (c *Config) defaults() {
 	c.StoreTimeout = cmp.Or(c.StoreTimeout, 5*time.Second)
 	c.BufferEvents = cmp.Or(c.BufferEvents, 10_000)
 	c.BufferBytes = cmp.Or(c.BufferBytes, 32<<20)
+	c.MaxBufferBytes = cmp.Or(c.MaxBufferBytes, 256<<20)
 	c.BufferKeep = cmp.Or(c.BufferKeep, 10*time.Minute)
 	c.SubscriptionKeep = cmp.Or(c.SubscriptionKeep, 5*time.Minute)
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
@@ -140,7 +148,7 @@ func (c Config) Validate() error {
 		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Runner is required"))
 	}
 	for name, v := range map[string]int64{
-		"BufferEvents": int64(c.BufferEvents), "BufferBytes": int64(c.BufferBytes), "MaxThreads": int64(c.MaxThreads), "MaxThreadsPerKey": int64(c.MaxThreadsPerKey), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
+		"BufferEvents": int64(c.BufferEvents), "BufferBytes": int64(c.BufferBytes), "MaxBufferBytes": int64(c.MaxBufferBytes), "MaxThreads": int64(c.MaxThreads), "MaxThreadsPerKey": int64(c.MaxThreadsPerKey), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
 		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxBlockBytes": int64(c.MaxBlockBytes),
 		"MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
 		"StoreTimeout": int64(c.StoreTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
@@ -169,6 +177,9 @@ type Frontend struct {
 
 	runCtx    context.Context // parent of every run; cancelled by Close
 	cancelRun context.CancelFunc
+
+	// buffered is the frames all threads' buffers hold (MaxBufferBytes).
+	buffered atomic.Int64
 
 	mu      sync.Mutex
 	threads map[string]*Thread
@@ -384,8 +395,43 @@ func (f *Frontend) roomLocked(key string) error {
 	if len(f.threads) >= f.cfg.MaxThreads && !f.evictIdleLocked("") {
 		return errTooManyThreads
 	}
+	f.trimBuffersLocked()
 	return nil
 }
+
+// trimBuffersLocked evicts idle threads, the longest idle first, while all
+// threads' buffers hold more than MaxBufferBytes. Called with f.mu held.
+func (f *Frontend) trimBuffersLocked() {
+	limit := int64(f.cfg.MaxBufferBytes)
+	if f.buffered.Load() <= limit {
+		return
+	}
+	type idleThread struct {
+		t     *Thread
+		since time.Time
+	}
+	var idle []idleThread
+	for _, t := range f.threads {
+		t.mu.Lock()
+		if t.idle != nil { // idle, its eviction timer set
+			idle = append(idle, idleThread{t, t.idleSince})
+		}
+		t.mu.Unlock()
+	}
+	slices.SortFunc(idle, func(a, b idleThread) int { return a.since.Compare(b.since) })
+	for _, it := range idle {
+		if f.buffered.Load() <= limit {
+			return
+		}
+		it.t.mu.Lock()
+		it.t.evictLocked()
+		it.t.mu.Unlock()
+	}
+}
+
+// BufferedBytes is the frames all threads' buffers hold (see
+// MaxBufferBytes).
+func (f *Frontend) BufferedBytes() int64 { return f.buffered.Load() }
 
 // evictIdleLocked removes from memory one idle thread (of key, unless key
 // is empty); false when there is none. Called with f.mu held.
@@ -429,6 +475,8 @@ func (t *Thread) evictLocked() bool {
 		t.idle = nil
 	}
 	delete(f.threads, t.id)
+	f.buffered.Add(-int64(t.counted))
+	t.counted, t.gone = 0, true
 	key := f.threadKey[t.id]
 	delete(f.threadKey, t.id)
 	if f.keyThreads[key]--; f.keyThreads[key] <= 0 {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -91,5 +92,79 @@ func TestThreadsPerKey(t *testing.T) {
 	msgs, _ := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
 	if len(msgs) != 2 || !strings.Contains(fmt.Sprint(msgs[0]), "hi b1") {
 		t.Fatalf("b1 after leaving memory: %v", res)
+	}
+}
+
+// All threads' buffers together are bounded (MaxBufferBytes): past it a
+// thread coming into memory makes idle threads leave, the longest idle
+// first, so what threads buffer stops growing with the threads run; a
+// thread that left is read back whole from the store. Under the default
+// bound the same threads all stay.
+func TestBufferBudgetEvictsIdleThreads(t *testing.T) {
+	store, _ := startFabric(t)
+	run := func(maxBuffer int) []int64 {
+		fe, err := agent.NewFrontend(agent.Config{Runner: newRunner(t), Store: store, MaxBufferBytes: maxBuffer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		fe.Mount(mux)
+		ts := httptest.NewServer(mux)
+		defer func() { fe.Shutdown(); ts.Close(); fe.Close() }()
+		command := func(thread, method string, params any) map[string]any {
+			t.Helper()
+			body, _ := json.Marshal(map[string]any{"id": 1, "method": method, "params": params})
+			resp, err := http.Post(ts.URL+"/threads/"+thread+"/commands", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		var buffered []int64
+		for i := range 4 {
+			thread := fmt.Sprintf("budget-%d-%d", maxBuffer, i)
+			if res := command(thread, "run.start", map[string]any{"assistant_id": "echo", "input": user("hi " + thread)}); res["type"] != "success" {
+				t.Fatalf("%s: %v", thread, res)
+			}
+			for range 200 { // until the run is over and its state saved
+				res := command(thread, "state.get", map[string]any{"namespace": []string{}})
+				if fmt.Sprint(res["result"].(map[string]any)["next"]) == "[]" {
+					break
+				}
+			}
+			// The thread counts its buffer as it goes idle, just after
+			// (under the default bound the count grows).
+			before := int64(0)
+			if i > 0 {
+				before = buffered[i-1]
+			}
+			for deadline := time.Now().Add(5 * time.Second); maxBuffer == 0 && fe.BufferedBytes() == before && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			buffered = append(buffered, fe.BufferedBytes())
+		}
+		// The first thread, wherever it is, has its conversation.
+		res := command(fmt.Sprintf("budget-%d-0", maxBuffer), "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
+		msgs, _ := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
+		if len(msgs) != 2 {
+			t.Fatalf("the first thread's messages after the others ran: %v", res)
+		}
+		return buffered
+	}
+	all := run(0)
+	bounded := run(1)
+	t.Logf("buffered bytes after each thread: default bound %v, MaxBufferBytes 1 %v", all, bounded)
+	if all[0] <= 0 || all[3] < 3*all[0] {
+		t.Fatalf("default bound: buffered bytes after each of 4 threads %v; want them to add up", all)
+	}
+	for i, b := range bounded {
+		if b > 2*all[0] {
+			t.Fatalf("MaxBufferBytes 1: buffered bytes after each of 4 threads %v; after thread %d more than two threads' %d", bounded, i, 2*all[0])
+		}
 	}
 }

@@ -70,6 +70,8 @@ func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
 		})
 	}
 	f.Mount(mux)
+	d.Metrics.GaugeFunc("interlingua_agent_buffered_bytes", "Bytes of agent-protocol events the threads in memory buffer for replay; past 256 MiB idle threads leave memory.",
+		func() float64 { return float64(f.BufferedBytes()) })
 	if d.OnShutdown != nil {
 		d.OnShutdown(f.Shutdown)
 	}

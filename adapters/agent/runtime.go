@@ -1539,8 +1539,10 @@ func (t *Thread) maybeIdleLocked() {
 		}
 		return
 	}
+	t.countLocked(true) // exact for trimBuffersLocked, which weighs the idle
 	if t.idle != nil || (t.rt.known && t.f.cfg.Store == nil) {
 		return
 	}
 	t.idle = time.AfterFunc(t.f.cfg.BufferKeep, func() { t.f.evict(t) })
+	t.idleSince = t.f.cfg.Now()
 }

@@ -162,6 +162,9 @@ type Thread struct {
 	conns     int                // open SSE streams and WebSockets
 	ownerSeen time.Time          // a Cluster's follower: when another instance last sent an event or heartbeat
 	idle      *time.Timer        // evicts the thread from memory when it stays idle
+	idleSince time.Time          // when idle was set
+	counted   int                // buf's bytes as counted in the frontend's buffered
+	gone      bool               // evicted: counts nothing any more
 	subs      map[string]*subRec // WebSocket subscriptions by id
 	runs      []*runInfo         // recent runs, oldest first, at most maxRunInfos
 
@@ -234,6 +237,7 @@ func (t *Thread) storeLocked(rec record) {
 	if rec.method == methodLifecycle && rec.run != "" {
 		t.noteStatus(rec.run, rec.ns, rec.status)
 	}
+	t.countLocked(false)
 	for r := range t.readers {
 		select {
 		case r.wake <- struct{}{}:
@@ -241,6 +245,24 @@ func (t *Thread) storeLocked(rec record) {
 		}
 	}
 }
+
+// countLocked brings the frontend's count of buffered bytes (for
+// MaxBufferBytes) up to date with buf once they differ by countStep (an
+// atomic add shared by every thread per event cost the agent pair's
+// throughput), or at once with exact (the buffer dropped, the thread
+// idle).
+func (t *Thread) countLocked(exact bool) {
+	d := t.buf.bytes - t.counted
+	if t.gone || d == 0 || !exact && d < countStep && d > -countStep {
+		return
+	}
+	t.counted = t.buf.bytes
+	t.f.buffered.Add(int64(d))
+}
+
+// countStep is how far a thread's buffer may drift from what the frontend
+// counts of it.
+const countStep = 4 << 10
 
 // evictedLocked keeps, of a record the buffer let go, what outlives it:
 // a values event that is still its namespace's current state is pinned.
@@ -282,6 +304,7 @@ func (t *Thread) dropBufferLocked() {
 		t.evicted.add(t.buf.at(i))
 	}
 	t.buf = ring{max: t.buf.max}
+	t.countLocked(true)
 }
 
 // pinLocked keeps rec, a values event, as its namespace's state past the
