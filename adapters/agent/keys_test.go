@@ -34,19 +34,7 @@ func TestThreadsPerKey(t *testing.T) {
 	t.Cleanup(func() { fe.Shutdown(); ts.Close(); fe.Close() })
 	command := func(key, thread string, method string, params any) map[string]any {
 		t.Helper()
-		body, _ := json.Marshal(map[string]any{"id": 1, "method": method, "params": params})
-		req, _ := http.NewRequest("POST", ts.URL+"/threads/"+thread+"/commands", bytes.NewReader(body))
-		req.Header.Set("X-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return postCommand(t, ts.URL, key, thread, method, params)
 	}
 	// hold opens a stream on a thread, which keeps it in use until closed.
 	hold := func(key, thread string) func() {
@@ -113,17 +101,7 @@ func TestBufferBudgetEvictsIdleThreads(t *testing.T) {
 		defer func() { fe.Shutdown(); ts.Close(); fe.Close() }()
 		command := func(thread, method string, params any) map[string]any {
 			t.Helper()
-			body, _ := json.Marshal(map[string]any{"id": 1, "method": method, "params": params})
-			resp, err := http.Post(ts.URL+"/threads/"+thread+"/commands", "application/json", bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var out map[string]any
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-				t.Fatal(err)
-			}
-			return out
+			return postCommand(t, ts.URL, "", thread, method, params)
 		}
 		var buffered []int64
 		for i := range 4 {
@@ -167,4 +145,26 @@ func TestBufferBudgetEvictsIdleThreads(t *testing.T) {
 			t.Fatalf("MaxBufferBytes 1: buffered bytes after each of 4 threads %v; after thread %d more than two threads' %d", bounded, i, 2*all[0])
 		}
 	}
+}
+
+// postCommand sends one command on thread (as API key key, in X-Key,
+// when not empty) and returns the response.
+func postCommand(t *testing.T, base, key, thread, method string, params any) map[string]any {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"id": 1, "method": method, "params": params})
+	req, _ := http.NewRequest("POST", base+"/threads/"+thread+"/commands", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
