@@ -122,7 +122,6 @@ type observer struct {
 	thread    string
 	since     uint64
 	threadSeq uint64 // the highest seq of the thread read or made here
-	passed    uint64 // the seq of the last event passed on (0: none yet)
 	broken    error  // a hole in the log: Recv returns it after what it owes
 	timeout   time.Duration
 	err       atomic.Pointer[canonical.Error]
@@ -217,32 +216,34 @@ func (o *observer) track(ev *canonical.Event) {
 		o.runs[id] = r
 	}
 	r.lastSeen = o.b.now()
+	prev := o.threadSeq
 	o.threadSeq = max(o.threadSeq, ev.GetSeq())
 	_ = r.guard.Observe(ev)
 	if r.guard.Ended() {
 		delete(o.runs, id)
 	}
 	if ev.GetSeq() > o.since && o.broken == nil {
-		if o.broken = o.hole(ev.GetSeq()); o.broken == nil {
+		if o.broken = o.hole(prev, ev.GetSeq()); o.broken == nil {
 			o.owed = append(o.owed, ev)
-			o.passed = max(o.passed, ev.GetSeq())
 		}
 	}
 }
 
-// hole reports the events missing before seq, the next to pass on: a
+// hole reports the events missing before seq, the next to pass on, when
+// the thread's highest seq so far is prev (past since: the last passed
+// on, or made here by expire): a
 // thread's seqs are consecutive in the log, so a jump means the log has
 // let go of events (they aged out, replay_max_age, or were discarded for
 // replay_max_bytes, oldest first) or never got them (a write given up on).
 // The reader is told rather than given the events around the hole as if
 // they followed each other. A replay from the start (since 0) begins with
 // the oldest event the log holds.
-func (o *observer) hole(seq uint64) error {
+func (o *observer) hole(prev, seq uint64) error {
 	switch {
-	case o.passed == 0 && o.since > 0 && seq > o.since+1:
+	case prev <= o.since && o.since > 0 && seq > o.since+1:
 		return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes): the oldest after %d is %d", o.since+1, seq-1, o.since, seq)
-	case o.passed > 0 && seq > o.passed+1:
-		return canonical.Errorf(canonical.CodeDataLoss, "the replay log lacks the thread's events %d to %d", o.passed+1, seq-1)
+	case prev > o.since && seq > prev+1:
+		return canonical.Errorf(canonical.CodeDataLoss, "the replay log lacks the thread's events %d to %d", prev+1, seq-1)
 	}
 	return nil
 }
@@ -269,7 +270,6 @@ func (o *observer) expire() {
 		// After every seq of the thread delivered, not only the run's.
 		o.owed = append(o.owed, stampEnd(ended, o.thread, r.id, o.threadSeq, now)...)
 		o.threadSeq += uint64(len(ended))
-		o.passed = o.threadSeq
 		// Its reader has these seqs now: no later run gives them again.
 		o.b.fabric.NoteLastSeq(o.thread, o.threadSeq)
 	}
