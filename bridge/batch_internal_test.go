@@ -275,14 +275,7 @@ func TestThreadOrderThroughNATS(t *testing.T) {
 // subscribes to subj on a connection of its own; both end with the test.
 func subscribedFabric(t *testing.T, subj string) (*Fabric, *nats.Conn, *nats.Subscription) {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
-	cfg.Defaults()
-	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	f := testFabric(t)
 	nc, err := nats.Connect(f.EmbeddedURL())
 	if err != nil {
 		t.Fatal(err)
@@ -296,4 +289,19 @@ func subscribedFabric(t *testing.T, subj string) (*Fabric, *nats.Conn, *nats.Sub
 		t.Fatal(err)
 	}
 	return f, nc, sub
+}
+
+// testFabric starts a fabric on an embedded server of its own, listening
+// on loopback so a test can connect to it too; cleanup closes it.
+func testFabric(t *testing.T) *Fabric {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.NATS.EmbeddedListen = "127.0.0.1:0"
+	cfg.Defaults()
+	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f
 }

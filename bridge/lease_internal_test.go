@@ -16,13 +16,7 @@ import (
 // testLeases are two instances' leases on one embedded server's bucket.
 func testLeases(t *testing.T) (a, b *leases, lost chan string) {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Defaults()
-	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	f := testFabric(t)
 	kv, err := openLeases(context.Background(), f.js, 1, 4*time.Second)
 	if err != nil {
 		t.Fatal(err)

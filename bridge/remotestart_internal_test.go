@@ -19,7 +19,7 @@ import (
 // start, and the run failed: a delta outside any block.)
 func TestRemoteStreamFillsALostStart(t *testing.T) {
 	f, nc, _ := subscribedFabric(t, "unused")
-	b := &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}}
+	b := fabricBridge(f)
 	bld := canonical.NewBuilder()
 	evs := bld.Lifecycle(nil, canonical.StatusRunning)
 	evs = bld.StartMessage(evs, "m", "assistant")
@@ -27,9 +27,7 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 	evs = bld.Text(evs, "then found")
 	evs = bld.FinishMessage(evs, canonical.FinishStop, nil)
 	evs = bld.End(evs, canonical.StatusCompleted, nil)
-	for i, ev := range evs {
-		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "own", "own", uint64(i+1), 1
-	}
+	numberRun(evs, "own")
 	publish := func(evs []*canonical.Event) {
 		p := f.publisher("own", "own", true)
 		for _, ev := range evs {
@@ -77,14 +75,12 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 // log's last (which would give the client's seqs again).
 func TestClientEndBeyondTheLogIsTheFloor(t *testing.T) {
 	f, nc, _ := subscribedFabric(t, "unused")
-	b := &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}}
+	b := fabricBridge(f)
 	bld := canonical.NewBuilder()
 	evs := bld.Lifecycle(nil, canonical.StatusRunning)
 	evs = bld.StartMessage(evs, "m", "assistant")
 	evs = bld.Text(evs, "never stored")
-	for i, ev := range evs {
-		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "gone", "gone", uint64(i+1), 1
-	}
+	numberRun(evs, "gone")
 	sub, err := nc.SubscribeSync("test.live.gone.gone")
 	if err != nil {
 		t.Fatal(err)
@@ -124,15 +120,13 @@ func TestClientEndBeyondTheLogIsTheFloor(t *testing.T) {
 // thread does not give it again to an observer that saw it.
 func TestObserverEndIsTheFloor(t *testing.T) {
 	f, _, _ := subscribedFabric(t, "unused")
-	b := &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now}
+	b := fabricBridge(f)
 	b.cluster.cfg = NATSConfig{OwnerTimeout: 100 * time.Millisecond, RemoteBuffer: 64}
 	b.cluster.started = true
 	bld := canonical.NewBuilder()
 	evs := bld.Lifecycle(nil, canonical.StatusRunning)
 	evs = bld.StartMessage(evs, "m", "assistant")
-	for i, ev := range evs {
-		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "quiet", "quiet", uint64(i+1), 1
-	}
+	numberRun(evs, "quiet")
 	p := f.publisher("quiet", "quiet", true)
 	for _, ev := range evs {
 		p.publish(ev)
@@ -165,5 +159,19 @@ func TestObserverEndIsTheFloor(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("LastSeq = %d, %v; the observer's end took seq %d", last, err, end.GetSeq())
 		}
+	}
+}
+
+// fabricBridge is a bridge over f with nothing else: enough for a remote
+// run's client and an observer.
+func fabricBridge(f *Fabric) *Bridge {
+	return &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}}
+}
+
+// numberRun makes evs run id's, on a thread of its own (also id), with
+// seqs from 1.
+func numberRun(evs []*canonical.Event, id string) {
+	for i, ev := range evs {
+		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = id, id, uint64(i+1), 1
 	}
 }

@@ -3,7 +3,6 @@ package bridge
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -13,13 +12,7 @@ import (
 // order leave each thread's floor at the highest seq noted, never lower;
 // what is still noted when a writer closes is written before it returns.
 func TestSeqFloorsKeepTheHighest(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Defaults()
-	f, err := StartFabric(context.Background(), cfg.NATS, t.TempDir(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	f := testFabric(t)
 	a, b := startSeqFloors(f.kv, f.log), startSeqFloors(f.kv, f.log)
 	const threads, notes = 8, 200
 	highest := make([]uint64, threads)
