@@ -39,6 +39,12 @@ var errLogBehind = errors.New("the replay log lacks events already delivered")
 // returns nothing: the log's last seq is before one the caller delivered.
 func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(last uint64) []*canonical.Event) ([]*canonical.Event, error) {
 	filter := f.ThreadSubjects(thread)
+	// The log may have let go of the thread's events (seqfloor.go); what
+	// another appender adds meanwhile shows in the log's last.
+	floor, err := f.floors.read(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
 	for range appendAttempts {
 		var streamSeq, last uint64
 		m, err := f.events.GetLastMsgForSubject(ctx, filter)
@@ -56,11 +62,6 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 				return nil, errRunEnded
 			}
 			streamSeq, last = m.Sequence, tail.GetSeq()
-		}
-		// The log may have let go of the thread's events (seqfloor.go).
-		floor, err := f.floors.read(ctx, thread)
-		if err != nil {
-			return nil, err
 		}
 		evs := end(max(last, floor))
 		if len(evs) == 0 {
