@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -251,7 +252,7 @@ func TestBridgeFrontsAgentServer(t *testing.T) {
 	cfg.Backends["upstream"] = bridge.BackendConfig{Type: "agent", Options: yamlNode(t, raw)}
 	cfg.Routes = append(cfg.Routes, bridge.Route{Target: "remote", Backend: "upstream"})
 	inst := bridgetest.Start(t, &cfg)
-	s := &server{URL: inst.URL}
+	s := &server{URL: inst.URL, hc: http.DefaultClient}
 	st := s.openSSE(t, "fronted", `{"channels":["lifecycle","messages","values","checkpoints","input","tools"]}`, nil)
 	s.runStart(t, "fronted", "remote", user("Find the answer"), nil)
 	events := st.untilTerminal()

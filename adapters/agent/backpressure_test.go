@@ -61,7 +61,7 @@ func newTightServer(t *testing.T, cfg agent.Config) (*server, *http.Client) {
 	})
 	tr := &http.Transport{DialContext: tightDial}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &server{URL: ts.URL, fe: fe}, &http.Client{Transport: tr}
+	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient}, &http.Client{Transport: tr}
 }
 
 // tightDial dials a connection with a small receive buffer.

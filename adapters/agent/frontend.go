@@ -69,6 +69,11 @@ type Config struct {
 	// Heartbeat is the interval of ": heartbeat" comments on SSE streams.
 	// Default 5s.
 	Heartbeat time.Duration
+	// SlowSSE counts the SSE streams cut off by WriteTimeout on
+	// connections net/http no longer carries (HTTP/1.1: see sse.Hijack),
+	// in the counter the server uses for those it carries. Nil: not
+	// counted.
+	SlowSSE sse.Counter
 	// WriteTimeout bounds one SSE write; a client that does not read is cut
 	// off after it. Default 30s.
 	WriteTimeout time.Duration
@@ -195,10 +200,10 @@ type Frontend struct {
 	shutdown      bool
 	closed        atomic.Bool // no run starts after Close
 	closeOutbox   sync.Once
-	// runMu orders run pumps' wg.Add against Close's wg.Wait (taken alone,
-	// never while holding another lock of the frontend's).
+	// runMu orders wg.Add against Close's wg.Wait (taken alone, never
+	// while holding another lock of the frontend's): see track.
 	runMu sync.Mutex
-	wg    sync.WaitGroup // run pumps
+	wg    sync.WaitGroup // run pumps, saves, SSE streams
 }
 
 // NewFrontend returns a frontend; it fails on an invalid Config.
@@ -289,6 +294,18 @@ func (f *Frontend) Close() {
 }
 
 func (f *Frontend) isClosed() bool { return f.closed.Load() }
+
+// track adds one to what Close waits for (a run's pump, a save, an SSE
+// stream); false, adding nothing, once Close has begun.
+func (f *Frontend) track() bool {
+	f.runMu.Lock()
+	defer f.runMu.Unlock()
+	if f.isClosed() {
+		return false
+	}
+	f.wg.Add(1)
+	return true
+}
 
 var errTooManyThreads = canonical.Errorf(canonical.CodeResourceExhausted, "too many threads in memory (MaxThreads)")
 
@@ -732,79 +749,66 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, errInvalidArgument, bad)
 		return
 	}
-	sw, err := sse.NewWriter(w)
-	if err != nil {
-		canonicalHTTPError(w, err)
-		return
-	}
 	th, ok := f.streamThread(w, r)
 	if !ok {
 		return
 	}
+	if !f.track() {
+		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
+		return
+	}
 	th.connOpen()
-	defer th.connClose()
-	rd, first, g := th.attach(since, hasSince)
-	defer th.detach(rd)
+	s := &sseStream{f: f, th: th, flt: flt, ended: make(chan struct{})}
+	s.state.Store(writerRunning) // the handler is the first writer
+	var first []record
+	var g *gap
+	s.rd, first, g = th.attachFunc(since, hasSince, s.kick)
+	s.hb = time.AfterFunc(f.cfg.Heartbeat, s.heartbeat)
+	if !s.open(w, r) {
+		s.close()
+		return
+	}
+	if !s.write(first, g) {
+		s.close()
+		return
+	}
+	s.run()
+	if s.conn == nil {
+		<-s.ended // the writes go through w: the handler stays
+	}
+}
+
+// open starts the response: on a connection taken over from net/http when
+// it can be, else through w (HTTP/2). The stream ends when the server
+// shuts down, the peer leaves, or (Close) at once.
+func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
+	f := s.f
 	sse.SetHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(f.cfg.Now().Add(f.cfg.WriteTimeout))
-	if err := rc.Flush(); err != nil {
-		return
+	conn, hijacked, err := sse.Hijack(w, r, sse.HijackConfig{WriteTimeout: f.cfg.WriteTimeout, Gone: s.end, Cutoffs: f.cfg.SlowSSE})
+	stopShutdown := context.AfterFunc(f.closingCtx, s.shutdown)
+	var stopPeer func() bool
+	switch {
+	case err != nil:
+		f.cfg.Logger.Debug("sse stream not started", "thread", s.th.id, "err", err)
+	case hijacked:
+		s.conn, s.sw = conn, sse.NewConnWriter(conn)
+		stopPeer = context.AfterFunc(f.runCtx, func() { _ = conn.Close() })
+	default:
+		if s.sw, err = sse.NewWriter(w); err != nil {
+			canonicalHTTPError(w, err)
+			break
+		}
+		stopPeer = context.AfterFunc(r.Context(), s.end)
+		w.WriteHeader(http.StatusOK)
+		s.rc = http.NewResponseController(w)
+		_ = s.rc.SetWriteDeadline(f.cfg.Now().Add(f.cfg.WriteTimeout))
+		err = s.rc.Flush()
 	}
-	log := f.cfg.Logger.With("thread", th.id)
-	write := func(recs []record, g *gap) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
-		if g != nil {
-			if sw.Data(errorFrame(-1, gapError(g))) != nil {
-				return false
-			}
+	s.unwatch = func() {
+		if stopPeer != nil {
+			stopPeer()
 		}
-		// The batch is written at once (one flush, up to sse.BatchBytes per
-		// write): every event in it was ready when it was read.
-		for i := range recs {
-			if !flt.match(&recs[i]) {
-				continue
-			}
-			if err := sw.QueueSeqEvent(recs[i].seq, recs[i].method, recs[i].frame); err != nil {
-				log.Debug("sse stream ended", "err", err)
-				return false
-			}
-		}
-		if err := sw.Flush(); err != nil {
-			log.Debug("sse stream ended", "err", err)
-			return false
-		}
-		return true
+		stopShutdown()
 	}
-	if !write(first, g) {
-		return
-	}
-	hb := time.NewTicker(f.cfg.Heartbeat)
-	defer hb.Stop()
-	var batch []record
-	for {
-		// The records written let go of their frames, which the buffer
-		// may have evicted (each values frame is the whole state).
-		clear(batch)
-		batch, g = th.read(rd, flt.match, sseBatch, batch[:0])
-		if len(batch) > 0 || g != nil {
-			if !write(batch, g) {
-				return
-			}
-			continue
-		}
-		select {
-		case <-rd.wake:
-		case <-hb.C:
-			_ = rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout))
-			if sw.Comment("heartbeat") != nil {
-				return
-			}
-		case <-r.Context().Done():
-			return
-		case <-f.closing:
-			return
-		}
-	}
+	return err == nil
 }

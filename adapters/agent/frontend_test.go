@@ -46,10 +46,12 @@ func newRunner(t testing.TB) canonical.Runner {
 	return bridge.NewBridge(bridge.NewRouter(routes, be, nil), nil, log)
 }
 
-// server is a frontend on an httptest server.
+// server is a frontend on an httptest server; hc is its client
+// (http.DefaultClient unless the server speaks TLS).
 type server struct {
 	URL string
 	fe  *agent.Frontend
+	hc  *http.Client
 }
 
 func newServer(t testing.TB, cfg agent.Config) *server {
@@ -69,14 +71,14 @@ func newServer(t testing.TB, cfg agent.Config) *server {
 		ts.Close()
 		fe.Close()
 	})
-	return &server{URL: ts.URL, fe: fe}
+	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient}
 }
 
 // command posts one command and returns the decoded response.
 func (s *server) command(t testing.TB, thread string, id int, method string, params any) map[string]any {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"id": id, "method": method, "params": params})
-	resp, err := http.Post(s.URL+"/threads/"+thread+"/commands", "application/json", bytes.NewReader(body))
+	resp, err := s.hc.Post(s.URL+"/threads/"+thread+"/commands", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +114,13 @@ func user(text string) map[string]any {
 }
 
 // stream is an open SSE event stream; its reader goroutine exits when the
-// body is closed.
+// body is closed or ends (err: how, once done is closed).
 type stream struct {
 	t      testing.TB
 	resp   *http.Response
 	events chan sse.Event
 	done   chan struct{}
+	err    error
 }
 
 func (s *server) openSSE(t testing.TB, thread string, body string, header http.Header) *stream {
@@ -127,7 +130,7 @@ func (s *server) openSSE(t testing.TB, thread string, body string, header http.H
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +158,7 @@ func (st *stream) readLoop() {
 			st.events <- e
 		}
 		if err != nil {
+			st.err = err
 			return
 		}
 	}

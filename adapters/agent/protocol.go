@@ -36,6 +36,7 @@ func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
 func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
 	cfg := Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
 	cfg.WebSocket.SlowConsumers = d.Metrics.SlowConsumers.WithLabelValues("websocket")
+	cfg.SlowSSE = d.Metrics.SlowConsumers.WithLabelValues("http")
 	var mirror *nats.Conn
 	if d.Fabric != nil {
 		cfg.Store, cfg.Alone = d.Fabric.ThreadStore(), d.Fabric.Alone()

@@ -684,17 +684,13 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 		t.ownLocked()
 		return asProtoError(err)
 	}
-	t.f.runMu.Lock()
-	if t.f.isClosed() {
-		t.f.runMu.Unlock()
+	if !t.f.track() {
 		_ = stream.Close()
 		cancel()
 		rt.active = nil
 		t.ownLocked()
 		return perr(errUnknownError, "the server is shutting down")
 	}
-	t.f.wg.Add(1)
-	t.f.runMu.Unlock()
 	ar.stream = stream
 	go t.pump(ar)
 	return nil
@@ -1203,15 +1199,11 @@ func (t *Thread) saveSoon() {
 		t.mu.Unlock()
 		return
 	}
-	t.f.runMu.Lock() // orders the Add against Close's Wait
-	if t.f.isClosed() {
-		t.f.runMu.Unlock()
+	if !t.f.track() {
 		t.mu.Unlock()
 		t.saveNow()
 		return
 	}
-	t.f.wg.Add(1)
-	t.f.runMu.Unlock()
 	t.rt.saving = true
 	t.mu.Unlock()
 	go t.saveLoop()

@@ -107,6 +107,10 @@ func (r *ring) evictions(n, size, maxBytes int) int {
 type reader struct {
 	cursor uint64
 	wake   chan struct{}
+	// notify, when set, is called (under the thread's lock; it must not
+	// block) in place of signalling wake: an SSE stream starts its writer
+	// only when there is something to write.
+	notify func()
 }
 
 // gap reports that a reader asked for events the buffer no longer holds.
@@ -239,6 +243,10 @@ func (t *Thread) storeLocked(rec record) {
 	}
 	t.countLocked(false)
 	for r := range t.readers {
+		if r.notify != nil {
+			r.notify()
+			continue
+		}
 		select {
 		case r.wake <- struct{}{}:
 		default:
@@ -369,9 +377,18 @@ func (t *Thread) runInfo(id string) *runInfo {
 // lock is what makes replay and live delivery meet with no gap and no
 // duplicate.
 func (t *Thread) attach(since uint64, hasSince bool) (*reader, []record, *gap) {
+	return t.attachFunc(since, hasSince, nil)
+}
+
+// attachFunc is attach for a reader told of new events by notify (see
+// reader) instead of its wake channel.
+func (t *Thread) attachFunc(since uint64, hasSince bool, notify func()) (*reader, []record, *gap) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := &reader{wake: make(chan struct{}, 1)}
+	r := &reader{notify: notify}
+	if notify == nil {
+		r.wake = make(chan struct{}, 1)
+	}
 	var g *gap
 	oldest := t.oldest()
 	switch {

@@ -21,6 +21,13 @@
 //     split on LF, CRLF and CR into one data line per line, so a reader
 //     gets the data back with its line ends normalised to LF; data without
 //     line ends is written as exactly "data: <data>\n\n".
+//   - Hijack takes an HTTP/1.1 response's connection over from net/http
+//     once its headers are set, for a stream that mostly waits: the Conn
+//     writes each event batch as one chunk of a chunked body (RFC 9112
+//     §7.1) within a write timeout, and calls back when the peer hangs
+//     up, so no handler (its stack, net/http's buffers) stays behind an
+//     idle stream. NewConnWriter is a Writer on it. HTTP/2 and HTTP/1.0
+//     are declined: those streams stay on their handler.
 //   - Parser reads a stream fed in chunks cut at any byte (Feed and End, as
 //     the repository's streaming converters do). Lines end in LF, CRLF or
 //     CR, also when a CRLF is split between chunks; a UTF-8 byte order mark

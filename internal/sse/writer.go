@@ -34,10 +34,10 @@ const BatchBytes = 32 << 10
 //
 // A Writer is not safe for concurrent use.
 type Writer struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf []byte // queued events, then the event being written
-	err error
+	w     io.Writer
+	flush func() error // nil: each Write is on the wire (a Conn)
+	buf   []byte       // queued events, then the event being written
+	err   error
 }
 
 // NewWriter returns a Writer on w. It fails with a canonical Internal error
@@ -49,8 +49,12 @@ func NewWriter(w http.ResponseWriter) (*Writer, error) {
 	if !canFlush(w) {
 		return nil, canonical.Errorf(canonical.CodeInternal, "sse: %T cannot flush", w)
 	}
-	return &Writer{w: w, rc: http.NewResponseController(w)}, nil
+	return &Writer{w: w, flush: http.NewResponseController(w).Flush}, nil
 }
+
+// NewConnWriter returns a Writer on a Conn taken over by Hijack; the
+// caller has set the headers before Hijack wrote them.
+func NewConnWriter(c *Conn) *Writer { return &Writer{w: c} }
 
 // canFlush reports whether http.ResponseController.Flush would find a
 // flusher in w's Unwrap chain, without flushing (which would send headers).
@@ -286,7 +290,10 @@ func (w *Writer) send(b []byte) error {
 		w.err = fmt.Errorf("sse: write event: %w", err)
 		return w.err
 	}
-	if err := w.rc.Flush(); err != nil {
+	if w.flush == nil {
+		return nil
+	}
+	if err := w.flush(); err != nil {
 		w.err = fmt.Errorf("sse: flush event: %w", err)
 		return w.err
 	}

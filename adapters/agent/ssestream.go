@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/internal/sse"
+)
+
+// sseStream is one SSE stream of a thread's events. Its writer is a
+// goroutine started when there is something to write (events, a gap, a
+// heartbeat, the end) and gone once it is written, so a stream that waits
+// holds no goroutine of its own: on an HTTP/1.1 connection, taken over
+// from net/http (sse.Hijack), an idle stream costs the thread's reader, a
+// timer and sse.Conn's goroutine waiting for the peer to hang up. Over
+// HTTP/2 the handler waits for the stream's end instead, writing nothing
+// itself.
+type sseStream struct {
+	f    *Frontend
+	th   *Thread
+	flt  *filter
+	rd   *reader
+	sw   *sse.Writer
+	conn *sse.Conn                // nil: written through the handler's ResponseWriter
+	rc   *http.ResponseController // without conn: the write deadline
+
+	// state is the writer's: idle, running, or running and asked to look
+	// again (kick while it runs). The writer alone reads the thread and
+	// writes; the one that finds nothing more to do goes idle.
+	state atomic.Int32
+	beat  atomic.Bool // a heartbeat is due
+	stop  atomic.Bool // end the stream (shutdown, the peer left)
+	// finish: the server ends the stream, which ends the body properly
+	// (its last chunk) for a peer still there.
+	finish atomic.Bool
+
+	hb      *time.Timer
+	unwatch func() // stops open's watches (shutdown, the peer, Close)
+	batch   []record
+	ended   chan struct{} // closed when the stream has ended
+}
+
+const (
+	writerIdle int32 = iota
+	writerRunning
+	writerAgain
+)
+
+// kick makes sure a writer will look at the stream: it starts one, or
+// tells the running one to look again. It never blocks (the thread calls
+// it under its lock).
+func (s *sseStream) kick() {
+	for {
+		switch s.state.Load() {
+		case writerIdle:
+			if s.state.CompareAndSwap(writerIdle, writerRunning) {
+				go s.run()
+				return
+			}
+		case writerRunning:
+			if s.state.CompareAndSwap(writerRunning, writerAgain) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// end asks the stream to end; its writer closes it.
+func (s *sseStream) end() {
+	s.stop.Store(true)
+	s.kick()
+}
+
+// shutdown ends the stream for the server's shutdown.
+func (s *sseStream) shutdown() {
+	s.finish.Store(true)
+	s.end()
+}
+
+// heartbeat is the timer's: a comment is due.
+func (s *sseStream) heartbeat() {
+	s.beat.Store(true)
+	s.kick()
+}
+
+// run is the writer: it writes what there is until there is nothing, then
+// goes idle unless kicked meanwhile. A stream that ends (asked to, or a
+// write failed) is closed here and keeps its writer state running, so no
+// later kick starts another.
+func (s *sseStream) run() {
+	for {
+		if !s.deliver() {
+			s.close()
+			return
+		}
+		if s.state.CompareAndSwap(writerRunning, writerIdle) {
+			return
+		}
+		s.state.Store(writerRunning) // it was kicked: look again
+	}
+}
+
+// deliver writes the events after the reader's cursor and a due
+// heartbeat; false when the stream must end.
+func (s *sseStream) deliver() bool {
+	for !s.stop.Load() {
+		// The records written let go of their frames, which the buffer
+		// may have evicted (each values frame is the whole state).
+		clear(s.batch)
+		var g *gap
+		s.batch, g = s.th.read(s.rd, s.flt.match, sseBatch, s.batch[:0])
+		if len(s.batch) == 0 && g == nil {
+			break
+		}
+		if !s.write(s.batch, g) {
+			return false
+		}
+	}
+	if s.stop.Load() {
+		return false
+	}
+	if s.beat.Swap(false) {
+		s.deadline()
+		if s.sw.Comment("heartbeat") != nil {
+			return false
+		}
+		s.hb.Reset(s.f.cfg.Heartbeat)
+	}
+	if cap(s.batch) > sseBatch { // an idle stream keeps no large batch
+		s.batch = nil
+	}
+	return true
+}
+
+// deadline bounds the next write (a Conn bounds each write itself).
+func (s *sseStream) deadline() {
+	if s.conn == nil {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.f.cfg.WriteTimeout))
+	}
+}
+
+// write writes a gap report, if any, and the records that match, in one
+// flush (up to sse.BatchBytes per write): every event in it was ready
+// when it was read.
+func (s *sseStream) write(recs []record, g *gap) bool {
+	s.deadline()
+	if g != nil && s.sw.Data(errorFrame(-1, gapError(g))) != nil {
+		return false
+	}
+	for i := range recs {
+		if !s.flt.match(&recs[i]) {
+			continue
+		}
+		if err := s.sw.QueueSeqEvent(recs[i].seq, recs[i].method, recs[i].frame); err != nil {
+			return false
+		}
+	}
+	return s.sw.Flush() == nil
+}
+
+// close ends the stream: the thread forgets its reader, the connection
+// ends (with its last chunk when the server ended the stream and the
+// peer is still there), and the handler waiting over HTTP/2 returns.
+func (s *sseStream) close() {
+	s.hb.Stop()
+	s.unwatch()
+	s.th.detach(s.rd)
+	s.th.connClose()
+	switch {
+	case s.conn == nil:
+	case s.finish.Load():
+		_ = s.conn.Finish()
+	default:
+		_ = s.conn.Close()
+	}
+	clear(s.batch)
+	close(s.ended)
+	s.f.wg.Done()
+}

@@ -1,0 +1,131 @@
+package agent_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/adapters/agent"
+)
+
+// streamGoroutines counts the goroutines that hold an SSE stream open
+// past its handler (internal/sse's Conn, waiting for the peer).
+func streamGoroutines() int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "internal/sse.(*Conn).watch")
+}
+
+// eventually waits for cond, failing with what after the wait.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func statuses(envs []envelope) []string {
+	var out []string
+	for _, e := range envs {
+		if len(e.Params.Namespace) == 0 {
+			out = append(out, e.status())
+		}
+	}
+	return out
+}
+
+// TestSSEStreamOutlivesItsHandler: an SSE stream on HTTP/1.1 holds no
+// net/http handler once it waits (its writer starts when there is
+// something to write): the handler's stack and net/http's buffers, 8
+// KiB of the 27.5 KB an idle stream cost. It still gets heartbeats and a
+// run's events, in order, and the server lets go of it when the client
+// hangs up.
+func TestSSEStreamOutlivesItsHandler(t *testing.T) {
+	s := newServer(t, agent.Config{Heartbeat: 50 * time.Millisecond})
+	handlers, watching := httpHandlers(), streamGoroutines()
+	st := s.openSSE(t, "outlive-sse", `{"channels":["lifecycle"]}`, nil)
+	if !st.resp.Close || !slices.Equal(st.resp.TransferEncoding, []string{"chunked"}) {
+		t.Fatalf("response close %v, transfer encoding %v; want a chunked body ending the connection", st.resp.Close, st.resp.TransferEncoding)
+	}
+	eventually(t, "the stream's handler did not return", func() bool { return httpHandlers() <= handlers })
+	if n := streamGoroutines(); n != watching+1 {
+		t.Fatalf("%d goroutines watch a stream, want %d", n, watching+1)
+	}
+	if e := st.next(true); !e.IsComment || e.Comment != "heartbeat" {
+		t.Fatalf("want a heartbeat comment, got %+v", e)
+	}
+	for range 2 {
+		s.runStart(t, "outlive-sse", "echo", user("hi"), nil)
+		if got := statuses(st.untilTerminal()); !slices.Equal(got, []string{"running", "completed"}) {
+			t.Fatalf("root lifecycle %v", got)
+		}
+	}
+	st.Close()
+	eventually(t, "the stream outlived its client", func() bool { return streamGoroutines() == watching })
+}
+
+// TestSSEStreamOverHTTP2: where the connection cannot be taken over
+// (HTTP/2), the handler carries the stream as before: heartbeats, a run's
+// events, and its end when the client goes.
+func TestSSEStreamOverHTTP2(t *testing.T) {
+	fe, err := agent.NewFrontend(agent.Config{Runner: newRunner(t), Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	fe.Mount(mux)
+	ts := httptest.NewUnstartedServer(mux)
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(func() {
+		fe.Shutdown()
+		ts.Close()
+		fe.Close()
+	})
+	s := &server{URL: ts.URL, fe: fe, hc: ts.Client()}
+	handlers := httpHandlers()
+	st := s.openSSE(t, "h2", `{"channels":["lifecycle"]}`, nil)
+	if st.resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/%d", st.resp.ProtoMajor)
+	}
+	if e := st.next(true); !e.IsComment || e.Comment != "heartbeat" {
+		t.Fatalf("want a heartbeat comment, got %+v", e)
+	}
+	s.runStart(t, "h2", "echo", user("hi"), nil)
+	if got := statuses(st.untilTerminal()); !slices.Equal(got, []string{"running", "completed"}) {
+		t.Fatalf("root lifecycle %v", got)
+	}
+	if httpHandlers() <= handlers {
+		t.Fatal("no handler carries the HTTP/2 stream")
+	}
+	st.Close()
+	eventually(t, "the stream's handler did not return after its client left", func() bool { return httpHandlers() <= handlers })
+}
+
+// TestSSEShutdownEndsTheBody: a stream the server ends (shutdown) ends
+// its body properly, with the last chunk: the client reads to EOF, not
+// to a connection cut mid-body.
+func TestSSEShutdownEndsTheBody(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	handlers := httpHandlers()
+	st := s.openSSE(t, "shutdown-sse", `{"channels":["lifecycle"]}`, nil)
+	eventually(t, "the stream's handler did not return", func() bool { return httpHandlers() <= handlers })
+	s.fe.Shutdown()
+	select {
+	case <-st.done:
+	case <-time.After(wait):
+		t.Fatal("the stream did not end at shutdown")
+	}
+	if st.err != io.EOF {
+		t.Fatalf("the body ended with %v, want io.EOF", st.err)
+	}
+}
