@@ -123,6 +123,10 @@ func (c *Conn) watch() {
 
 var crlf = []byte("\r\n")
 
+// chunkBufs are the buffers a chunk is gathered in on a connection that
+// cannot write several buffers at once (TLS: one Write is one record).
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
 // Write sends p as one chunk (an empty p sends nothing: a chunk of size
 // zero ends the body). A failed Write leaves the stream unusable: Close it.
 func (c *Conn) Write(p []byte) (int, error) {
@@ -131,9 +135,21 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	var size [18]byte
 	head := append(strconv.AppendUint(size[:0], uint64(len(p)), 16), crlf...)
-	bufs := net.Buffers{head, p, crlf}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
-	if _, err := bufs.WriteTo(c.nc); err != nil {
+	var err error
+	if _, tcp := c.nc.(*net.TCPConn); tcp {
+		bufs := net.Buffers{head, p, crlf} // one writev, p not copied
+		_, err = bufs.WriteTo(c.nc)
+	} else {
+		bp := chunkBufs.Get().(*[]byte)
+		b := append(append(append((*bp)[:0], head...), p...), crlf...)
+		_, err = c.nc.Write(b)
+		if cap(b) <= maxKeptBuffer {
+			*bp = b[:0]
+			chunkBufs.Put(bp)
+		}
+	}
+	if err != nil {
 		if c.cutoffs != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 			c.cutoffs.Inc()
 		}

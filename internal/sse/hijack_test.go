@@ -15,13 +15,20 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// Transports of a hijackServer.
+const (
+	plain = iota // HTTP/1.1 on TCP
+	tls1         // HTTP/1.1 on TLS
+	h2           // HTTP/2 on TLS
+)
+
 // hijackServer serves each request with serve on a Conn from Hijack;
 // hijacked reports whether the last request's connection was taken over.
-func hijackServer(t *testing.T, h2 bool, serve func(c *Conn)) (ts *httptest.Server, hijacked chan bool) {
-	return hijackServerCounting(t, h2, nil, serve)
+func hijackServer(t *testing.T, transport int, serve func(c *Conn)) (ts *httptest.Server, hijacked chan bool) {
+	return hijackServerCounting(t, transport, nil, serve)
 }
 
-func hijackServerCounting(t *testing.T, h2 bool, cutoffs Counter, serve func(c *Conn)) (ts *httptest.Server, hijacked chan bool) {
+func hijackServerCounting(t *testing.T, transport int, cutoffs Counter, serve func(c *Conn)) (ts *httptest.Server, hijacked chan bool) {
 	t.Helper()
 	hijacked = make(chan bool, 1)
 	ts = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -41,11 +48,14 @@ func hijackServerCounting(t *testing.T, h2 bool, cutoffs Counter, serve func(c *
 		}
 		serve(c)
 	}))
-	if h2 {
-		ts.EnableHTTP2 = true
-		ts.StartTLS()
-	} else {
+	switch transport {
+	case plain:
 		ts.Start()
+	case h2:
+		ts.EnableHTTP2 = true
+		fallthrough
+	default:
+		ts.StartTLS()
 	}
 	t.Cleanup(ts.Close)
 	return ts, hijacked
@@ -78,7 +88,7 @@ var dateLine = regexp.MustCompile(`(?m)^Date: .*\r\n`)
 // empty Write sends nothing, and Finish sends the last chunk (RFC 9112
 // §7.1) and closes.
 func TestHijackWritesChunkedStream(t *testing.T) {
-	ts, hijacked := hijackServer(t, false, func(c *Conn) {
+	ts, hijacked := hijackServer(t, plain, func(c *Conn) {
 		for _, s := range []string{"data: a\n\n", "", ": heartbeat\n\n"} {
 			if _, err := c.Write([]byte(s)); err != nil {
 				t.Error(err)
@@ -113,15 +123,38 @@ func TestHijackWritesChunkedStream(t *testing.T) {
 	}
 }
 
+// TestHijackOverTLS: HTTP/1.1 over TLS is taken over too (its chunks are
+// gathered in one buffer, not written piece by piece), and a client reads
+// the stream whole.
+func TestHijackOverTLS(t *testing.T) {
+	ts, hijacked := hijackServer(t, tls1, func(c *Conn) {
+		for _, s := range []string{"data: a\n\n", strings.Repeat("x", 10000)} {
+			if _, err := c.Write([]byte(s)); err != nil {
+				t.Error(err)
+			}
+		}
+		_ = c.Finish()
+	})
+	resp, err := ts.Client().Post(ts.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !<-hijacked || resp.ProtoMajor != 1 || err != nil || string(body) != "data: a\n\n"+strings.Repeat("x", 10000) {
+		t.Errorf("HTTP/%d: %d bytes, %v", resp.ProtoMajor, len(body), err)
+	}
+}
+
 // TestHijackDeclines: HTTP/1.0 and HTTP/2 connections are not taken over
 // (nothing is written; the handler answers through its ResponseWriter).
 func TestHijackDeclines(t *testing.T) {
 	never := func(*Conn) { t.Error("hijacked") }
-	ts, hijacked := hijackServer(t, false, never)
+	ts, hijacked := hijackServer(t, plain, never)
 	if got := rawRequest(t, ts.Listener.Addr().String(), "POST /s HTTP/1.0"); <-hijacked || !strings.HasSuffix(got, "\r\n\r\ndata: not hijacked\n\n") {
 		t.Errorf("HTTP/1.0: %q", got)
 	}
-	ts2, hijacked2 := hijackServer(t, true, never)
+	ts2, hijacked2 := hijackServer(t, h2, never)
 	resp, err := ts2.Client().Post(ts2.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +219,7 @@ func (c *counter) Inc() { c.n.Add(1) }
 func TestHijackWriteTimeout(t *testing.T) {
 	failed := make(chan error, 1)
 	var cutoffs counter
-	ts, _ := hijackServerCounting(t, false, &cutoffs, func(c *Conn) {
+	ts, _ := hijackServerCounting(t, plain, &cutoffs, func(c *Conn) {
 		c.timeout = 50 * time.Millisecond
 		chunk := make([]byte, 1<<20)
 		for {
