@@ -777,38 +777,3 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 		<-s.ended // the writes go through w: the handler stays
 	}
 }
-
-// open starts the response: on a connection taken over from net/http when
-// it can be, else through w (HTTP/2). The stream ends when the server
-// shuts down, the peer leaves, or (Close) at once.
-func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
-	f := s.f
-	sse.SetHeaders(w.Header())
-	conn, hijacked, err := sse.Hijack(w, r, sse.HijackConfig{WriteTimeout: f.cfg.WriteTimeout, Gone: s.end, Cutoffs: f.cfg.SlowSSE})
-	stopShutdown := context.AfterFunc(f.closingCtx, s.shutdown)
-	var stopPeer func() bool
-	switch {
-	case err != nil:
-		f.cfg.Logger.Debug("sse stream not started", "thread", s.th.id, "err", err)
-	case hijacked:
-		s.conn, s.sw = conn, sse.NewConnWriter(conn)
-		stopPeer = context.AfterFunc(f.runCtx, func() { _ = conn.Close() })
-	default:
-		if s.sw, err = sse.NewWriter(w); err != nil {
-			canonicalHTTPError(w, err)
-			break
-		}
-		stopPeer = context.AfterFunc(r.Context(), s.end)
-		w.WriteHeader(http.StatusOK)
-		s.rc = http.NewResponseController(w)
-		_ = s.rc.SetWriteDeadline(f.cfg.Now().Add(f.cfg.WriteTimeout))
-		err = s.rc.Flush()
-	}
-	s.unwatch = func() {
-		if stopPeer != nil {
-			stopPeer()
-		}
-		stopShutdown()
-	}
-	return err == nil
-}

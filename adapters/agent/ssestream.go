@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,42 @@ const (
 	writerRunning
 	writerAgain
 )
+
+// open starts the response: on a connection taken over from net/http when
+// it can be, else through w (HTTP/2). The stream ends when the server
+// shuts down (Shutdown), when the peer leaves (the Conn's gone, or the
+// request's context through w) and, on a Conn, at once at Close.
+func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
+	f := s.f
+	sse.SetHeaders(w.Header())
+	conn, hijacked, err := sse.Hijack(w, r, sse.HijackConfig{WriteTimeout: f.cfg.WriteTimeout, Gone: s.end, Cutoffs: f.cfg.SlowSSE})
+	stopShutdown := context.AfterFunc(f.closingCtx, s.shutdown)
+	var stopOther func() bool // the other watch: Close (a Conn) or the peer (w)
+	switch {
+	case err != nil:
+		f.cfg.Logger.Debug("sse stream not started", "thread", s.th.id, "err", err)
+	case hijacked:
+		s.conn, s.sw = conn, sse.NewConnWriter(conn)
+		stopOther = context.AfterFunc(f.runCtx, func() { _ = conn.Close() })
+	default:
+		if s.sw, err = sse.NewWriter(w); err != nil {
+			canonicalHTTPError(w, err)
+			break
+		}
+		stopOther = context.AfterFunc(r.Context(), s.end)
+		w.WriteHeader(http.StatusOK)
+		s.rc = http.NewResponseController(w)
+		_ = s.rc.SetWriteDeadline(f.cfg.Now().Add(f.cfg.WriteTimeout))
+		err = s.rc.Flush()
+	}
+	s.unwatch = func() {
+		if stopOther != nil {
+			stopOther()
+		}
+		stopShutdown()
+	}
+	return err == nil
+}
 
 // kick makes sure a writer will look at the stream: it starts one, or
 // tells the running one to look again. It never blocks (the thread calls
