@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -115,11 +116,12 @@ func (rs *rawStream) next() (sse.Event, error) {
 }
 
 // runSummary is what a reader saw of a run: every frame checked to be the
-// next seq of the thread's events.
+// next seq of the thread's events; err says what broke that, if anything.
 type runSummary struct {
 	deltas   int
 	last     uint64
 	terminal string // the root terminal lifecycle event, if seen
+	err      string
 }
 
 // follow reads rs to the run's root terminal event, sleeping pause after
@@ -127,18 +129,29 @@ type runSummary struct {
 // thread's events in seq order from seq 1 (a gap report included).
 func follow(t *testing.T, rs *rawStream, slow int, pause time.Duration) runSummary {
 	t.Helper()
+	sum := followQuietly(rs, slow, pause)
+	if sum.err != "" {
+		t.Fatal(sum.err)
+	}
+	return sum
+}
+
+// followQuietly is follow for any goroutine: what broke is in err.
+func followQuietly(rs *rawStream, slow int, pause time.Duration) runSummary {
 	var sum runSummary
 	for i := 0; ; i++ {
 		e, err := rs.next()
 		if err != nil {
-			t.Fatalf("after seq %d (%d deltas): %v", sum.last, sum.deltas, err)
+			sum.err = fmt.Sprintf("after seq %d (%d deltas): %v", sum.last, sum.deltas, err)
+			return sum
 		}
 		if e.IsComment {
 			continue
 		}
 		var env envelope
 		if err := json.Unmarshal(e.Data, &env); err != nil || env.Type != "event" || env.Seq != sum.last+1 || e.ID != strconv.FormatUint(env.Seq, 10) {
-			t.Fatalf("after seq %d (%d deltas), frame %q", sum.last, sum.deltas, e.Data)
+			sum.err = fmt.Sprintf("after seq %d (%d deltas), frame %q", sum.last, sum.deltas, e.Data)
+			return sum
 		}
 		sum.last = env.Seq
 		if env.Method == "messages" && strings.Contains(string(env.Params.Data), `"content-block-delta"`) {

@@ -133,11 +133,20 @@ func (s *sseStream) run() {
 			s.close()
 			return
 		}
-		if s.state.CompareAndSwap(writerRunning, writerIdle) {
+		if s.rest() {
 			return
 		}
-		s.state.Store(writerRunning) // it was kicked: look again
 	}
+}
+
+// rest makes the writer idle, unless it was kicked while it ran: then it
+// stays running (false) and must look again.
+func (s *sseStream) rest() bool {
+	if s.state.CompareAndSwap(writerRunning, writerIdle) {
+		return true
+	}
+	s.state.Store(writerRunning)
+	return false
 }
 
 // deliver writes the events after the reader's cursor and a due

@@ -129,3 +129,63 @@ func TestSSEShutdownEndsTheBody(t *testing.T) {
 		t.Fatalf("the body ended with %v, want io.EOF", st.err)
 	}
 }
+
+// TestSSEStreamsEachGetEveryEvent: streams opened while a run goes on,
+// each read at its own pace, every one of them over a writer that starts
+// and stops as the events come (the stream's writer state machine): each
+// gets every event of the thread from seq 1 in order, none twice, to the
+// run's end, in time: no heartbeat (a minute apart) comes to wake a
+// writer that missed its kick.
+func TestSSEStreamsEachGetEveryEvent(t *testing.T) {
+	s := newServer(t, agent.Config{Heartbeat: time.Minute})
+	const streams, deltas = 12, 3000
+	raws := make([]*rawStream, streams)
+	for i := range streams / 2 {
+		raws[i] = openRaw(t, http.DefaultClient, s, "many", "{"+everyChannel+"}")
+	}
+	s.runStart(t, "many", "stream", user("go"), map[string]any{"deltas": deltas})
+	for i := streams / 2; i < streams; i++ { // mid-run: replay, then live
+		raws[i] = openRaw(t, http.DefaultClient, s, "many", "{"+everyChannel+"}")
+	}
+	sums := make([]runSummary, streams)
+	done := make(chan int, streams)
+	for i, rs := range raws {
+		go func() {
+			defer func() { done <- i }()
+			sums[i] = followQuietly(rs, i%3*100, time.Millisecond)
+		}()
+	}
+	timeout := time.After(wait)
+	for range streams {
+		select {
+		case <-done:
+		case <-timeout:
+			t.Fatal("a stream stalled")
+		}
+	}
+	for i, sum := range sums {
+		if sum.err != "" || sum.deltas != deltas || sum.terminal != "completed" {
+			t.Errorf("stream %d: %d deltas, then %q at seq %d: %s", i, sum.deltas, sum.terminal, sum.last, sum.err)
+		}
+	}
+}
+
+// TestSSEStreamsSeeEveryRunEnd: many short runs, each ending while the
+// streams' writers may be stopping (the window in which a kick can be
+// missed): every stream sees every run's end without a heartbeat's help.
+func TestSSEStreamsSeeEveryRunEnd(t *testing.T) {
+	s := newServer(t, agent.Config{Heartbeat: time.Minute})
+	const streams, runs = 8, 40
+	var sts []*stream
+	for range streams {
+		sts = append(sts, s.openSSE(t, "ends", `{"channels":["lifecycle"]}`, nil))
+	}
+	for r := range runs {
+		s.runStart(t, "ends", "stream", user("go"), map[string]any{"deltas": 5})
+		for i, st := range sts {
+			if got := statuses(st.untilTerminal()); !slices.Equal(got, []string{"running", "completed"}) {
+				t.Fatalf("run %d, stream %d: root lifecycle %v", r, i, got)
+			}
+		}
+	}
+}
