@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // TestGRPCGoClient drives a bidi session with grpc-go (no generated grpc
@@ -119,8 +119,8 @@ func TestBufCurl(t *testing.T) {
 	var msgs []*ev.SessionMessage
 	dec := json.NewDecoder(&stdout)
 	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+		raw, err := dec.ReadValue()
+		if errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package evergreen
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/interlingua-dev/interlingua/conformance/profile"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // conformanceProfile is what the protocol's wire keeps of a run, checked
@@ -176,7 +176,7 @@ func conformanceScript(r *cv1.Response, prompt string) evergreenpeer.Script {
 		open = nil
 	}
 	tool := func(v map[string]any) {
-		data, _ := json.Marshal(v)
+		data, _ := json.Marshal(v, toolWriteJSON) // keys sorted, as the conformance tests expect
 		add(evergreenpeer.Part{Output: evergreenpeer.ToolCalls, Mime: "application/json", Fragments: [][]byte{data}})
 	}
 	if r.GetEcho() {

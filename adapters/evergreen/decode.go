@@ -2,7 +2,6 @@ package evergreen
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"net"
 	"net/url"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Wire -> canonical: a GENERATE action and its input tree become a
@@ -706,13 +706,25 @@ type toolEvent struct {
 	ID   string `json:"id,omitempty"`
 	Name string `json:"name,omitempty"`
 	// Arguments is a tool call's argument JSON text, as streamed.
-	Arguments string          `json:"arguments,omitempty"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	Delta     string          `json:"delta,omitempty"`
-	Output    json.RawMessage `json:"output,omitempty"`
-	Error     *toolError      `json:"error,omitempty"`
-	Payload   json.RawMessage `json:"payload,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// Input, Output and Payload are omitzero, not omitempty: a JSON null
+	// (a tool that returned null) is written, as encoding/json wrote it;
+	// only an absent value is left out.
+	Input   json.Value `json:"input,omitzero"`
+	Delta   string     `json:"delta,omitempty"`
+	Output  json.Value `json:"output,omitzero"`
+	Error   *toolError `json:"error,omitempty"`
+	Payload json.Value `json:"payload,omitzero"`
 }
+
+// toolReadJSON reads a tool_calls chunk an upstream sent as the bridge
+// read it with encoding/json, so no peer's chunk that was accepted is now
+// refused: member names match in any case, the last of repeated names
+// wins, and invalid UTF-8 in a string becomes U+FFFD (a raw value keeps
+// its bytes; protojson then refuses it, as before). The library's
+// case-insensitive match also ignores _ and - ("in_put" is input), which
+// encoding/json did not; no member of the chunk has either.
+var toolReadJSON = json.JoinOptions(json.MatchCaseInsensitiveNames(true), json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 type toolError struct {
 	Code    string `json:"code"`
@@ -722,10 +734,10 @@ type toolError struct {
 // tool turns one tool_calls chunk into events.
 func (d *outputDecoder) tool(out []*canonical.Event, n *node, data []byte) ([]*canonical.Event, error) {
 	var t toolEvent
-	if err := json.Unmarshal(data, &t); err != nil {
+	if err := json.Unmarshal(data, &t, toolReadJSON); err != nil {
 		return out, canonical.Errorf(canonical.CodeInternal, "evergreen upstream: tool_calls chunk %q is not a JSON object: %v", n.id, err)
 	}
-	value := func(raw json.RawMessage) *structpb.Value {
+	value := func(raw json.Value) *structpb.Value {
 		if len(raw) == 0 {
 			return nil
 		}

@@ -2,7 +2,6 @@ package evergreen
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
 	ichunk "github.com/interlingua-dev/interlingua/internal/chunk"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // upstream is a backend-side store awaiting the outputs named.
@@ -71,9 +71,9 @@ func summary(events []*canonical.Event) string {
 			text[open].Write(k.BlockDelta.GetData())
 		case *canonical.KindToolStarted, *canonical.KindToolFinished, *canonical.KindToolFailed, *canonical.KindToolOutput, *canonical.KindInputRequested:
 			b, _ := protojson.Marshal(e)
-			var buf bytes.Buffer
-			_ = json.Compact(&buf, b)
-			other = append(other, buf.String())
+			v := json.Value(b)
+			_ = v.Compact()
+			other = append(other, string(v))
 		case *canonical.KindLifecycle:
 			if st, ok := canonical.TerminalOf(e); ok {
 				other = append(other, st.String())
@@ -163,9 +163,9 @@ func TestDecodeOutputs(t *testing.T) {
 			var sb strings.Builder
 			for _, e := range events {
 				b, _ := protojson.Marshal(e)
-				var buf bytes.Buffer
-				_ = json.Compact(&buf, b)
-				sb.WriteString(buf.String() + "\n")
+				v := json.Value(b)
+				_ = v.Compact()
+				sb.WriteString(string(v) + "\n")
 			}
 			golden(t, "decode-"+tc.name+".golden", sb.String())
 			if tc.want != "" {

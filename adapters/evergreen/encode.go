@@ -2,7 +2,6 @@ package evergreen
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Canonical -> wire: a run's events become the fragments of an action's
@@ -182,7 +182,7 @@ func (r *renderer) event(e *canonical.Event) (done bool, err error) {
 	return false, nil
 }
 
-func rawJSON(v *structpb.Value) json.RawMessage {
+func rawJSON(v *structpb.Value) json.Value {
 	if v == nil {
 		return nil
 	}
@@ -373,13 +373,22 @@ func (r *renderer) closePart(o *out) error {
 	return r.sk.finish(n)
 }
 
+// toolWriteJSON writes a tool_calls chunk byte for byte as encoding/json
+// wrote it, so clients and stored nodes see the same chunks: <, > and &
+// escaped, U+2028 and U+2029 escaped (raw values too), map keys (in the
+// conformance peer's chunks) sorted. Invalid UTF-8 is U+FFFD rather than
+// a failed chunk; the character itself, where encoding/json wrote the
+// escape \ufffd, which any reader takes for the same string.
+var toolWriteJSON = json.JoinOptions(json.EscapeForHTML(true), json.EscapeForJS(true),
+	json.AllowInvalidUTF8(true), json.Deterministic(true))
+
 // tool renders one tool_calls chunk: a child of the tool_calls root,
 // complete in one fragment.
 func (r *renderer) tool(t toolEvent) error {
 	if r.tools == nil {
 		return nil
 	}
-	data, err := json.Marshal(t)
+	data, err := json.Marshal(t, toolWriteJSON)
 	if err != nil {
 		return canonical.Errorf(canonical.CodeInternal, "encoding a tool_calls chunk: %v", err)
 	}

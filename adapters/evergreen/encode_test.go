@@ -1,8 +1,6 @@
 package evergreen
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Runs, as canonical events, for the renderer tests.
@@ -89,11 +88,11 @@ func compactJSON(t testing.TB, m *ev.SessionMessage) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
+	v := json.Value(b)
+	if err := v.Compact(); err != nil {
 		t.Fatal(err)
 	}
-	return buf.String()
+	return string(v)
 }
 
 // TestRender renders runs into output fragments, compares them with golden

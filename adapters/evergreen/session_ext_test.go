@@ -1,9 +1,7 @@
 package evergreen_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +29,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
 	"github.com/interlingua-dev/interlingua/gen/evergreen/v2/evergreenv2connect"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 const startSession = "/evergreen.v2.EvergreenService/StartSession"
@@ -201,9 +200,9 @@ func normalize(t *testing.T, msgs []*ev.SessionMessage, keep ...string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, b)
-		line := uuid.ReplaceAllStringFunc(buf.String(), func(id string) string {
+		v := json.Value(b)
+		_ = v.Compact()
+		line := uuid.ReplaceAllStringFunc(string(v), func(id string) string {
 			if names[id] == "" {
 				names[id] = fmt.Sprintf("minted-%d", len(names)+1)
 			}

@@ -2,7 +2,6 @@ package native
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Config configures the frontend.
@@ -160,5 +160,19 @@ func writeError(w http.ResponseWriter, e *canonical.Error) {
 func writeStatusError(w http.ResponseWriter, status int, e *canonical.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": e.Code.String(), "message": e.Message})
+	enc := json.NewEncoder(w, errorJSON) // writes the value and a newline, as encoding/json's Encoder did
+	_ = json.MarshalEncode(enc, &errorBody{Code: e.Code.String(), Message: e.Message})
 }
+
+// errorBody is the native error form; its members in the order
+// encoding/json wrote the map it replaces (sorted).
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// errorJSON writes an error body as encoding/json wrote it: <, > and &
+// escaped, U+2028 and U+2029 escaped, and a message carrying an upstream's
+// invalid UTF-8 written with U+FFFD rather than not at all (the character,
+// not encoding/json's escape of it: the same string to a reader).
+var errorJSON = json.JoinOptions(json.EscapeForHTML(true), json.EscapeForJS(true), json.AllowInvalidUTF8(true))

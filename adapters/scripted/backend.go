@@ -2,7 +2,6 @@ package scripted
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Targets lists the targets the scripted backend serves.
@@ -390,8 +390,15 @@ func (s *stream) agentTool() bool {
 		s.pending = s.b.End(s.pending, canonical.StatusFailed, ce)
 		return true
 	}
+	// A tool's result is read as encoding/json read it (the last of
+	// repeated names wins, invalid UTF-8 becomes U+FFFD); a result that is
+	// not JSON is null, where v2 would leave what it read before the error
+	// (so is one with a number beyond float64, which encoding/json kept
+	// with that number null).
 	var v any
-	_ = json.Unmarshal(out, &v)
+	if json.Unmarshal(out, &v, json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true)) != nil {
+		v = nil
+	}
 	s.pending = s.b.Emit(s.pending, &canonical.Event{Kind: &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{
 		ToolCallId: "call-1", Output: canonical.Value(v),
 	}}})

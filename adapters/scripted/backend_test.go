@@ -3,7 +3,6 @@ package scripted
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
@@ -66,9 +66,11 @@ func golden(t *testing.T, name string, evs []*canonical.Event) {
 			t.Fatal(err)
 		}
 		// protojson randomizes spacing; compact it for a stable file.
-		if err := json.Compact(&buf, b); err != nil {
+		v := json.Value(b)
+		if err := v.Compact(); err != nil {
 			t.Fatal(err)
 		}
+		buf.Write(v)
 		buf.WriteByte('\n')
 	}
 	path := filepath.Join("testdata", name+".events.json")
