@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/subject"
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
@@ -64,7 +64,10 @@ const (
 // setPrincipal puts ctx's caller, if any, on msg.
 func setPrincipal(ctx context.Context, msg *nats.Msg) {
 	if p := canonical.PrincipalFrom(ctx); p != nil {
-		b, _ := json.Marshal(p)
+		// A key's name or targets are not checked as UTF-8: replace bad
+		// bytes (as encoding/json did) rather than drop the header, which
+		// would run the run as no key at all.
+		b, _ := json.Marshal(p, json.AllowInvalidUTF8(true))
 		msg.Header.Set(hdrPrincipal, string(b))
 	}
 }

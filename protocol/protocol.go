@@ -10,7 +10,6 @@ package protocol
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/interlingua-dev/interlingua/bench/load"
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/profile"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/metrics"
 )
 
@@ -195,8 +195,17 @@ func WriteJSONRefusal(w http.ResponseWriter, ref Refusal, body any) {
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	if b, err := json.Marshal(v, refusalJSON); err == nil {
+		_, _ = w.Write(append(b, '\n')) // one line, as encoding/json's Encoder wrote it
+	}
 }
+
+// refusalJSON writes the protocols' error bodies (maps) as encoding/json
+// did: keys sorted, <, >, &, U+2028 and U+2029 escaped, and invalid UTF-8 in
+// a message replaced by U+FFFD, not refused (the body would be lost; v1
+// wrote the replacement as \ufffd, this as the character).
+var refusalJSON = json.JoinOptions(json.Deterministic(true), json.EscapeForHTML(true), json.EscapeForJS(true),
+	json.AllowInvalidUTF8(true))
 
 // For returns the protocol whose ContentTypes or longest Paths prefix claim
 // r, or nil.

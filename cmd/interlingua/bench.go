@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/bench"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 const benchUsage = `Usage:
@@ -153,14 +153,24 @@ func writeBenchResult(stdout, stderr io.Writer, asJSON bool, out any, md func(io
 		md(stdout)
 		return 0
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
+	b, err := json.Marshal(out, benchJSON)
+	if err == nil {
+		_, err = stdout.Write(append(b, '\n'))
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "interlingua bench:", err)
 		return 1
 	}
 	return 0
 }
+
+// benchJSON prints --json output as encoding/json's Encoder with
+// SetIndent("", "  ") did, which the scripts reading it were written
+// against: bench's omitempty tags leave out zeros (spread_ms), a nil slice
+// is null, <, >, &, U+2028 and U+2029 are escaped, and invalid UTF-8 in an
+// error's text is replaced, not a failure to print the figures.
+var benchJSON = json.JoinOptions(json.WithIndent("  "), json.OmitEmptyWithLegacySemantics(true),
+	json.FormatNilSliceAsNull(true), json.EscapeForHTML(true), json.EscapeForJS(true), json.AllowInvalidUTF8(true))
 
 // flagGiven reports whether the command line set the flag name.
 func flagGiven(fs *flag.FlagSet, name string) bool {

@@ -5,12 +5,13 @@ package builtin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Func is a tool: JSON arguments in, JSON result out.
@@ -28,7 +29,9 @@ func Tools(now func() time.Time) map[string]Func {
 			return json.Marshal(map[string]string{"now": now().UTC().Format(time.RFC3339)})
 		},
 		"echo": func(_ context.Context, args []byte) ([]byte, error) {
-			if !json.Valid(args) {
+			// Any syntactically valid JSON echoes, as with encoding/json's
+			// Valid: repeated member names and invalid UTF-8 included.
+			if !json.Value(args).IsValid(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true)) {
 				return nil, canonical.Errorf(canonical.CodeInvalidArgument, "echo: arguments are not JSON")
 			}
 			return args, nil
@@ -40,7 +43,10 @@ func calculator(_ context.Context, args []byte) ([]byte, error) {
 	var in struct {
 		Expression *string `json:"expression"`
 	}
-	if err := json.Unmarshal(args, &in); err != nil || in.Expression == nil {
+	// Arguments are read as encoding/json read them, which clients were
+	// served by: names match ignoring case (but not _ or -), the last of
+	// repeated names wins, invalid UTF-8 becomes U+FFFD.
+	if err := json.Unmarshal(args, &in, calculatorArgs); err != nil || in.Expression == nil {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, `calculator: arguments must be {"expression": string}`)
 	}
 	if len(*in.Expression) > maxExpression {
@@ -57,8 +63,15 @@ func calculator(_ context.Context, args []byte) ([]byte, error) {
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "calculator: %v", err)
 	}
+	if math.IsInf(v, 0) || math.IsNaN(v) { // no JSON number: encoding/json's error, in its words
+		return nil, fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(v, 'g', -1, 64))
+	}
 	return json.Marshal(map[string]float64{"result": v})
 }
+
+// calculatorArgs reads the calculator's arguments by encoding/json's rules.
+var calculatorArgs = json.JoinOptions(json.MatchCaseInsensitiveNames(true), json.MatchCaseSensitiveDelimiter(true),
+	json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 // parser evaluates + - * / and parentheses over float64.
 type parser struct {

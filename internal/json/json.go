@@ -20,6 +20,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Value is raw JSON text held as it came (encoding/json's RawMessage).
@@ -145,4 +146,14 @@ var (
 	WithMarshalers   = jsonv2.WithMarshalers
 	// JoinOptions merges options into one.
 	JoinOptions = jsonv2.JoinOptions
+	// WithIndent writes multiline output indented by the given string per
+	// level (encoding/json's Encoder.SetIndent("", indent)).
+	WithIndent = jsontext.WithIndent
+	// OmitEmptyWithLegacySemantics makes omitempty leave out Go's zero
+	// values (0, false, nil pointer) as encoding/json did, for structs whose
+	// tags were written for it.
+	OmitEmptyWithLegacySemantics = jsonv1.OmitEmptyWithLegacySemantics
+	// MatchCaseSensitiveDelimiter keeps _ and - significant when names
+	// match ignoring case, as in encoding/json (strings.EqualFold).
+	MatchCaseSensitiveDelimiter = jsonv1.MatchCaseSensitiveDelimiter
 )
