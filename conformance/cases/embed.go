@@ -8,7 +8,6 @@ package cases
 
 import (
 	"embed"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"path"
@@ -20,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 //go:embed */*.yaml
@@ -83,7 +83,10 @@ func Parse(file string, data []byte) (*cv1.Case, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	js, err := json.Marshal(jsonable(doc))
+	// Sorted keys: protojson names the first bad field it meets, so the
+	// same file gives the same error; invalid UTF-8 becomes U+FFFD, as
+	// encoding/json had it, and protojson judges the rest.
+	js, err := json.Marshal(jsonable(doc), json.Deterministic(true), json.AllowInvalidUTF8(true))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", file, err)
 	}

@@ -3,7 +3,6 @@ package driver
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	agentpeer "github.com/interlingua-dev/interlingua/conformance/peers/agent"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // AgentGraph is the graph_name of the runs AgentScript plays.
@@ -143,13 +143,18 @@ func value(v *structpb.Value) any {
 	return v.AsInterface()
 }
 
+// marshalOptions write the script's lines as they always were (the
+// testdata/agent goldens): encoding/json's form without HTML escaping —
+// map keys sorted, U+2028 and U+2029 escaped, nil as null, and a tool
+// call's arguments (a Value) kept as spelled, duplicate names and all.
+var marshalOptions = json.JoinOptions(json.Deterministic(true), json.EscapeForJS(true),
+	json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true),
+	json.PreserveRawStrings(true), json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
+
 // marshal is v as JSON, without HTML escaping.
-func marshal(v any) json.RawMessage {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return bytes.TrimRight(b.Bytes(), "\n")
+func marshal(v any) json.Value {
+	b, _ := json.Marshal(v, marshalOptions)
+	return b
 }
 
 // event appends an event line in the root namespace.
@@ -319,8 +324,10 @@ func (w *agentWriter) finishBlock() {
 		if len(args) == 0 {
 			args = []byte("{}")
 		}
-		if json.Valid(args) && args[0] == '{' {
-			content = map[string]any{"type": "tool_call", "id": b.id, "name": b.name, "args": json.RawMessage(args)}
+		// Valid as encoding/json judged it: repeated names and invalid
+		// UTF-8 pass.
+		if json.Value(args).IsValid(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true)) && args[0] == '{' {
+			content = map[string]any{"type": "tool_call", "id": b.id, "name": b.name, "args": json.Value(args)}
 		} else {
 			content = map[string]any{"type": "invalid_tool_call", "id": b.id, "name": b.name, "args": string(b.text),
 				"error": "the arguments are not a JSON object"}

@@ -3,7 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/protocol"
 	"github.com/interlingua-dev/interlingua/protocols"
 )
@@ -124,6 +124,11 @@ type addKeys struct {
 	keys map[string]any
 }
 
+// keyOptions write the added keys as encoding/json wrote them: <, >, &,
+// U+2028 and U+2029 escaped, map keys sorted, nil as null.
+var keyOptions = json.JoinOptions(json.EscapeForHTML(true), json.EscapeForJS(true), json.AllowInvalidUTF8(true),
+	json.Deterministic(true), json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true))
+
 func (a addKeys) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodPost || r.Body == nil || !strings.Contains(r.URL.Path, "/generate") {
 		return a.next.RoundTrip(r)
@@ -135,8 +140,8 @@ func (a addKeys) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	var extra []byte
 	for k, v := range a.keys {
-		kj, _ := json.Marshal(k)
-		vj, _ := json.Marshal(v)
+		kj, _ := json.Marshal(k, keyOptions)
+		vj, _ := json.Marshal(v, keyOptions)
 		extra = append(append(append(append(extra, kj...), ':'), vj...), ',')
 	}
 	if len(body) > 1 && body[0] == '{' {

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // WriteSummary writes one line of counts.
@@ -45,17 +45,17 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // WriteJSON writes the results as JSON.
 func WriteJSON(w io.Writer, r *Report) error {
 	type jsonResult struct {
-		Name       string          `json:"name"`
-		Frontend   string          `json:"frontend"`
-		Backend    string          `json:"backend"`
-		Case       string          `json:"case"`
-		Features   []string        `json:"features,omitempty"`
-		Outcome    string          `json:"outcome"`
-		Message    string          `json:"message,omitempty"`
-		DurationMs float64         `json:"duration_ms"`
-		Want       json.RawMessage `json:"want,omitempty"`
-		Got        json.RawMessage `json:"got,omitempty"`
-		Trace      string          `json:"trace,omitempty"`
+		Name       string     `json:"name"`
+		Frontend   string     `json:"frontend"`
+		Backend    string     `json:"backend"`
+		Case       string     `json:"case"`
+		Features   []string   `json:"features,omitempty"`
+		Outcome    string     `json:"outcome"`
+		Message    string     `json:"message,omitempty"`
+		DurationMs float64    `json:"duration_ms"`
+		Want       json.Value `json:"want,omitzero"`
+		Got        json.Value `json:"got,omitzero"`
+		Trace      string     `json:"trace,omitempty"`
 	}
 	out := struct {
 		Mode     string       `json:"mode"`
@@ -73,18 +73,24 @@ func WriteJSON(w io.Writer, r *Report) error {
 			Outcome: res.Outcome, Message: res.Message, DurationMs: float64(res.Duration.Microseconds()) / 1000, Trace: res.Trace}
 		if res.Failed() {
 			if res.Want != nil {
-				jr.Want = json.RawMessage(transcript.String(res.Want))
+				jr.Want = json.Value(transcript.String(res.Want))
 			}
 			if res.Got != nil {
-				jr.Got = json.RawMessage(transcript.String(res.Got))
+				jr.Got = json.Value(transcript.String(res.Got))
 			}
 		}
 		out.Results = append(out.Results, jr)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return json.MarshalEncode(json.NewEncoder(w, reportOptions), out)
 }
+
+// reportOptions write the report as encoding/json's Encoder with
+// SetIndent("", "  ") wrote it (testdata/report.json): two-space indent,
+// <, >, &, U+2028 and U+2029 escaped, the transcripts' strings otherwise
+// kept as spelled, no results as null; the Encoder ends it with a newline.
+var reportOptions = json.JoinOptions(json.WithIndent("  "), json.EscapeForHTML(true), json.EscapeForJS(true),
+	json.PreserveRawStrings(true), json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true),
+	json.FormatNilSliceAsNull(true))
 
 // WriteJUnit writes the results as JUnit XML: a test suite per pair.
 func WriteJUnit(w io.Writer, r *Report) error {

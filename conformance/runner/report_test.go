@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/interlingua-dev/interlingua/conformance/cases"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // sampleReport has one of each outcome.

@@ -7,8 +7,6 @@
 package transcript
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // The run outcomes a Transcript's Status names.
@@ -169,18 +168,20 @@ func FromEvents(evs []*canonical.Event) *cv1.Transcript {
 	return b.Transcript()
 }
 
+// jsonOptions write a value as the transcripts always had it (encoding/json
+// without HTML escaping): keys sorted, U+2028 and U+2029 escaped.
+var jsonOptions = json.JoinOptions(json.Deterministic(true), json.EscapeForJS(true), json.AllowInvalidUTF8(true))
+
 // JSON is v as compact JSON with sorted keys ("" for nil).
 func JSON(v *structpb.Value) string {
 	if v == nil {
 		return ""
 	}
-	var sb strings.Builder
-	enc := json.NewEncoder(&sb)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v.AsInterface()); err != nil {
+	b, err := json.Marshal(v.AsInterface(), jsonOptions)
+	if err != nil {
 		return ""
 	}
-	return strings.TrimSuffix(sb.String(), "\n")
+	return string(b)
 }
 
 // Normalize drops what no comparison looks at: the message count
@@ -218,11 +219,11 @@ func String(t *cv1.Transcript) string {
 	if err != nil {
 		return err.Error()
 	}
-	var compact, out bytes.Buffer
-	if json.Compact(&compact, raw) != nil || json.Indent(&out, compact.Bytes(), "", "  ") != nil {
+	out := json.Value(raw)
+	if out.Indent(json.WithIndent("  ")) != nil { // strings kept as spelled
 		return string(raw)
 	}
-	return out.String()
+	return string(out)
 }
 
 func shorten(s string) string {

@@ -146,6 +146,14 @@ var (
 	WithMarshalers   = jsonv2.WithMarshalers
 	// JoinOptions merges options into one.
 	JoinOptions = jsonv2.JoinOptions
+	// PreserveRawStrings writes a Value's strings as they are spelled (as
+	// encoding/json writes a RawMessage), escaping only what EscapeForHTML
+	// and EscapeForJS ask.
+	PreserveRawStrings = jsontext.PreserveRawStrings
+	// ReportErrorsWithLegacySemantics unmarshals as encoding/json did after
+	// a value that does not fit its field (the rest is still decoded, the
+	// first such error returned) and words errors as it did.
+	ReportErrorsWithLegacySemantics = jsonv1.ReportErrorsWithLegacySemantics
 	// WithIndent writes multiline output indented by the given string per
 	// level (encoding/json's Encoder.SetIndent("", indent)).
 	WithIndent = jsontext.WithIndent

@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // MaxLineBytes bounds one event line.
@@ -79,8 +79,11 @@ func (c *Client) do(hr *http.Request) (canonical.Stream, error) {
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e struct{ Code, Message string }
-		if json.Unmarshal(data, &e) != nil || e.Code == "" {
+		var e struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &e, errorBodyOptions) != nil || e.Code == "" {
 			return nil, canonical.WireError(canonical.CodeUnknown, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, data))
 		}
 		code, ok := canonical.ParseCode(e.Code)
@@ -93,6 +96,11 @@ func (c *Client) do(hr *http.Request) (canonical.Stream, error) {
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes)
 	return &stream{body: resp.Body, sc: sc}, nil
 }
+
+// errorBodyOptions read an error body as encoding/json did: names match
+// ignoring case, of duplicates the last wins, invalid UTF-8 becomes U+FFFD.
+var errorBodyOptions = json.JoinOptions(json.MatchCaseInsensitiveNames(true), json.MatchCaseSensitiveDelimiter(true),
+	json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 type stream struct {
 	body io.ReadCloser

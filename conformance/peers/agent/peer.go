@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
@@ -31,13 +31,29 @@ const Timestamp = 1710000000000
 type Line struct {
 	// Method and Params are the event; the peer adds type, seq, event_id
 	// and timestamp (Params holds namespace, node and data).
-	Method string          `json:"method,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
+	Method string     `json:"method,omitempty"`
+	Params json.Value `json:"params,omitzero"`
 	// Pause "cancel" waits for the run's cancellation.
 	Pause string `json:"pause,omitempty"`
 	// DelayMs is slept before the line; a cancellation ends the wait.
-	DelayMs int `json:"delay_ms,omitempty"`
+	DelayMs int `json:"delay_ms,omitzero"`
 }
+
+// readOptions read scripts, commands and frames as encoding/json did:
+// names match ignoring case, of duplicates the last wins, invalid UTF-8
+// becomes U+FFFD (a Value keeps its bytes), a value of the wrong type does
+// not stop the rest, errors are worded as it worded them.
+var readOptions = json.JoinOptions(json.MatchCaseInsensitiveNames(true), json.MatchCaseSensitiveDelimiter(true),
+	json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true), json.ReportErrorsWithLegacySemantics(true))
+
+// writeOptions write the peer's frames as they always were (the agent
+// adapter's transcripts): encoding/json's form, map keys sorted (appendLocked
+// also counts on "node" preceding "timestamp"), <, >, &, U+2028 and U+2029
+// escaped, in event data too, whose strings are otherwise kept as spelled,
+// nil as null.
+var writeOptions = json.JoinOptions(json.Deterministic(true), json.EscapeForHTML(true), json.EscapeForJS(true),
+	json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true),
+	json.PreserveRawStrings(true), json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 // Refusal is a run.start error response: an ErrorCode and a message.
 type Refusal struct {
@@ -126,7 +142,7 @@ func NewWithConfig(cfg Config) (*Peer, error) {
 				continue
 			}
 			var ln Line
-			if err := json.Unmarshal(l, &ln); err != nil {
+			if err := json.Unmarshal(l, &ln, readOptions); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", e.Name(), i+1, err)
 			}
 			lines = append(lines, ln)
@@ -150,11 +166,11 @@ func NewWithConfig(cfg Config) (*Peer, error) {
 
 // Script returns a script's lines as wire events without envelopes, for
 // tests that compare what a client decoded with what was sent.
-func (p *Peer) Script(name string) []json.RawMessage {
-	var out []json.RawMessage
+func (p *Peer) Script(name string) []json.Value {
+	var out []json.Value
 	for _, l := range p.scripts[name].Lines {
 		if l.Method != "" {
-			b, _ := json.Marshal(map[string]any{"method": l.Method, "params": l.Params})
+			b, _ := json.Marshal(map[string]any{"method": l.Method, "params": l.Params}, writeOptions)
 			out = append(out, b)
 		}
 	}
@@ -202,25 +218,27 @@ func (p *Peer) thread(id string) *thread {
 }
 
 // appendLocked adds an event to t; p.mu is held.
-func (t *thread) appendLocked(method string, params json.RawMessage) {
+func (t *thread) appendLocked(method string, params json.Value) {
 	t.seq++
 	var pr struct {
-		Namespace []string        `json:"namespace"`
-		Node      string          `json:"node,omitempty"`
-		Data      json.RawMessage `json:"data"`
+		Namespace []string   `json:"namespace"`
+		Node      string     `json:"node,omitempty"`
+		Data      json.Value `json:"data"`
 	}
-	_ = json.Unmarshal(params, &pr)
+	_ = json.Unmarshal(params, &pr, readOptions)
 	if pr.Namespace == nil {
 		pr.Namespace = []string{}
 	}
-	var custom struct{ Name string }
+	var custom struct {
+		Name string `json:"name"`
+	}
 	if method == "custom" {
-		_ = json.Unmarshal(pr.Data, &custom)
+		_ = json.Unmarshal(pr.Data, &custom, readOptions)
 	}
 	frame, _ := json.Marshal(map[string]any{
 		"type": "event", "event_id": strconv.FormatUint(t.seq, 10), "seq": t.seq, "method": method,
 		"params": map[string]any{"namespace": pr.Namespace, "timestamp": Timestamp, "node": pr.Node, "data": pr.Data},
-	})
+	}, writeOptions)
 	if pr.Node == "" { // node only when there is one
 		frame = bytes.Replace(frame, []byte(`"node":"",`), nil, 1)
 	}
@@ -260,7 +278,7 @@ func (p *Peer) play(ctx context.Context, t *thread, run string, lines []Line) {
 					InterruptID string `json:"interrupt_id"`
 				} `json:"data"`
 			}
-			_ = json.Unmarshal(l.Params, &d)
+			_ = json.Unmarshal(l.Params, &d, readOptions)
 			t.interrupts = append(t.interrupts, d.Data.InterruptID)
 		}
 		if l.Method == "lifecycle" && bytes.Contains(l.Params, []byte(`"namespace":[]`)) && bytes.Contains(l.Params, []byte(`"interrupted"`)) {
@@ -275,7 +293,7 @@ func (p *Peer) play(ctx context.Context, t *thread, run string, lines []Line) {
 	}
 	p.mu.Lock()
 	if cut {
-		t.appendLocked("lifecycle", json.RawMessage(cancelledLifecycle))
+		t.appendLocked("lifecycle", json.Value(cancelledLifecycle))
 	}
 	t.endLocked(run) // (a next run may be active already: it stays)
 	p.mu.Unlock()
@@ -301,18 +319,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 type command struct {
-	ID     *uint64                    `json:"id"`
-	Method string                     `json:"method"`
-	Params map[string]json.RawMessage `json:"params"`
+	ID     *uint64               `json:"id"`
+	Method string                `json:"method"`
+	Params map[string]json.Value `json:"params"`
 }
 
 func success(id uint64, result any, applied uint64) []byte {
-	b, _ := json.Marshal(map[string]any{"type": "success", "id": id, "result": result, "meta": map[string]any{"applied_through_seq": applied}})
+	b, _ := json.Marshal(map[string]any{"type": "success", "id": id, "result": result, "meta": map[string]any{"applied_through_seq": applied}}, writeOptions)
 	return b
 }
 
 func failure(id any, code, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"type": "error", "id": id, "error": code, "message": msg})
+	b, _ := json.Marshal(map[string]any{"type": "error", "id": id, "error": code, "message": msg}, writeOptions)
 	return b
 }
 
@@ -325,7 +343,7 @@ func (p *Peer) execute(threadID string, c *command) []byte {
 	id := *c.ID
 	var str = func(k string) string {
 		var s string
-		_ = json.Unmarshal(c.Params[k], &s)
+		_ = json.Unmarshal(c.Params[k], &s, readOptions)
 		return s
 	}
 	switch c.Method {
@@ -361,7 +379,7 @@ func (p *Peer) execute(threadID string, c *command) []byte {
 			var rs []struct {
 				InterruptID string `json:"interrupt_id"`
 			}
-			_ = json.Unmarshal(raw, &rs)
+			_ = json.Unmarshal(raw, &rs, readOptions)
 			ids = ids[:0]
 			for _, r := range rs {
 				ids = append(ids, r.InterruptID)
@@ -385,8 +403,8 @@ func (p *Peer) execute(threadID string, c *command) []byte {
 // resumeLocked starts the resume script of the thread's assistant.
 func (p *Peer) resumeLocked(t *thread, id, applied uint64, answered []string) []byte {
 	script := p.scripts[t.assistant+".resume"].Lines
-	ids, _ := json.Marshal(answered)
-	t.appendLocked("input.answered", json.RawMessage(`{"namespace":[],"data":{"interrupt_ids":`+string(ids)+`}}`))
+	ids, _ := json.Marshal(answered, writeOptions)
+	t.appendLocked("input.answered", json.Value(`{"namespace":[],"data":{"interrupt_ids":`+string(ids)+`}}`))
 	t.interrupted, t.interrupts = false, nil
 	return success(id, map[string]any{"run_id": p.startLocked(t, script)}, applied)
 }
@@ -403,22 +421,25 @@ func (p *Peer) startLocked(t *thread, script []Line) string {
 
 // lastMessageText is the text of input.messages' last message: its
 // content string, or its text content blocks joined.
-func lastMessageText(input json.RawMessage) string {
+func lastMessageText(input json.Value) string {
 	var in struct {
 		Messages []struct {
-			Content json.RawMessage `json:"content"`
+			Content json.Value `json:"content"`
 		} `json:"messages"`
 	}
-	if json.Unmarshal(input, &in) != nil || len(in.Messages) == 0 {
+	if json.Unmarshal(input, &in, readOptions) != nil || len(in.Messages) == 0 {
 		return ""
 	}
 	raw := in.Messages[len(in.Messages)-1].Content
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if json.Unmarshal(raw, &s, readOptions) == nil {
 		return s
 	}
-	var blocks []struct{ Type, Text string }
-	_ = json.Unmarshal(raw, &blocks)
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &blocks, readOptions)
 	var sb strings.Builder
 	for _, b := range blocks {
 		if b.Type == "text" {
@@ -430,7 +451,7 @@ func lastMessageText(input json.RawMessage) string {
 
 func readCommand(body []byte) (*command, []byte) {
 	var c command
-	if json.Unmarshal(body, &c) != nil {
+	if json.Unmarshal(body, &c, readOptions) != nil {
 		return nil, failure(nil, "invalid_argument", "Protocol commands must be valid JSON.")
 	}
 	if c.ID == nil || c.Method == "" {
@@ -523,7 +544,8 @@ func (p *Peer) serveSSE(w http.ResponseWriter, r *http.Request) {
 		Channels []string `json:"channels"`
 		Since    uint64   `json:"since"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Channels) == 0 {
+	// The body's first value, as encoding/json's Decoder read it.
+	if err := json.UnmarshalDecode(json.NewDecoder(r.Body, readOptions), &req, readOptions); err != nil || len(req.Channels) == 0 {
 		http.Error(w, `{"error":"invalid_argument","message":"channels"}`, 400)
 		return
 	}
@@ -547,7 +569,7 @@ func (p *Peer) serveSSE(w http.ResponseWriter, r *http.Request) {
 			EventID string `json:"event_id"`
 			Method  string `json:"method"`
 		}
-		_ = json.Unmarshal(f, &env)
+		_ = json.Unmarshal(f, &env, readOptions)
 		return sw.Event(env.EventID, env.Method, f)
 	})
 }
@@ -622,7 +644,7 @@ func (p *Peer) serveWS(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		var channels []string
-		_ = json.Unmarshal(cmd.Params["channels"], &channels)
+		_ = json.Unmarshal(cmd.Params["channels"], &channels, readOptions)
 		t := p.thread(threadID)
 		p.mu.Lock()
 		applied := t.seq

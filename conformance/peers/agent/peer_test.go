@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"go.uber.org/goleak"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,7 +46,7 @@ func TestPlaysScriptOverSSE(t *testing.T) {
 			AppliedThroughSeq uint64 `json:"applied_through_seq"`
 		}
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&res)
+	_ = json.UnmarshalRead(resp.Body, &res, readOptions)
 	resp.Body.Close()
 	if res.Type != "success" || res.Result.RunID == "" || res.Meta.AppliedThroughSeq != 0 {
 		t.Fatalf("run.start: %+v", res)
@@ -63,7 +64,7 @@ func TestPlaysScriptOverSSE(t *testing.T) {
 			Method string
 			Params struct{ Data struct{ Event string } }
 		}
-		_ = json.Unmarshal(line[6:], &ev)
+		_ = json.Unmarshal(line[6:], &ev, readOptions)
 		got = append(got, ev.Method+":"+ev.Params.Data.Event)
 		if ev.Params.Data.Event == "interrupted" {
 			break
@@ -83,7 +84,7 @@ func TestPlaysScriptOverSSE(t *testing.T) {
 	}
 }
 
-func line(method, params string) Line { return Line{Method: method, Params: json.RawMessage(params)} }
+func line(method, params string) Line { return Line{Method: method, Params: json.Value(params)} }
 
 // sendCommand posts one command and returns the response's type, error code
 // and run id.
@@ -98,7 +99,7 @@ func sendCommand(t *testing.T, url, body string) (typ, code, run string) {
 			RunID string `json:"run_id"`
 		}
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+	if err := json.UnmarshalRead(resp.Body, &r, readOptions); err != nil {
 		t.Fatal(err)
 	}
 	return r.Type, r.Error, r.Result.RunID
@@ -120,7 +121,7 @@ func events(t *testing.T, body *bufio.Scanner) []string {
 				Data struct{ Event, Error string }
 			}
 		}
-		if err := json.Unmarshal(l[6:], &ev); err != nil {
+		if err := json.Unmarshal(l[6:], &ev, readOptions); err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, ev.Method+":"+ev.Params.Data.Event+ev.Params.Data.Error)
@@ -137,7 +138,7 @@ func TestConfigScripts(t *testing.T) {
 	p, err := NewWithConfig(Config{Scripts: map[string]Script{
 		"a": {Input: "hi", Lines: []Line{
 			line("lifecycle", `{"namespace":[],"data":{"event":"running"}}`),
-			{Method: "messages", Params: json.RawMessage(`{"namespace":[],"node":"agent","data":{"event":"message-start","role":"ai","id":"m"}}`), DelayMs: 1},
+			{Method: "messages", Params: json.Value(`{"namespace":[],"node":"agent","data":{"event":"message-start","role":"ai","id":"m"}}`), DelayMs: 1},
 			line("lifecycle", `{"namespace":[],"data":{"event":"completed"}}`),
 		}},
 		"no": {Refusal: &Refusal{Code: "unknown_error", Message: "down"}},
@@ -179,7 +180,7 @@ func TestConfigScripts(t *testing.T) {
 func TestCancelDuringDelay(t *testing.T) {
 	p, err := NewWithConfig(Config{Scripts: map[string]Script{"slow": {Lines: []Line{
 		line("lifecycle", `{"namespace":[],"data":{"event":"running"}}`),
-		{Method: "lifecycle", Params: json.RawMessage(`{"namespace":[],"data":{"event":"completed"}}`), DelayMs: 600_000},
+		{Method: "lifecycle", Params: json.Value(`{"namespace":[],"data":{"event":"completed"}}`), DelayMs: 600_000},
 	}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -2,13 +2,14 @@ package glidepeer
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Config scripts the peer.
@@ -140,6 +141,25 @@ func (p *Peer) Close() {
 	p.handlers.Wait()
 }
 
+// writeOptions write frames as Glide's WriteJSON (encoding/json) does, byte
+// for byte (testdata/peer.golden): <, >, &, U+2028 and U+2029 escaped,
+// invalid UTF-8 as U+FFFD, map keys sorted, nil as null.
+var writeOptions = json.JoinOptions(json.EscapeForHTML(true), json.EscapeForJS(true), json.AllowInvalidUTF8(true),
+	json.Deterministic(true), json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true))
+
+// readOptions read requests as encoding/json did: names match ignoring
+// case, of duplicates the last wins, invalid UTF-8 becomes U+FFFD, a value
+// of the wrong type does not stop the rest (a payload_parse_error reply
+// echoes the id and metadata) and errors are worded as it worded them.
+var readOptions = json.JoinOptions(json.MatchCaseInsensitiveNames(true), json.MatchCaseSensitiveDelimiter(true),
+	json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true), json.ReportErrorsWithLegacySemantics(true))
+
+// writeJSON is v as WriteJSON sends it: JSON and a newline.
+func writeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v, writeOptions)
+	return append(b, '\n'), err
+}
+
 type errorBody struct {
 	Name    string `json:"name"`
 	Message string `json:"message"`
@@ -157,7 +177,9 @@ func (p *Peer) serveChatStream(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(errorBody{"router_not_found", "router is not found"})
+		if b, err := writeJSON(errorBody{"router_not_found", "router is not found"}); err == nil {
+			_, _ = w.Write(b)
+		}
 		return
 	}
 	p.mu.Lock()
@@ -209,9 +231,9 @@ type chatStreamMessage struct {
 	ID        string           `json:"id"`
 	CreatedAt int              `json:"created_at"`
 	RouterID  string           `json:"router_id"`
-	Metadata  *map[string]any  `json:"metadata,omitempty"`
-	Chunk     *chatStreamChunk `json:"chunk,omitempty"`
-	Error     *chatStreamError `json:"error,omitempty"`
+	Metadata  *map[string]any  `json:"metadata,omitzero"`
+	Chunk     *chatStreamChunk `json:"chunk,omitzero"`
+	Error     *chatStreamError `json:"error,omitzero"`
 }
 
 type chatStreamChunk struct {
@@ -220,18 +242,18 @@ type chatStreamChunk struct {
 	ModelName     string             `json:"model_name"`
 	Cached        bool               `json:"cached"`
 	ModelResponse modelChunkResponse `json:"model_response"`
-	FinishReason  *string            `json:"finish_reason,omitempty"`
+	FinishReason  *string            `json:"finish_reason,omitzero"`
 }
 
 type modelChunkResponse struct {
-	Metadata *map[string]any `json:"metadata,omitempty"`
+	Metadata *map[string]any `json:"metadata,omitzero"`
 	Message  chatMessage     `json:"message"`
 }
 
 type chatStreamError struct {
 	Name         string  `json:"name"`
 	Message      string  `json:"message"`
-	FinishReason *string `json:"finish_reason,omitempty"`
+	FinishReason *string `json:"finish_reason,omitzero"`
 }
 
 // serveConn is the connection's control goroutine: it reads requests and
@@ -244,7 +266,11 @@ func (p *Peer) serveConn(ws *websocket.Conn, routerID string, router Router) {
 	go func() { // writer
 		defer close(writerDone)
 		for m := range out {
-			if err := ws.WriteJSON(m); err != nil {
+			b, err := writeJSON(m)
+			if err == nil {
+				err = ws.WriteMessage(websocket.TextMessage, b)
+			}
+			if err != nil {
 				cancel()
 				for range out { // drain until closed
 				}
@@ -262,7 +288,7 @@ func (p *Peer) serveConn(ws *websocket.Conn, routerID string, router Router) {
 		p.received = append(p.received, append([]byte(nil), data...))
 		p.mu.Unlock()
 		var req chatStreamRequest
-		if err := json.Unmarshal(data, &req); err != nil || req.Message == nil {
+		if err := json.Unmarshal(data, &req, readOptions); err != nil || req.Message == nil {
 			msg := "message is required"
 			if err != nil {
 				msg = err.Error()

@@ -23,7 +23,6 @@ package tritonpeer
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +32,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Model is one model's script.
@@ -208,26 +209,32 @@ func errorJSON(msg string) []byte {
 	return append(append([]byte(`{"error":`), quote(msg)...), '}')
 }
 
+// readOptions read a request as encoding/json did: of duplicate names the
+// last wins, invalid UTF-8 becomes U+FFFD (a Value keeps its bytes), and
+// errors are worded as it worded them (the 500 for a body that is not JSON
+// quotes one).
+var readOptions = json.JoinOptions(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true),
+	json.ReportErrorsWithLegacySemantics(true))
+
 // parse maps a body onto the model's inputs and parameters, with Triton's
 // messages for the common mistakes.
 func (m *Model) parse(body []byte) (*generateRequest, int, string) {
-	var top map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&top); err != nil {
+	var top map[string]json.Value
+	// The body's first value (what follows it is not read), raw.
+	if err := json.UnmarshalDecode(json.NewDecoder(bytes.NewReader(body), readOptions), &top, readOptions); err != nil {
 		return nil, 500, "failed to parse the request JSON buffer: " + err.Error()
 	}
 	g := &generateRequest{got: map[string]bool{}}
 	if raw, ok := top["id"]; ok {
-		if err := json.Unmarshal(raw, &g.id); err != nil {
+		if err := json.Unmarshal(raw, &g.id, readOptions); err != nil {
 			return nil, 500, "Unable to parse 'id': attempt to access JSON non-string as string"
 		}
 	}
-	all := map[string]json.RawMessage{}
+	all := map[string]json.Value{}
 	for k, v := range top {
 		if k == "parameters" {
-			var nested map[string]json.RawMessage
-			if err := json.Unmarshal(v, &nested); err != nil {
+			var nested map[string]json.Value
+			if err := json.Unmarshal(v, &nested, readOptions); err != nil {
 				return nil, 500, "Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object"
 			}
 			for nk, nv := range nested {
@@ -247,7 +254,9 @@ func (m *Model) parse(body []byte) (*generateRequest, int, string) {
 		dt, isInput := inputs[k]
 		if !isInput {
 			var v any
-			_ = json.Unmarshal(raw, &v)
+			if json.Unmarshal(raw, &v, readOptions) != nil {
+				v = nil // a number out of float64's range is no float64
+			}
 			switch v.(type) {
 			case string, bool, float64:
 			default:
@@ -285,10 +294,10 @@ func (m *Model) parse(body []byte) (*generateRequest, int, string) {
 
 // input reads one input of the request, as Triton's generate extension
 // reads it (the first element of a list); a non-zero code is the error.
-func (g *generateRequest) input(k, dt string, raw json.RawMessage) (int, string) {
-	var one json.RawMessage = raw
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) == nil {
+func (g *generateRequest) input(k, dt string, raw json.Value) (int, string) {
+	var one = raw
+	var list []json.Value
+	if json.Unmarshal(raw, &list, readOptions) == nil {
 		if len(list) == 0 {
 			return 0, ""
 		}
@@ -297,7 +306,7 @@ func (g *generateRequest) input(k, dt string, raw json.RawMessage) (int, string)
 	switch dt {
 	case "BYTES":
 		var s string
-		if json.Unmarshal(one, &s) != nil {
+		if json.Unmarshal(one, &s, readOptions) != nil {
 			return 500, "Unable to parse JSON bytes array: attempt to access JSON non-string as string"
 		}
 		if k == "text_input" {
@@ -305,7 +314,7 @@ func (g *generateRequest) input(k, dt string, raw json.RawMessage) (int, string)
 		}
 	case "BOOL":
 		var b bool
-		if json.Unmarshal(one, &b) != nil {
+		if json.Unmarshal(one, &b, readOptions) != nil {
 			return 500, "Unable to parse 'data': attempt to access JSON non-boolean as boolean"
 		}
 		switch k {
