@@ -2,10 +2,9 @@ package xmlaction
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -36,7 +35,7 @@ type action struct {
 	typ       string
 	mode      string
 	name      string
-	params    map[string]any // numbers as json.Number
+	params    map[string]any // numbers as number (as written)
 	outputKey string
 	dependsOn []string
 	timeout   time.Duration // 0: the default
@@ -189,14 +188,12 @@ func (a *action) parseBody(body []byte) *actionError {
 	if len(body) == 0 {
 		return actionErrf(kindEmptyBody, "the action body is empty")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, end, err := decodeJSON(body)
+	if err != nil {
 		return actionErrf(kindInvalidJSON, "%s", jsonErr(err, body))
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return actionErrf(kindInvalidJSON, "data after the JSON value at offset %d", dec.InputOffset())
+	if off, more := trailingOffset(body, end); more {
+		return actionErrf(kindInvalidJSON, "data after the JSON value at offset %d", off)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
@@ -240,8 +237,8 @@ func (a *action) parseBody(body []byte) *actionError {
 		return actionErrf(kindInvalidField, `"depends_on" must be a string or an array of strings`)
 	}
 	if t, present := obj["timeout"]; present && t != nil {
-		n, ok := t.(json.Number)
-		f, err := n.Float64()
+		n, ok := t.(number)
+		f, err := n.float()
 		if !ok || err != nil || !(f > 0) || f > math.MaxInt64/float64(time.Second) {
 			return actionErrf(kindInvalidField, `"timeout" must be a number of seconds > 0`)
 		}
@@ -249,8 +246,8 @@ func (a *action) parseBody(body []byte) *actionError {
 	}
 	_, retrySet := obj["retry"]
 	if r, present := obj["retry"]; present && r != nil {
-		n, ok := r.(json.Number)
-		i, err := n.Int64()
+		n, ok := r.(number)
+		i, err := strconv.ParseInt(string(n), 10, 64) // json.Number's Int64
 		if !ok || err != nil || i < 0 || i > math.MaxInt32 {
 			return actionErrf(kindInvalidField, `"retry" must be an integer >= 0`)
 		}
@@ -309,7 +306,7 @@ func jsonKind(v any) string {
 		return "null"
 	case bool:
 		return "a boolean"
-	case json.Number:
+	case number:
 		return "a number"
 	case string:
 		return "a string"
@@ -321,12 +318,12 @@ func jsonKind(v any) string {
 
 // jsonErr describes a JSON syntax error with its offset.
 func jsonErr(err error, body []byte) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return se.Error() + " at offset " + itoa(int(se.Offset))
+	var se *syntaxError
+	if !errors.As(err, &se) {
+		return err.Error()
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	if se.msg == "" {
 		return "the JSON ends early at offset " + itoa(len(body))
 	}
-	return err.Error()
+	return se.msg + " at offset " + itoa(se.off)
 }

@@ -18,7 +18,6 @@ package xmlaction
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -26,13 +25,26 @@ import (
 	"regexp"
 	"strings"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // maxClientElementBytes bounds, in the client, one <error>, <observation> or <interrupt> element.
 const maxClientElementBytes = 1 << 20
+
+// clientRequest is the body Start sends, its members in the order of the
+// sorted map encoding/json wrote before (the bytes stay the same).
+type clientRequest struct {
+	Input      string         `json:"input"`
+	Parameters map[string]any `json:"parameters"`
+	Target     string         `json:"target"`
+}
+
+// marshalClientRequest is the body Start sends, escaped as encoding/json's
+// Marshal escaped it (<, > and & too).
+func marshalClientRequest(target, input string, params map[string]any) ([]byte, error) {
+	return json.Marshal(clientRequest{Input: input, Parameters: params, Target: target}, htmlSafeOptions)
+}
 
 // Client calls one server. It implements canonical.Backend.
 type Client struct {
@@ -56,7 +68,7 @@ func (c *Client) Start(ctx context.Context, req *canonical.Request) (canonical.S
 	for k, v := range req.GetParameters() {
 		params[k] = v.AsInterface()
 	}
-	body, err := json.Marshal(map[string]any{"target": req.GetTarget(), "input": canonical.PromptText(req), "parameters": params})
+	body, err := marshalClientRequest(req.GetTarget(), canonical.PromptText(req), params)
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", err)
 	}
@@ -200,14 +212,10 @@ func (s *stream) element(b []byte) {
 	var ev *canonical.Event
 	switch {
 	case el.name == "observation" && el.attrs["status"] == "ok":
-		var v any
-		_ = json.Unmarshal([]byte(el.text), &v)
-		out, _ := structpb.NewValue(v)
+		out, _ := toProto(decodeWhole([]byte(el.text)), true)
 		ev = &canonical.Event{Kind: &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: el.attrs["id"], Output: out}}}
 	case el.name == "interrupt":
-		var v any
-		_ = json.Unmarshal([]byte(el.text), &v)
-		payload, _ := structpb.NewValue(v)
+		payload, _ := toProto(decodeWhole([]byte(el.text)), true)
 		ev = &canonical.Event{Kind: &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{InterruptId: el.attrs["id"], Payload: payload}}}
 	case el.name == "observation":
 		ev = &canonical.Event{Kind: &canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: el.attrs["id"],

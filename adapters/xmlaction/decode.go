@@ -1,12 +1,13 @@
 package xmlaction
 
 import (
-	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // Extension keys the decoder sets on the events it produces.
@@ -725,16 +726,29 @@ func (d *Decoder) toolFailed(out []*canonical.Event, id string, e *actionError) 
 	})
 }
 
-// bodyName is the "name" of a complete body, or "".
+// bodyName is the "name" of a complete body, or "": read as encoding/json
+// unmarshalled the body into struct{ Name any }, members matched to "name"
+// without regard to case, the last one winning, and nothing but for a
+// body that is one JSON object whose matched members' numbers fit float64.
 func bodyName(body []byte) string {
-	var v struct {
-		Name any `json:"name"`
-	}
-	if json.Unmarshal(trimFence(body), &v) != nil {
+	b := trimFence(body)
+	end, err := scanValue(b)
+	if err != nil || skipSpace(b, end) < len(b) || b[0] != '{' {
 		return ""
 	}
-	s, _ := v.Name.(string)
-	return s
+	name := ""
+	ok := eachMember(b, func(key string, v json.Value) bool {
+		if !strings.EqualFold(key, "name") {
+			return true
+		}
+		val := decodeWhole(v)
+		name, _ = val.(string)
+		return floatsFit(val)
+	})
+	if !ok {
+		return ""
+	}
+	return name
 }
 
 // nameLexer follows an action body's JSON just far enough to find the
@@ -881,7 +895,7 @@ func decodeJSONString(raw []byte) string {
 	q := make([]byte, 0, len(raw)+2)
 	q = append(append(append(q, '"'), raw...), '"')
 	var s string
-	if json.Unmarshal(q, &s) != nil {
+	if json.Unmarshal(q, &s, readOptions...) != nil {
 		return ""
 	}
 	return s

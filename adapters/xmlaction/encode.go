@@ -1,12 +1,11 @@
 package xmlaction
 
 import (
-	"bytes"
-	"encoding/json"
 	"slices"
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // maxDeferred bounds the tool results and errors an Encoder holds while a
@@ -142,7 +141,7 @@ func (e *Encoder) startAction(out []byte, ev *canonical.Event, bs *canonical.Blo
 		out = appendAttr(out, "mode", modeSync)
 		out = appendAttr(out, "id", bs.GetId())
 		out = append(out, `>{"name":`...)
-		name, _ := json.Marshal(bs.GetName())
+		name, _ := json.Marshal(bs.GetName(), htmlSafeOptions) // as encoding/json's Marshal: <, > and & escaped
 		out = append(out, name...)
 		return append(out, `,"parameters":`...)
 	}
@@ -326,13 +325,13 @@ func appendEscaped(out []byte, s string) []byte {
 	return append(out, s[start:]...)
 }
 
-// marshalCompact is v as compact JSON with keys sorted and no HTML escaping.
+// marshalCompact is v as compact JSON with keys sorted and no HTML
+// escaping (writeOptions: as the encoding/json Encoder it replaces wrote
+// it), "null" when v has no JSON form.
 func marshalCompact(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := json.Marshal(v, writeOptions)
+	if err != nil {
 		return "null"
 	}
-	return strings.TrimSuffix(buf.String(), "\n")
+	return string(b)
 }

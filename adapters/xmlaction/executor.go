@@ -3,7 +3,6 @@ package xmlaction
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -266,7 +265,7 @@ func (s *xstream) start(x *act) {
 	args := []byte(marshalCompact(params))
 	x.st, x.started = asRunning, true
 	s.emitFor(x, &canonical.Event{Kind: &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{
-		ToolCallId: x.id, Name: x.name, Input: canonical.Value(params),
+		ToolCallId: x.id, Name: x.name, Input: protoValue(params),
 	}}})
 	if x.mode == modeFire {
 		for _, w := range x.waiters {
@@ -315,7 +314,7 @@ func (s *xstream) finished(x *act, value any, err *canonical.Error) {
 	case err == nil:
 		x.st, x.value, x.hasValue = asSucceeded, value, true
 		s.emitFor(x, &canonical.Event{Kind: &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{
-			ToolCallId: x.id, Output: canonical.Value(value),
+			ToolCallId: x.id, Output: protoValue(value),
 		}}})
 	case x.onError == onErrSkip:
 		x.st, x.value, x.hasValue = asSucceeded, nil, true
@@ -567,7 +566,7 @@ func (s *xstream) nested(ctx context.Context, x *act, params map[string]any) (an
 	}
 	pv := make(map[string]*structpb.Value, len(params))
 	for k, v := range params {
-		if val := canonical.Value(v); val != nil {
+		if val := protoValue(v); val != nil {
 			pv[k] = val
 		}
 	}
@@ -670,19 +669,18 @@ func promptOf(params map[string]any) string {
 
 // Values and $references.
 
-// decodeValue parses a tool's JSON result (empty is null).
+// decodeValue parses a tool's JSON result (empty is null), numbers as
+// written.
 func decodeValue(b []byte) (any, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, end, err := decodeJSON(b)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if _, more := trailingOffset(b, end); more {
 		return nil, errors.New("data after the JSON value")
 	}
 	return v, nil
@@ -694,7 +692,7 @@ func stringify(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
-	case json.Number:
+	case number:
 		return string(x)
 	}
 	return marshalCompact(v)

@@ -1,10 +1,10 @@
 package xmlaction
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"strings"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
 
@@ -128,18 +129,9 @@ func (f *Frontend) textWriter(w http.ResponseWriter) func([]byte) error {
 
 // parseRequest checks the request body, naming the field at fault.
 func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	var in streamRequest
-	if err := dec.Decode(&in); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: field %q must be %s", te.Field, te.Type.String())
-		}
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %v", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: data after the JSON object")
+	in, msg := readRequest(body)
+	if msg != "" {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %s", msg)
 	}
 	if in.Target == "" {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, `request: "target" is required`)
@@ -149,7 +141,7 @@ func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
 	}
 	params := make(map[string]*structpb.Value, len(in.Parameters))
 	for k, v := range in.Parameters {
-		pv, err := structpb.NewValue(v)
+		pv, err := toProto(v, false)
 		if err != nil {
 			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: parameters.%s: %v", k, err)
 		}
@@ -160,6 +152,107 @@ func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
 		Inputs:     []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", *in.Input)}},
 		Parameters: params,
 	}, nil
+}
+
+// readRequest reads the body as the encoding/json Decoder (with
+// DisallowUnknownFields) it replaces read it into a streamRequest, and
+// returns that decoder's error in its words, which clients see: a syntax
+// error, then the first type error or unknown member in the body's order,
+// then data after the object (a stray '}' or ']' passed).
+func readRequest(body []byte) (streamRequest, string) {
+	var in streamRequest
+	start := skipSpace(body, 0)
+	end, serr := scanValue(body)
+	switch {
+	case start == len(body):
+		return in, "EOF"
+	case serr != nil:
+		return in, serr.Error()
+	}
+	switch k := json.Value(body[start:end]).Kind(); k {
+	case 'n': // null decodes into a struct as nothing
+	case '{':
+		if msg := in.readMembers(body[start:end]); msg != "" {
+			return in, msg
+		}
+	default:
+		return in, "cannot unmarshal " + kindWord(k) + " into Go value of type xmlaction.streamRequest"
+	}
+	if p := skipSpace(body, end); p < len(body) && body[p] != '}' && body[p] != ']' {
+		return in, "data after the JSON object"
+	}
+	return in, ""
+}
+
+// readMembers sets the fields from the members of obj, names matched
+// without regard to case, the last of duplicates winning (a second
+// "parameters" object adds to the first, null clears a field), and
+// returns the first error.
+func (in *streamRequest) readMembers(obj []byte) string {
+	var first string
+	fail := func(field, typ string) {
+		if first == "" {
+			first = fmt.Sprintf("field %q must be %s", field, typ)
+		}
+	}
+	eachMember(obj, func(key string, v json.Value) bool {
+		k := v.Kind()
+		switch {
+		case strings.EqualFold(key, "target"):
+			if s, ok := decodeWhole(v).(string); ok {
+				in.Target = s
+			} else if k != 'n' {
+				fail("target", "string")
+			}
+		case strings.EqualFold(key, "input"):
+			if s, ok := decodeWhole(v).(string); ok {
+				in.Input = &s
+			} else if k == 'n' {
+				in.Input = nil
+			} else {
+				fail("input", "string")
+			}
+		case strings.EqualFold(key, "parameters"):
+			in.readParameters(v, fail)
+		case first == "":
+			first = fmt.Sprintf("unknown field %q", key)
+		}
+		return true
+	})
+	return first
+}
+
+// readParameters reads the "parameters" member's value v.
+func (in *streamRequest) readParameters(v json.Value, fail func(field, typ string)) {
+	switch v.Kind() {
+	case 'n':
+		in.Parameters = nil
+	case '{':
+		m, _ := decodeWhole(v).(map[string]any)
+		if !floatsFit(m) {
+			fail("parameters", "float64") // encoding/json decoded the numbers as float64
+		}
+		if in.Parameters == nil {
+			in.Parameters = m
+		} else {
+			maps.Copy(in.Parameters, m)
+		}
+	default:
+		fail("parameters", "map[string]interface {}")
+	}
+}
+
+// kindWord names a JSON kind as encoding/json's type errors did.
+func kindWord(k json.Kind) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case '[':
+		return "array"
+	}
+	return "bool"
 }
 
 // wantsSSE reports whether an Accept header asks for text/event-stream.
