@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
@@ -126,19 +126,28 @@ func (c *Cluster) cmdSubject(thread string) string {
 	return c.Prefix + ".agent.cmd." + subject.Token(thread)
 }
 
-// mirrorMsg is one event on p.agent.events.<T>.
+// mirrorMsg is one event on p.agent.events.<T> (written by hand,
+// appendMirrorMsg). Its bools are omitzero: encoding/json's omitempty,
+// which left false out.
 type mirrorMsg struct {
-	Origin string          `json:"o"`           // the publishing instance (its own are skipped)
-	Seq    uint64          `json:"q"`           // the thread seq its owner gave it
-	Method string          `json:"m"`           // filter fields of the record
-	Custom string          `json:"c,omitempty"` //
-	NS     []string        `json:"n"`           //
-	Run    string          `json:"r,omitempty"` // lifecycle events: the run, for agent.getTree
-	Status string          `json:"s,omitempty"` // lifecycle events: the status
-	Pinned bool            `json:"p,omitempty"` // replays: a namespace's state kept past the buffer
-	Alive  bool            `json:"a,omitempty"` // a heartbeat: the sender runs the thread's run; no event
-	Frame  json.RawMessage `json:"f"`           // the complete envelope
+	Origin string     `json:"o"`           // the publishing instance (its own are skipped)
+	Seq    uint64     `json:"q"`           // the thread seq its owner gave it
+	Method string     `json:"m"`           // filter fields of the record
+	Custom string     `json:"c,omitempty"` //
+	NS     []string   `json:"n"`           //
+	Run    string     `json:"r,omitempty"` // lifecycle events: the run, for agent.getTree
+	Status string     `json:"s,omitempty"` // lifecycle events: the status
+	Pinned bool       `json:"p,omitzero"`  // replays: a namespace's state kept past the buffer
+	Alive  bool       `json:"a,omitzero"`  // a heartbeat: the sender runs the thread's run; no event
+	Frame  json.Value `json:"f"`           // the complete envelope
 }
+
+// mirrorJSON reads what another instance wrote (mirrorMsg, a replay's
+// lines, the principal header) as encoding/json read it: a frame may hold
+// a member name twice (wireJSON writes both of two map keys that became
+// equal), and invalid UTF-8 reads as U+FFFD; refused, the event would be
+// lost to this instance's readers.
+var mirrorJSON = json.JoinOptions(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
 
 // appendMirrorMsg encodes a record for p.agent.events.<T> by hand: it runs
 // once per event on the instance that owns the run.
@@ -219,7 +228,7 @@ func (t *Thread) mirror(msg *nats.Msg) {
 		return // this instance's own event, back from the subscription
 	}
 	var m mirrorMsg
-	if err := json.Unmarshal(msg.Data, &m); err != nil || m.Origin == t.f.origin {
+	if err := json.Unmarshal(msg.Data, &m, mirrorJSON); err != nil || m.Origin == t.f.origin {
 		return
 	}
 	t.mu.Lock()
@@ -382,7 +391,7 @@ func (t *Thread) askReplayLocked(since uint64) (msgs []mirrorMsg, ok bool) {
 	}
 	for line := range bytes.SplitSeq(msg.Data, []byte{'\n'}) {
 		var m mirrorMsg
-		if json.Unmarshal(line, &m) == nil {
+		if json.Unmarshal(line, &m, mirrorJSON) == nil {
 			msgs = append(msgs, m)
 		}
 	}
@@ -540,7 +549,7 @@ func (t *Thread) serveForwarded(msg *nats.Msg) {
 	var applied uint64
 	if h := msg.Header.Get(hdrPrincipal); pe == nil && h != "" {
 		cmd.principal = &canonical.Principal{}
-		if json.Unmarshal([]byte(h), cmd.principal) != nil {
+		if json.Unmarshal([]byte(h), cmd.principal, mirrorJSON) != nil {
 			pe = perr(errPermissionDenied, "forwarded command: unreadable "+hdrPrincipal+" header")
 		}
 	}
@@ -595,7 +604,10 @@ func (f *Frontend) forward(th *Thread, data []byte, who *canonical.Principal) (r
 	req := nats.NewMsg(c.cmdSubject(th.id))
 	req.Data = data
 	if who != nil { // the owner starts runs as the caller
-		b, _ := json.Marshal(who)
+		// Invalid UTF-8 in a name is written as U+FFFD, as encoding/json
+		// wrote it: refused, the header would be left off and the command
+		// run with no principal.
+		b, _ := json.Marshal(who, json.AllowInvalidUTF8(true))
 		req.Header.Set(hdrPrincipal, string(b))
 	}
 	msg, err := c.Conn.RequestMsgWithContext(ctx, req)

@@ -2,10 +2,11 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // A mirror message decodes to the record it was made from, and starts
@@ -26,7 +27,7 @@ func TestMirrorMessageRoundTrip(t *testing.T) {
 			t.Fatalf("%s does not start with %s", b, f.echo)
 		}
 		var m mirrorMsg
-		if err := json.Unmarshal(b, &m); err != nil {
+		if err := json.Unmarshal(b, &m, mirrorJSON); err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}
 		got := record{seq: m.Seq, method: m.Method, custom: m.Custom, ns: m.NS, frame: m.Frame, run: m.Run, status: m.Status}
@@ -34,7 +35,7 @@ func TestMirrorMessageRoundTrip(t *testing.T) {
 			t.Fatalf("round trip (-want +got): %s, origin %q, pinned %v", d, m.Origin, m.Pinned)
 		}
 		var p mirrorMsg // a replay's pinned state
-		if err := json.Unmarshal(appendMirrorMsgPinned(nil, f.origin, &rec, true), &p); err != nil || !p.Pinned || p.Seq != rec.seq {
+		if err := json.Unmarshal(appendMirrorMsgPinned(nil, f.origin, &rec, true), &p, mirrorJSON); err != nil || !p.Pinned || p.Seq != rec.seq {
 			t.Fatalf("pinned: %+v %v", p, err)
 		}
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // bytesThread returns a thread whose buffer holds up to events events and
@@ -272,7 +272,7 @@ func TestEncodedCheckpointLetsGoOfValues(t *testing.T) {
 	}
 	t.Cleanup(f.Close)
 	th := newThread(f, "t")
-	values := map[string]json.RawMessage{"messages": json.RawMessage(`[{"type":"human","content":"a<b","id":"m1"}]`), "n": json.RawMessage(`7`)}
+	values := map[string]json.Value{"messages": json.Value(`[{"type":"human","content":"a<b","id":"m1"}]`), "n": json.Value(`7`)}
 	th.rt.known = true
 	th.rt.rec.Checkpoints = []checkpointRec{
 		{ID: "ckpt-1", Step: -1, Source: "input", Time: time.Unix(1, 0).UTC(), saved: true},

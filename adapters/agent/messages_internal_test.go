@@ -2,7 +2,7 @@ package agent
 
 import (
 	"bytes"
-	"encoding/json"
+	stdjson "encoding/json" // decodeAppend and the checks: how it was done before
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -13,28 +13,31 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // decodeAppend is how messages were appended before appendMessagesLocked:
 // decode the stored array, append, join.
-func decodeAppend(stored json.RawMessage, msgs []json.RawMessage) json.RawMessage {
-	var cur []json.RawMessage
+func decodeAppend(stored json.Value, msgs []json.Value) json.Value {
+	var cur []json.Value
 	if stored != nil {
-		_ = json.Unmarshal(stored, &cur)
+		_ = stdjson.Unmarshal(stored, &cur)
 	}
 	return joinArray(append(cur, msgs...))
 }
 
-// randomMessages is n messages as compact JSON, as the runtime makes them.
-func randomMessages(rng *rand.Rand, n int) []json.RawMessage {
+// randomMessages is n messages as compact JSON, as the runtime makes them
+// (encoding/json's bytes, as it made them before: the splice and the
+// benchmarks do not depend on how <, > and & are written).
+func randomMessages(rng *rand.Rand, n int) []json.Value {
 	texts := []string{"", "hi", "ünï ☃", `q"uote\`, "<tag>&", "\u2028x", "[1,2]", "a,b]"}
-	out := make([]json.RawMessage, n)
+	out := make([]json.Value, n)
 	for i := range out {
 		m := map[string]any{"id": fmt.Sprint("m", rng.IntN(1e6)), "type": []string{"human", "ai", "tool"}[rng.IntN(3)], "content": texts[rng.IntN(len(texts))]}
 		if rng.IntN(4) == 0 {
 			m["tool_calls"] = []any{map[string]any{"id": "c1", "args": map[string]any{"x": []any{1, nil, "y"}}}}
 		}
-		out[i], _ = json.Marshal(m)
+		out[i], _ = stdjson.Marshal(m)
 	}
 	return out
 }
@@ -48,7 +51,7 @@ func TestAppendMessages(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 500 {
 		add := randomMessages(rng, 1+rng.IntN(3))
-		var stored json.RawMessage
+		var stored json.Value
 		spaced := false
 		switch k := rng.IntN(10); {
 		case k < 5:
@@ -58,14 +61,14 @@ func TestAppendMessages(t *testing.T) {
 			for _, m := range randomMessages(rng, rng.IntN(4)) {
 				parts = append(parts, string(m))
 			}
-			stored = json.RawMessage(" [ " + strings.Join(parts, " ,\n ") + " ]\t")
+			stored = json.Value(" [ " + strings.Join(parts, " ,\n ") + " ]\t")
 			spaced = true
 		case k < 9:
-			stored = json.RawMessage([]string{`null`, `{"a":[1]}`, `"[x]"`, `7`, `[]`, ` [ ] `}[rng.IntN(6)])
+			stored = json.Value([]string{`null`, `{"a":[1]}`, `"[x]"`, `7`, `[]`, ` [ ] `}[rng.IntN(6)])
 		default: // no key
 		}
 		th := &Thread{}
-		th.rt.rec.Values = map[string]json.RawMessage{"other": json.RawMessage(`1`)}
+		th.rt.rec.Values = map[string]json.Value{"other": json.Value(`1`)}
 		if stored != nil {
 			th.rt.rec.Values["messages"] = stored
 		}
@@ -74,13 +77,13 @@ func TestAppendMessages(t *testing.T) {
 
 		th.appendMessagesLocked(add)
 		got, want := th.rt.rec.Values["messages"], decodeAppend(stored, add)
-		if !json.Valid(got) {
+		if !stdjson.Valid(got) {
 			t.Fatalf("case %d: %q + %d messages = invalid JSON %q", i, stored, len(add), got)
 		}
 		if spaced {
 			var g, w any
-			_ = json.Unmarshal(got, &g)
-			_ = json.Unmarshal(want, &w)
+			_ = stdjson.Unmarshal(got, &g)
+			_ = stdjson.Unmarshal(want, &w)
 			if !reflect.DeepEqual(g, w) {
 				t.Fatalf("case %d: %q + %q = %q, want the JSON of %q", i, stored, add, got, want)
 			}
@@ -98,13 +101,13 @@ func TestAppendMessages(t *testing.T) {
 func BenchmarkAppendMessages(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	history := joinArray(randomMessages(rng, 1000))
-	add := []json.RawMessage{json.RawMessage(`{"id":"m","type":"ai","content":"` + strings.Repeat("x", 200) + `"}`)}
+	add := []json.Value{json.Value(`{"id":"m","type":"ai","content":"` + strings.Repeat("x", 200) + `"}`)}
 	b.Run("splice", func(b *testing.B) {
 		th := &Thread{}
 		b.SetBytes(int64(len(history)))
 		b.ReportAllocs()
 		for b.Loop() {
-			th.rt.rec.Values = map[string]json.RawMessage{"messages": history}
+			th.rt.rec.Values = map[string]json.Value{"messages": history}
 			th.appendMessagesLocked(add)
 		}
 	})
@@ -128,8 +131,8 @@ func TestHistoryCache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for c := range 200 {
 		th := &Thread{}
-		th.rt.rec.Values = map[string]json.RawMessage{}
-		var earlier []json.RawMessage
+		th.rt.rec.Values = map[string]json.Value{}
+		var earlier []json.Value
 		for step := range 30 {
 			switch k := rng.IntN(12); {
 			case k < 5:
@@ -139,9 +142,9 @@ func TestHistoryCache(t *testing.T) {
 			case k < 7 && len(earlier) > 0:
 				th.rt.rec.Values["messages"] = earlier[rng.IntN(len(earlier))]
 			case k < 8:
-				th.rt.rec.Values["messages"] = json.RawMessage(" [ " + string(randomMessages(rng, 1)[0]) + " ]\n")
+				th.rt.rec.Values["messages"] = json.Value(" [ " + string(randomMessages(rng, 1)[0]) + " ]\n")
 			case k < 9:
-				th.rt.rec.Values["messages"] = json.RawMessage([]string{`null`, `{"a":[1]}`, `[]`, ` [ ] `}[rng.IntN(4)])
+				th.rt.rec.Values["messages"] = json.Value([]string{`null`, `{"a":[1]}`, `[]`, ` [ ] `}[rng.IntN(4)])
 			case k < 11:
 				th.rt.rec.Values["messages"] = snapshotOf(th.rt.rec.Values["messages"], withBlocks(rng, randomMessages(rng, rng.IntN(3))))
 			default:
@@ -165,18 +168,18 @@ func TestHistoryCache(t *testing.T) {
 // snapshotOf is stored as a backend's snapshot would give it back: in new
 // bytes, with msgs appended (appendMessagesLocked's splice, which copies,
 // on a thread of its own, so no history cache sees it).
-func snapshotOf(stored json.RawMessage, msgs []json.RawMessage) json.RawMessage {
+func snapshotOf(stored json.Value, msgs []json.Value) json.Value {
 	th := &Thread{}
-	th.rt.rec.Values = map[string]json.RawMessage{"messages": stored}
+	th.rt.rec.Values = map[string]json.Value{"messages": stored}
 	th.appendMessagesLocked(msgs)
 	return th.rt.rec.Values["messages"]
 }
 
 // withBlocks gives some of msgs a content of text blocks instead of a string.
-func withBlocks(rng *rand.Rand, msgs []json.RawMessage) []json.RawMessage {
+func withBlocks(rng *rand.Rand, msgs []json.Value) []json.Value {
 	for i := range msgs {
 		if rng.IntN(3) == 0 {
-			msgs[i] = json.RawMessage(fmt.Sprintf(`{"type":"ai","content":[{"type":"text","text":"a%d"},{"type":"image"},{"type":"text","text":"b"}]}`, i))
+			msgs[i] = json.Value(fmt.Sprintf(`{"type":"ai","content":[{"type":"text","text":"a%d"},{"type":"image"},{"type":"text","text":"b"}]}`, i))
 		}
 	}
 	return msgs
@@ -187,11 +190,11 @@ func withBlocks(rng *rand.Rand, msgs []json.RawMessage) []json.RawMessage {
 func BenchmarkHistory(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	history := joinArray(randomMessages(rng, 1000))
-	add := []json.RawMessage{json.RawMessage(`{"id":"m","type":"ai","content":"done"}`)}
+	add := []json.Value{json.Value(`{"id":"m","type":"ai","content":"done"}`)}
 	// cached is a thread whose history cache holds history's nodes.
 	cached := func() (*Thread, []*canonical.Node) {
 		th := &Thread{}
-		th.rt.rec.Values = map[string]json.RawMessage{"messages": history}
+		th.rt.rec.Values = map[string]json.Value{"messages": history}
 		return th, slices.Clip(th.historyLocked())
 	}
 	b.Run("kept", func(b *testing.B) {
@@ -222,8 +225,8 @@ func BenchmarkHistory(b *testing.B) {
 	})
 }
 
-func decodeHistory(raw json.RawMessage) []json.RawMessage {
-	var msgs []json.RawMessage
-	_ = json.Unmarshal(raw, &msgs)
+func decodeHistory(raw json.Value) []json.Value {
+	var msgs []json.Value
+	_ = stdjson.Unmarshal(raw, &msgs)
 	return msgs
 }

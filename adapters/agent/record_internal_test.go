@@ -1,7 +1,6 @@
 package agent
 
 import (
-	stdjson "encoding/json" // the type of the record's values (runtime.go)
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -19,10 +18,10 @@ func randomRecord(rng *rand.Rand) threadRecord {
 	str := func() string {
 		return []string{"", "a", "ünï", `q"uote\`, "<tag>&", "\u2028x"}[rng.IntN(6)]
 	}
-	values := func() map[string]stdjson.RawMessage {
-		v := map[string]stdjson.RawMessage{}
+	values := func() map[string]json.Value {
+		v := map[string]json.Value{}
 		for range rng.IntN(4) {
-			v[fmt.Sprintf("k%d%s", rng.IntN(9), str())] = stdjson.RawMessage([]string{`1`, `"s"`, `{"a":[1,2,{"b":null}]}`, `[]`, `"x\u00e9\n"`,
+			v[fmt.Sprintf("k%d%s", rng.IntN(9), str())] = json.Value([]string{`1`, `"s"`, `{"a":[1,2,{"b":null}]}`, `[]`, `"x\u00e9\n"`,
 				longValue, ` { "spaced" : [ 1 , "a b" ] } `, "\"<tag>&\u2028\u2029 \\\" \xe2\x80\xa8\xe2\x80\xa9\"", ` "\"\\" `}[rng.IntN(9)])
 		}
 		if rng.IntN(4) == 0 {
@@ -41,7 +40,7 @@ func randomRecord(rng *rand.Rand) threadRecord {
 		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: str(), Parent: str(), Step: rng.Int64N(9) - 1, Source: str(), Node: str(), Time: at, Values: cv})
 	}
 	if rng.IntN(3) == 0 {
-		rec.Interrupts = []interruptRec{{ID: str(), Namespace: []string{str()}, Payload: stdjson.RawMessage(`{"q":1}`)}}
+		rec.Interrupts = []interruptRec{{ID: str(), Namespace: []string{str()}, Payload: json.Value(`{"q":1}`)}}
 	}
 	return rec
 }
@@ -94,7 +93,7 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 // sameValues reports whether two maps of raw values hold the same JSON.
-func sameValues(a, b map[string]stdjson.RawMessage) bool {
+func sameValues(a, b map[string]json.Value) bool {
 	if (a == nil) != (b == nil) || len(a) != len(b) {
 		return false
 	}
@@ -123,7 +122,7 @@ func TestRecordStoredBefore(t *testing.T) {
 	}
 	rec = decodeHead([]byte(withInterrupt), "", log)
 	if rec == nil || rec.Thread != "\u2028x" || rec.Head != "\u2028x" || len(rec.Interrupts) != 1 ||
-		!reflect.DeepEqual(rec.Interrupts[0], interruptRec{ID: "ünï", Namespace: []string{"<tag>&"}, Payload: stdjson.RawMessage(`{"q":1}`)}) {
+		!reflect.DeepEqual(rec.Interrupts[0], interruptRec{ID: "ünï", Namespace: []string{"<tag>&"}, Payload: json.Value(`{"q":1}`)}) {
 		t.Fatalf("head record read as %+v", rec)
 	}
 	nulls := decodeHead([]byte(`{"v":2,"thread_id":"t","seq":1,"values":null,"interrupts":[{"id":"i","namespace":null,"payload":null,"run":"r"}],"next_checkpoint":0,"status":"","runs":0,"updated":"0001-01-01T00:00:00Z"}`), "t", log)
@@ -142,8 +141,8 @@ func TestRecordStoredBefore(t *testing.T) {
 // A save of a long thread after one more step: the head and the new
 // checkpoint, which share the history's bytes.
 func BenchmarkEncodeRecord(b *testing.B) {
-	history := stdjson.RawMessage(`[{"role":"assistant","content":"` + strings.Repeat("x", 60_000) + `"}]`)
-	rec := threadRecord{Version: stateVersion, Thread: "t", Values: map[string]stdjson.RawMessage{"messages": history}}
+	history := json.Value(`[{"role":"assistant","content":"` + strings.Repeat("x", 60_000) + `"}]`)
+	rec := threadRecord{Version: stateVersion, Thread: "t", Values: map[string]json.Value{"messages": history}}
 	for i := range 10 {
 		rec.CheckpointIDs = append(rec.CheckpointIDs, fmt.Sprint("ckpt-", i))
 	}

@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // The bridge is the agent runtime for backends that are plain models: it
@@ -39,12 +39,12 @@ const stateVersion = 2
 // more than once, and none has a size cap (the store puts large values
 // in its object store).
 type threadRecord struct {
-	Version   int                        `json:"v"`
-	Thread    string                     `json:"thread_id"`
-	Assistant string                     `json:"assistant_id,omitempty"`
-	Seq       uint64                     `json:"seq"`
-	Agent     bool                       `json:"agent,omitempty"` // state comes from an agent backend
-	Values    map[string]json.RawMessage `json:"values"`
+	Version   int                   `json:"v"`
+	Thread    string                `json:"thread_id"`
+	Assistant string                `json:"assistant_id,omitempty"`
+	Seq       uint64                `json:"seq"`
+	Agent     bool                  `json:"agent,omitzero"` // state comes from an agent backend (false left out, as encoding/json's omitempty did)
+	Values    map[string]json.Value `json:"values"`
 	// CheckpointIDs lists Checkpoints in the head record; set by a save
 	// and by a read, not kept in step in between.
 	CheckpointIDs []string        `json:"checkpoints,omitempty"`
@@ -62,23 +62,23 @@ type threadRecord struct {
 // It never changes once made, so it is written to the store once (saved),
 // and its JSON is kept (enc) from its encoding until then.
 type checkpointRec struct {
-	ID     string                     `json:"id"`
-	Parent string                     `json:"parent_id,omitempty"`
-	Step   int64                      `json:"step"`
-	Source string                     `json:"source"`
-	Node   string                     `json:"node,omitempty"`
-	Time   time.Time                  `json:"time"`
-	Values map[string]json.RawMessage `json:"values"`
-	enc    []byte                     // its JSON, once a save encoded it
-	saved  bool                       // it is in the store
+	ID     string                `json:"id"`
+	Parent string                `json:"parent_id,omitempty"`
+	Step   int64                 `json:"step"`
+	Source string                `json:"source"`
+	Node   string                `json:"node,omitempty"`
+	Time   time.Time             `json:"time"`
+	Values map[string]json.Value `json:"values"`
+	enc    []byte                // its JSON, once a save encoded it
+	saved  bool                  // it is in the store
 }
 
 // interruptRec is a pending input request.
 type interruptRec struct {
-	ID        string          `json:"id"`
-	Namespace []string        `json:"namespace"`
-	Payload   json.RawMessage `json:"payload"`
-	Run       string          `json:"run"`
+	ID        string     `json:"id"`
+	Namespace []string   `json:"namespace"`
+	Payload   json.Value `json:"payload"`
+	Run       string     `json:"run"`
 }
 
 // runtime is a Thread's state and runs; guarded by Thread.mu except
@@ -88,8 +88,8 @@ type runtime struct {
 	rec      threadRecord
 	active   *activeRun
 	queue    []*pendingRun
-	injected []json.RawMessage // messages injected while a run was active
-	history  historyCache      // rec.Values["messages"] as canonical input nodes
+	injected []json.Value // messages injected while a run was active
+	history  historyCache // rec.Values["messages"] as canonical input nodes
 
 	persistMu sync.Mutex
 	rev       uint64 // store revision of the head record last read or written; 0: none
@@ -113,10 +113,10 @@ type runtime struct {
 type pendingRun struct {
 	id       string
 	req      *canonical.Request
-	input    []json.RawMessage          // messages the run adds
-	update   map[string]json.RawMessage // other state keys the run sets
-	answered []string                   // interrupt ids the run resumes
-	fork     string                     // checkpoint the run forks from
+	input    []json.Value          // messages the run adds
+	update   map[string]json.Value // other state keys the run sets
+	answered []string              // interrupt ids the run resumes
+	fork     string                // checkpoint the run forks from
 	// principal is the caller who started it (nil: auth off).
 	principal *canonical.Principal
 }
@@ -173,7 +173,7 @@ const passthroughExt = "agent.passthrough"
 // appendMessagesLocked), so the same bytes at the same address are the
 // same history.
 type historyCache struct {
-	raw   json.RawMessage
+	raw   json.Value
 	nodes []*canonical.Node
 }
 
@@ -203,8 +203,7 @@ func (t *Thread) historyLocked() []*canonical.Node {
 	switch {
 	case sameBytes(raw, h.raw) && (h.nodes != nil || len(raw) == 0):
 	case h.nodes != nil && extendsArray(raw, h.raw):
-		var added []json.RawMessage
-		_ = json.Unmarshal(append([]byte{'['}, raw[len(h.raw):]...), &added)
+		added := decodeMessages(append([]byte{'['}, raw[len(h.raw):]...))
 		h.raw, h.nodes = raw, append(h.nodes, historyNode(added).Children...)
 	default:
 		h.raw, h.nodes = raw, historyNode(t.messagesLocked()).Children
@@ -221,10 +220,23 @@ func extendsArray(b, a []byte) bool {
 		b[len(a)-1] == ',' && bytes.Equal(b[:len(a)-1], a[:len(a)-1])
 }
 
-func (t *Thread) messagesLocked() []json.RawMessage {
-	var msgs []json.RawMessage
+func (t *Thread) messagesLocked() []json.Value {
 	if raw, ok := t.rt.rec.Values["messages"]; ok {
-		_ = json.Unmarshal(raw, &msgs)
+		return decodeMessages(raw)
+	}
+	return nil
+}
+
+// decodeMessages is a JSON array's elements, each its JSON; none for JSON
+// that is not an array, rather than the part the library decoded before an
+// error (encoding/json checked the whole first). The state holds clients'
+// and backends' JSON as it came: it is read as encoding/json read it
+// (peerJSON: the last of a repeated name, invalid UTF-8 as U+FFFD), not
+// refused, which would drop the conversation from a run's input.
+func decodeMessages(raw []byte) []json.Value {
+	var msgs []json.Value
+	if json.Unmarshal(raw, &msgs, peerJSON) != nil {
+		return nil
 	}
 	return msgs
 }
@@ -238,9 +250,9 @@ func (t *Thread) messagesLocked() []json.RawMessage {
 // one that starts with '[' is an array. Any other value (null, or a
 // snapshot's non-array) is replaced, as decoding it into a slice did, and
 // so is an empty array.
-func (t *Thread) appendMessagesLocked(msgs []json.RawMessage) {
+func (t *Thread) appendMessagesLocked(msgs []json.Value) {
 	if t.rt.rec.Values == nil {
-		t.rt.rec.Values = map[string]json.RawMessage{}
+		t.rt.rec.Values = map[string]json.Value{}
 	}
 	stored := t.rt.rec.Values["messages"]
 	// The history the cache holds, if it is this one's, gains msgs' leaves
@@ -265,14 +277,14 @@ func (t *Thread) appendMessagesLocked(msgs []json.RawMessage) {
 }
 
 // valuesJSON is the state as a JSON object, keys sorted.
-func valuesJSON(v map[string]json.RawMessage, keys []string) []byte {
+func valuesJSON(v map[string]json.Value, keys []string) []byte {
 	return appendValuesJSON(make([]byte, 0, stateBytes(v)+2), v, keys)
 }
 
 // appendValuesJSON appends valuesJSON's object to b. A state is made
 // whole in one array: grown by append, a conversation's values left
 // twice their size behind them at each step.
-func appendValuesJSON(b []byte, v map[string]json.RawMessage, keys []string) []byte {
+func appendValuesJSON(b []byte, v map[string]json.Value, keys []string) []byte {
 	names := make([]string, 0, len(v))
 	for k := range v {
 		if keys == nil || slices.Contains(keys, k) {
@@ -294,7 +306,7 @@ func appendValuesJSON(b []byte, v map[string]json.RawMessage, keys []string) []b
 }
 
 // stateBytes is about the size of a state as JSON (valuesJSON's).
-func stateBytes(v map[string]json.RawMessage) int {
+func stateBytes(v map[string]json.Value) int {
 	n := 0
 	for k, x := range v {
 		n += len(k) + len(x) + 4
@@ -302,8 +314,8 @@ func stateBytes(v map[string]json.RawMessage) int {
 	return n
 }
 
-func cloneValues(v map[string]json.RawMessage) map[string]json.RawMessage {
-	out := make(map[string]json.RawMessage, len(v))
+func cloneValues(v map[string]json.Value) map[string]json.Value {
+	out := make(map[string]json.Value, len(v))
 	for k, x := range v {
 		out[k] = x
 	}
@@ -375,7 +387,7 @@ func (t *Thread) trimCheckpointsLocked() {
 // memory until a save encodes it, then read back from its JSON, and once
 // it is saved from the store (t.mu is held for the read, bounded by
 // StoreTimeout: a fork is rare).
-func (t *Thread) checkpointValuesLocked(cp *checkpointRec) (map[string]json.RawMessage, error) {
+func (t *Thread) checkpointValuesLocked(cp *checkpointRec) (map[string]json.Value, error) {
 	switch {
 	case cp.Values == nil && !cp.saved && cp.enc != nil:
 		return checkpointValues(cp.enc)
@@ -392,9 +404,9 @@ func (t *Thread) checkpointValuesLocked(cp *checkpointRec) (map[string]json.RawM
 }
 
 // checkpointValues decodes the values of a checkpoint record.
-func checkpointValues(b []byte) (map[string]json.RawMessage, error) {
+func checkpointValues(b []byte) (map[string]json.Value, error) {
 	var stored checkpointRec
-	if err := json.Unmarshal(b, &stored); err != nil {
+	if err := json.Unmarshal(b, &stored, recordJSON); err != nil { // as readCheckpoints reads the record
 		return nil, canonical.Errorf(canonical.CodeDataLoss, "checkpoint record does not decode: %v", err)
 	}
 	return stored.Values, nil
@@ -413,12 +425,12 @@ func (t *Thread) findCheckpointLocked(id string) *checkpointRec {
 }
 
 // addMessagesLocked appends messages and other state keys as one step.
-func (t *Thread) addMessagesLocked(msgs []json.RawMessage, update map[string]json.RawMessage, node, source, run string) {
+func (t *Thread) addMessagesLocked(msgs []json.Value, update map[string]json.Value, node, source, run string) {
 	if len(msgs) == 0 && len(update) == 0 {
 		return
 	}
 	if t.rt.rec.Values == nil {
-		t.rt.rec.Values = map[string]json.RawMessage{}
+		t.rt.rec.Values = map[string]json.Value{}
 	}
 	for k, v := range update {
 		if k != "messages" {
@@ -429,7 +441,7 @@ func (t *Thread) addMessagesLocked(msgs []json.RawMessage, update map[string]jso
 		t.appendMessagesLocked(msgs)
 	}
 	if node != "" {
-		u := map[string]json.RawMessage{}
+		u := map[string]json.Value{}
 		for k, v := range update {
 			if k != "messages" {
 				u[k] = v
@@ -445,7 +457,7 @@ func (t *Thread) addMessagesLocked(msgs []json.RawMessage, update map[string]jso
 	t.checkpointLocked(source, node, run)
 }
 
-func joinArray(items []json.RawMessage) json.RawMessage {
+func joinArray(items []json.Value) json.Value {
 	b := []byte{'['}
 	for i, m := range items {
 		if i > 0 {
@@ -458,7 +470,7 @@ func joinArray(items []json.RawMessage) json.RawMessage {
 
 // inputMessages converts run input to state messages and other keys:
 // {"messages": [...], other keys...}, a string (one human message), or null.
-func inputMessages(raw json.RawMessage, idPrefix string) (msgs []json.RawMessage, update map[string]json.RawMessage, pe *protoError) {
+func inputMessages(raw json.Value, idPrefix string) (msgs []json.Value, update map[string]json.Value, pe *protoError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil, nil
@@ -469,24 +481,26 @@ func inputMessages(raw json.RawMessage, idPrefix string) (msgs []json.RawMessage
 		if pe != nil {
 			return nil, nil, pe
 		}
-		return []json.RawMessage{m}, nil, nil
+		return []json.Value{m}, nil, nil
 	case '{':
 	default:
 		return nil, nil, perr(errInvalidArgument, "input must be an object, a string or null.")
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
+	var obj map[string]json.Value
+	// A client's JSON, stored as it came: read as encoding/json read it
+	// (peerJSON), a repeated name's last value kept, invalid UTF-8 taken.
+	if json.Unmarshal(raw, &obj, peerJSON) != nil {
 		return nil, nil, perr(errInvalidArgument, "input must be an object, a string or null.")
 	}
-	update = map[string]json.RawMessage{}
+	update = map[string]json.Value{}
 	for k, v := range obj {
 		if k != "messages" {
 			update[k] = v
 		}
 	}
 	if mr, ok := obj["messages"]; ok && string(mr) != "null" {
-		var list []json.RawMessage
-		if json.Unmarshal(mr, &list) != nil {
+		var list []json.Value
+		if json.Unmarshal(mr, &list, peerJSON) != nil {
 			return nil, nil, perr(errInvalidArgument, "input.messages must be an array of messages.")
 		}
 		for i, m := range list {
@@ -503,23 +517,25 @@ func inputMessages(raw json.RawMessage, idPrefix string) (msgs []json.RawMessage
 
 // normalizeMessage turns an input message ({role|type, content, ...} or a
 // string) into a LangChain message dict with a type and an id.
-func normalizeMessage(raw json.RawMessage, id string) (json.RawMessage, *protoError) {
+func normalizeMessage(raw json.Value, id string) (json.Value, *protoError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		if json.Unmarshal(raw, &s, peerJSON) != nil { // invalid UTF-8 as U+FFFD, as encoding/json read it
 			return nil, perr(errInvalidArgument, "content is not a string.")
 		}
-		return json.RawMessage(fmt.Sprintf(`{"type":"human","content":%s,"id":%s}`, appendString(nil, s), appendString(nil, id))), nil
+		return json.Value(fmt.Sprintf(`{"type":"human","content":%s,"id":%s}`, appendString(nil, s), appendString(nil, id))), nil
 	}
-	var m map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+	var m map[string]json.Value
+	// peerJSON: as encoding/json read it, the last of a repeated name kept
+	// and invalid UTF-8 taken (the message is stored as it came).
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &m, peerJSON) != nil {
 		return nil, perr(errInvalidArgument, "a message must be an object or a string.")
 	}
 	typ := ""
 	for _, k := range []string{"type", "role"} {
 		if v, ok := m[k]; ok {
-			_ = json.Unmarshal(v, &typ)
+			_ = json.Unmarshal(v, &typ, peerJSON)
 			if typ != "" {
 				break
 			}
@@ -540,22 +556,23 @@ func normalizeMessage(raw json.RawMessage, id string) (json.RawMessage, *protoEr
 		return nil, perr(errInvalidArgument, "content is required.")
 	}
 	delete(m, "role")
-	m["type"], _ = json.Marshal(typ)
+	m["type"] = appendString(nil, typ)
 	if v, ok := m["id"]; !ok || string(v) == "null" {
-		m["id"], _ = json.Marshal(id)
+		m["id"] = appendString(nil, id)
 	}
 	return valuesJSON(m, nil), nil
 }
 
 // messageText is the text of a message dict's content (a string, or the
 // text blocks of a content array).
-func messageText(content json.RawMessage) string {
+func messageText(content json.Value) string {
+	// Stored JSON, read as encoding/json read it (decodeMessages).
 	var s string
-	if json.Unmarshal(content, &s) == nil {
+	if json.Unmarshal(content, &s, peerJSON) == nil {
 		return s
 	}
 	var blocks []map[string]any
-	if json.Unmarshal(content, &blocks) != nil {
+	if json.Unmarshal(content, &blocks, peerJSON) != nil {
 		return ""
 	}
 	var sb strings.Builder
@@ -582,14 +599,14 @@ func canonicalRole(typ string) string {
 
 // historyNode is the conversation as a canonical input node: one text leaf
 // per message, with its role.
-func historyNode(msgs []json.RawMessage) *canonical.Node {
+func historyNode(msgs []json.Value) *canonical.Node {
 	n := &canonical.Node{}
 	for _, m := range msgs {
 		var d struct {
-			Type    string          `json:"type"`
-			Content json.RawMessage `json:"content"`
+			Type    string     `json:"type"`
+			Content json.Value `json:"content"`
 		}
-		if json.Unmarshal(m, &d) != nil {
+		if json.Unmarshal(m, &d, peerJSON) != nil { // as decodeMessages reads the array
 			continue
 		}
 		n.Children = append(n.Children, canonical.TextNode(canonicalRole(d.Type), messageText(d.Content)))
@@ -601,19 +618,21 @@ func historyNode(msgs []json.RawMessage) *canonical.Node {
 // (none for null); ok is false unless the state is an object or null. It
 // is what decoding the state's JSON (appendValue) into a map of raw values
 // gives, without writing the whole state out and reading it back.
-func stateKeys(state *structpb.Value) (map[string]json.RawMessage, bool) {
+func stateKeys(state *structpb.Value) (map[string]json.Value, bool) {
 	s := state.GetStructValue()
 	if s == nil {
 		_, null := state.GetKind().(*structpb.Value_NullValue)
 		return nil, null || state.GetKind() == nil
 	}
-	v := make(map[string]json.RawMessage, len(s.GetFields()))
+	v := make(map[string]json.Value, len(s.GetFields()))
 	for k, f := range s.GetFields() {
 		if !utf8.ValidString(k) {
 			// Written with U+FFFD for its bad bytes, it may meet another key:
 			// the JSON decides which value is kept.
-			var all map[string]json.RawMessage
-			err := json.Unmarshal(appendValue(nil, state), &all)
+			// (peerJSON takes the repeated name, keeping the last, as
+			// encoding/json did; refused, the state would not be kept.)
+			var all map[string]json.Value
+			err := json.Unmarshal(appendValue(nil, state), &all, peerJSON)
 			return all, err == nil
 		}
 		v[k] = appendValue(nil, f)
@@ -628,7 +647,7 @@ func stateKeys(state *structpb.Value) (map[string]json.RawMessage, bool) {
 func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	rt := &t.rt
 	var fork *checkpointRec
-	var forkValues map[string]json.RawMessage
+	var forkValues map[string]json.Value
 	if pr.fork != "" {
 		if fork = t.findCheckpointLocked(pr.fork); fork != nil {
 			var err error
@@ -852,7 +871,7 @@ func (m *msgAcc) textBytes() int {
 	return n
 }
 
-func rawBytes(msgs []json.RawMessage) int {
+func rawBytes(msgs []json.Value) int {
 	n := 0
 	for _, m := range msgs {
 		n += len(m) + 1
@@ -1087,7 +1106,7 @@ func (t *Thread) observeModelLocked(ar *activeRun, ev *canonical.Event) {
 		if node == "" {
 			node = "model"
 		}
-		t.addMessagesLocked([]json.RawMessage{m.dict(k.MessageFinish)}, nil, node, "loop", ar.pr.id)
+		t.addMessagesLocked([]json.Value{m.dict(k.MessageFinish)}, nil, node, "loop", ar.pr.id)
 		ar.steps++
 	case *canonical.KindToolStarted:
 		if len(ar.toolNames) < 1024 {
@@ -1099,17 +1118,17 @@ func (t *Thread) observeModelLocked(ar *activeRun, ev *canonical.Event) {
 		if s, ok := k.ToolFinished.GetOutput().GetKind().(*structpb.Value_StringValue); ok {
 			content = []byte(s.StringValue)
 		}
-		t.addMessagesLocked([]json.RawMessage{toolMessage(ar.pr.id, id, ar.toolNames[id], string(content), "")}, nil, "tools", "loop", ar.pr.id)
+		t.addMessagesLocked([]json.Value{toolMessage(ar.pr.id, id, ar.toolNames[id], string(content), "")}, nil, "tools", "loop", ar.pr.id)
 		ar.steps++
 	case *canonical.KindToolFailed:
 		id := k.ToolFailed.GetToolCallId()
-		t.addMessagesLocked([]json.RawMessage{toolMessage(ar.pr.id, id, ar.toolNames[id], k.ToolFailed.GetError().GetMessage(), "error")}, nil, "tools", "loop", ar.pr.id)
+		t.addMessagesLocked([]json.Value{toolMessage(ar.pr.id, id, ar.toolNames[id], k.ToolFailed.GetError().GetMessage(), "error")}, nil, "tools", "loop", ar.pr.id)
 		ar.steps++
 	}
 }
 
 // dict is the finished message as a LangChain message dict.
-func (m *msgAcc) dict(mf *canonical.MessageFinish) json.RawMessage {
+func (m *msgAcc) dict(mf *canonical.MessageFinish) json.Value {
 	typ := "ai"
 	switch m.role {
 	case "user", "human":
@@ -1126,7 +1145,7 @@ func (m *msgAcc) dict(mf *canonical.MessageFinish) json.RawMessage {
 		for _, c := range m.calls {
 			var args map[string]any
 			if s := strings.TrimSpace(c.args.String()); s != "" {
-				if json.Unmarshal([]byte(s), &args) != nil {
+				if json.Unmarshal([]byte(s), &args, peerJSON) != nil { // a model's JSON, read as encoding/json read it
 					args = map[string]any{}
 				}
 			}
@@ -1147,11 +1166,10 @@ func (m *msgAcc) dict(mf *canonical.MessageFinish) json.RawMessage {
 	if r := wireReason(mf.GetFinishReason()); r != "" {
 		d["response_metadata"] = map[string]any{"finish_reason": r}
 	}
-	b, _ := json.Marshal(d)
-	return b
+	return messageDict(d)
 }
 
-func toolMessage(run, callID, name, content, status string) json.RawMessage {
+func toolMessage(run, callID, name, content, status string) json.Value {
 	d := map[string]any{"type": "tool", "id": run + "-tool-" + callID, "tool_call_id": callID, "content": content}
 	if name != "" {
 		d["name"] = name
@@ -1159,7 +1177,17 @@ func toolMessage(run, callID, name, content, status string) json.RawMessage {
 	if status != "" {
 		d["status"] = status
 	}
-	b, _ := json.Marshal(d)
+	return messageDict(d)
+}
+
+// messageDict is a message dict's JSON as the state stores it: its keys
+// sorted, as encoding/json sorted them (the bytes of a step's message do
+// not vary), and invalid UTF-8 in its text as U+FFFD (wireJSON). <, > and
+// & are no longer escaped (\u003c): the bytes are the same JSON, and the
+// events, the state command and the stored record, which rewrite the state
+// through the facade, already carried them unescaped.
+func messageDict(d map[string]any) json.Value {
+	b, _ := json.Marshal(d, wireJSON)
 	return b
 }
 
@@ -1462,7 +1490,7 @@ func mergeRecords(ours, theirs threadRecord) threadRecord {
 	if newer {
 		out.Head, out.Status, out.LastRun, out.Assistant = theirs.Head, theirs.Status, theirs.LastRun, theirs.Assistant
 	}
-	out.Values = map[string]json.RawMessage{}
+	out.Values = map[string]json.Value{}
 	for k, v := range theirs.Values {
 		out.Values[k] = v
 	}
@@ -1497,18 +1525,16 @@ func unionBy[T any](a, b []T, key func(T) string) []T {
 
 // unionMessages unions two JSON message arrays by message id (a message
 // without an id by its bytes); nil when both are absent.
-func unionMessages(theirs, ours json.RawMessage) json.RawMessage {
-	var a, b []json.RawMessage
-	_ = json.Unmarshal(theirs, &a)
-	_ = json.Unmarshal(ours, &b)
+func unionMessages(theirs, ours json.Value) json.Value {
+	a, b := decodeMessages(theirs), decodeMessages(ours)
 	if a == nil && b == nil {
 		return nil
 	}
-	id := func(m json.RawMessage) string {
+	id := func(m json.Value) string {
 		var v struct {
 			ID string `json:"id"`
 		}
-		if json.Unmarshal(m, &v) == nil && v.ID != "" {
+		if json.Unmarshal(m, &v, peerJSON) == nil && v.ID != "" { // as decodeMessages reads the array
 			return "id:" + v.ID
 		}
 		return "raw:" + string(m)
