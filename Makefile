@@ -78,8 +78,8 @@ vet:
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
-## json-imports: list the packages importing a JSON library other than
-## through internal/json; fail for those .ci/json-imports lists as migrated.
+## json-imports: fail for any package importing a JSON library other than
+## through internal/json (test files excepted).
 json-imports:
 	.ci/json-imports
 
