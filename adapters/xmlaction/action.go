@@ -2,7 +2,6 @@ package xmlaction
 
 import (
 	"bytes"
-	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -188,12 +187,9 @@ func (a *action) parseBody(body []byte) *actionError {
 	if len(body) == 0 {
 		return actionErrf(kindEmptyBody, "the action body is empty")
 	}
-	v, end, err := decodeJSON(body)
+	v, err := decodeJSON(body)
 	if err != nil {
-		return actionErrf(kindInvalidJSON, "%s", jsonErr(err, body))
-	}
-	if off, more := trailingOffset(body, end); more {
-		return actionErrf(kindInvalidJSON, "data after the JSON value at offset %d", off)
+		return actionErrf(kindInvalidJSON, "%v", err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
@@ -247,7 +243,7 @@ func (a *action) parseBody(body []byte) *actionError {
 	_, retrySet := obj["retry"]
 	if r, present := obj["retry"]; present && r != nil {
 		n, ok := r.(number)
-		i, err := strconv.ParseInt(string(n), 10, 64) // json.Number's Int64
+		i, err := strconv.ParseInt(string(n), 10, 64)
 		if !ok || err != nil || i < 0 || i > math.MaxInt32 {
 			return actionErrf(kindInvalidField, `"retry" must be an integer >= 0`)
 		}
@@ -314,16 +310,4 @@ func jsonKind(v any) string {
 		return "an array"
 	}
 	return "an object"
-}
-
-// jsonErr describes a JSON syntax error with its offset.
-func jsonErr(err error, body []byte) string {
-	var se *syntaxError
-	if !errors.As(err, &se) {
-		return err.Error()
-	}
-	if se.msg == "" {
-		return "the JSON ends early at offset " + itoa(len(body))
-	}
-	return se.msg + " at offset " + itoa(se.off)
 }

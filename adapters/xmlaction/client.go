@@ -212,10 +212,12 @@ func (s *stream) element(b []byte) {
 	var ev *canonical.Event
 	switch {
 	case el.name == "observation" && el.attrs["status"] == "ok":
-		out, _ := toProto(decodeWhole([]byte(el.text)), true)
+		v, _ := decodeJSON([]byte(el.text))
+		out := toProto(v)
 		ev = &canonical.Event{Kind: &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{ToolCallId: el.attrs["id"], Output: out}}}
 	case el.name == "interrupt":
-		payload, _ := toProto(decodeWhole([]byte(el.text)), true)
+		v, _ := decodeJSON([]byte(el.text))
+		payload := toProto(v)
 		ev = &canonical.Event{Kind: &canonical.KindInputRequested{InputRequested: &canonical.InputRequested{InterruptId: el.attrs["id"], Payload: payload}}}
 	case el.name == "observation":
 		ev = &canonical.Event{Kind: &canonical.KindToolFailed{ToolFailed: &canonical.ToolFailed{ToolCallId: el.attrs["id"],

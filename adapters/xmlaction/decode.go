@@ -1,7 +1,6 @@
 package xmlaction
 
 import (
-	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -726,28 +725,11 @@ func (d *Decoder) toolFailed(out []*canonical.Event, id string, e *actionError) 
 	})
 }
 
-// bodyName is the "name" of a complete body, or "": read as encoding/json
-// unmarshalled the body into struct{ Name any }, members matched to "name"
-// without regard to case, the last one winning, and nothing but for a
-// body that is one JSON object whose matched members' numbers fit float64.
+// bodyName is the "name" of a complete body, or "".
 func bodyName(body []byte) string {
-	b := trimFence(body)
-	end, err := scanValue(b)
-	if err != nil || skipSpace(b, end) < len(b) || b[0] != '{' {
-		return ""
-	}
-	name := ""
-	ok := eachMember(b, func(key string, v json.Value) bool {
-		if !strings.EqualFold(key, "name") {
-			return true
-		}
-		val := decodeWhole(v)
-		name, _ = val.(string)
-		return floatsFit(val)
-	})
-	if !ok {
-		return ""
-	}
+	v, _ := decodeJSON(trimFence(body))
+	obj, _ := v.(map[string]any)
+	name, _ := obj["name"].(string)
 	return name
 }
 

@@ -265,7 +265,7 @@ func (s *xstream) start(x *act) {
 	args := []byte(marshalCompact(params))
 	x.st, x.started = asRunning, true
 	s.emitFor(x, &canonical.Event{Kind: &canonical.KindToolStarted{ToolStarted: &canonical.ToolStarted{
-		ToolCallId: x.id, Name: x.name, Input: protoValue(params),
+		ToolCallId: x.id, Name: x.name, Input: toProto(params),
 	}}})
 	if x.mode == modeFire {
 		for _, w := range x.waiters {
@@ -314,7 +314,7 @@ func (s *xstream) finished(x *act, value any, err *canonical.Error) {
 	case err == nil:
 		x.st, x.value, x.hasValue = asSucceeded, value, true
 		s.emitFor(x, &canonical.Event{Kind: &canonical.KindToolFinished{ToolFinished: &canonical.ToolFinished{
-			ToolCallId: x.id, Output: protoValue(value),
+			ToolCallId: x.id, Output: toProto(value),
 		}}})
 	case x.onError == onErrSkip:
 		x.st, x.value, x.hasValue = asSucceeded, nil, true
@@ -566,9 +566,7 @@ func (s *xstream) nested(ctx context.Context, x *act, params map[string]any) (an
 	}
 	pv := make(map[string]*structpb.Value, len(params))
 	for k, v := range params {
-		if val := protoValue(v); val != nil {
-			pv[k] = val
-		}
+		pv[k] = toProto(v)
 	}
 	req := &canonical.Request{
 		Target:     a.name,
@@ -676,14 +674,7 @@ func decodeValue(b []byte) (any, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	v, end, err := decodeJSON(b)
-	if err != nil {
-		return nil, err
-	}
-	if _, more := trailingOffset(b, end); more {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
+	return decodeJSON(b)
 }
 
 // stringify is a value inside text: strings as they are, numbers and

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -127,11 +128,17 @@ func (f *Frontend) textWriter(w http.ResponseWriter) func([]byte) error {
 	}
 }
 
+// requestOptions read the request as readOptions, and as clients written
+// against encoding/json expect: names matched ignoring case (not _ or -),
+// and an unknown member refused.
+var requestOptions = json.JoinOptions(json.JoinOptions(readOptions...), json.RejectUnknownMembers(true),
+	json.MatchCaseInsensitiveNames(true), json.MatchCaseSensitiveDelimiter(true))
+
 // parseRequest checks the request body, naming the field at fault.
 func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
-	in, msg := readRequest(body)
-	if msg != "" {
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %s", msg)
+	var in streamRequest
+	if err := json.Unmarshal(body, &in, requestOptions); err != nil {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: %s", requestError(err))
 	}
 	if in.Target == "" {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, `request: "target" is required`)
@@ -141,7 +148,7 @@ func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
 	}
 	params := make(map[string]*structpb.Value, len(in.Parameters))
 	for k, v := range in.Parameters {
-		pv, err := toProto(v, false)
+		pv, err := structpb.NewValue(v)
 		if err != nil {
 			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "request: parameters.%s: %v", k, err)
 		}
@@ -154,105 +161,26 @@ func parseRequest(body []byte) (*canonical.Request, *canonical.Error) {
 	}, nil
 }
 
-// readRequest reads the body as the encoding/json Decoder (with
-// DisallowUnknownFields) it replaces read it into a streamRequest, and
-// returns that decoder's error in its words, which clients see: a syntax
-// error, then the first type error or unknown member in the body's order,
-// then data after the object (a stray '}' or ']' passed).
-func readRequest(body []byte) (streamRequest, string) {
-	var in streamRequest
-	start := skipSpace(body, 0)
-	end, serr := scanValue(body)
+// requestError names the field at fault from the library's error: the
+// JSON pointer to the value and the Go type it did not fit.
+func requestError(err error) string {
+	var se *json.SemanticError
+	if !errors.As(err, &se) {
+		return jsonError(err).Error()
+	}
+	_, kind, ok := json.TypeMismatch(err)
+	field := strings.Join(slices.Collect(se.JSONPointer.Tokens()), ".")
 	switch {
-	case start == len(body):
-		return in, "EOF"
-	case serr != nil:
-		return in, serr.Error()
+	case !ok:
+		return "the body must be a JSON object"
+	case kind == reflect.Struct: // a member streamRequest has no field for
+		return fmt.Sprintf("unknown field %q", field)
+	case kind == reflect.String:
+		return fmt.Sprintf("field %q must be a string", field)
+	case kind == reflect.Map:
+		return fmt.Sprintf("field %q must be an object", field)
 	}
-	switch k := json.Value(body[start:end]).Kind(); k {
-	case 'n': // null decodes into a struct as nothing
-	case '{':
-		if msg := in.readMembers(body[start:end]); msg != "" {
-			return in, msg
-		}
-	default:
-		return in, "cannot unmarshal " + kindWord(k) + " into Go value of type xmlaction.streamRequest"
-	}
-	if p := skipSpace(body, end); p < len(body) && body[p] != '}' && body[p] != ']' {
-		return in, "data after the JSON object"
-	}
-	return in, ""
-}
-
-// readMembers sets the fields from the members of obj, names matched
-// without regard to case, the last of duplicates winning (a second
-// "parameters" object adds to the first, null clears a field), and
-// returns the first error.
-func (in *streamRequest) readMembers(obj []byte) string {
-	var first string
-	fail := func(field, typ string) {
-		if first == "" {
-			first = fmt.Sprintf("field %q must be %s", field, typ)
-		}
-	}
-	eachMember(obj, func(key string, v json.Value) bool {
-		k := v.Kind()
-		switch {
-		case strings.EqualFold(key, "target"):
-			if s, ok := decodeWhole(v).(string); ok {
-				in.Target = s
-			} else if k != 'n' {
-				fail("target", "string")
-			}
-		case strings.EqualFold(key, "input"):
-			if s, ok := decodeWhole(v).(string); ok {
-				in.Input = &s
-			} else if k == 'n' {
-				in.Input = nil
-			} else {
-				fail("input", "string")
-			}
-		case strings.EqualFold(key, "parameters"):
-			in.readParameters(v, fail)
-		case first == "":
-			first = fmt.Sprintf("unknown field %q", key)
-		}
-		return true
-	})
-	return first
-}
-
-// readParameters reads the "parameters" member's value v.
-func (in *streamRequest) readParameters(v json.Value, fail func(field, typ string)) {
-	switch v.Kind() {
-	case 'n':
-		in.Parameters = nil
-	case '{':
-		m, _ := decodeWhole(v).(map[string]any)
-		if !floatsFit(m) {
-			fail("parameters", "float64") // encoding/json decoded the numbers as float64
-		}
-		if in.Parameters == nil {
-			in.Parameters = m
-		} else {
-			maps.Copy(in.Parameters, m)
-		}
-	default:
-		fail("parameters", "map[string]interface {}")
-	}
-}
-
-// kindWord names a JSON kind as encoding/json's type errors did.
-func kindWord(k json.Kind) string {
-	switch k {
-	case '"':
-		return "string"
-	case '0':
-		return "number"
-	case '[':
-		return "array"
-	}
-	return "bool"
+	return fmt.Sprintf("field %q must be a number within float64's range", field)
 }
 
 // wantsSSE reports whether an Accept header asks for text/event-stream.

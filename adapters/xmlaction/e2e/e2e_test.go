@@ -377,7 +377,7 @@ func TestXMLFrontend(t *testing.T) {
 		{`{"input":"x"}`, 400, `<error code="invalid_argument">request: "target" is required</error>` + "\n"},
 		{`{"target":"echo"}`, 400, `<error code="invalid_argument">request: "input" is required (a string)</error>` + "\n"},
 		{`{"target":"echo","input":"x","model":"y"}`, 400, `<error code="invalid_argument">request: unknown field "model"</error>` + "\n"},
-		{`{"target":"echo","input":7}`, 400, `<error code="invalid_argument">request: field "input" must be string</error>` + "\n"},
+		{`{"target":"echo","input":7}`, 400, `<error code="invalid_argument">request: field "input" must be a string</error>` + "\n"},
 		{`{"target":"nope","input":"x"}`, 404, `<error code="not_found">unknown target "nope"</error>` + "\n"},
 	} {
 		resp, b := post(c.body, "")
