@@ -1,7 +1,7 @@
 package sse
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"net"
 	"net/http"
@@ -84,13 +84,11 @@ func Hijack(w http.ResponseWriter, r *http.Request, cfg HijackConfig) (c *Conn, 
 	if _, set := h["Date"]; !set {
 		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	}
-	bw := bufio.NewWriterSize(deadlineWriter{c}, 1024)
-	_, _ = bw.WriteString("HTTP/1.1 200 OK\r\n")
-	if err = h.Write(bw); err == nil {
-		_, _ = bw.WriteString("\r\n")
-		err = bw.Flush()
-	}
-	if err != nil {
+	var head bytes.Buffer // a bytes.Buffer's writes do not fail
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&head)
+	head.WriteString("\r\n")
+	if err = c.writeRaw(head.Bytes()); err != nil {
 		nc.Close()
 		return nil, true, err
 	}
@@ -98,12 +96,11 @@ func Hijack(w http.ResponseWriter, r *http.Request, cfg HijackConfig) (c *Conn, 
 	return c, true, nil
 }
 
-// deadlineWriter writes to the Conn's connection within its write timeout.
-type deadlineWriter struct{ c *Conn }
-
-func (d deadlineWriter) Write(p []byte) (int, error) {
-	_ = d.c.nc.SetWriteDeadline(time.Now().Add(d.c.timeout))
-	return d.c.nc.Write(p)
+// writeRaw writes b to the connection within the write timeout.
+func (c *Conn) writeRaw(b []byte) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
+	_, err := c.nc.Write(b)
+	return err
 }
 
 // watch waits for the peer to hang up: an event stream's reader learns of
@@ -135,15 +132,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	var size [18]byte
 	head := append(strconv.AppendUint(size[:0], uint64(len(p)), 16), crlf...)
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
 	var err error
 	if _, tcp := c.nc.(*net.TCPConn); tcp {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
 		bufs := net.Buffers{head, p, crlf} // one writev, p not copied
 		_, err = bufs.WriteTo(c.nc)
 	} else {
 		bp := chunkBufs.Get().(*[]byte)
 		b := append(append(append((*bp)[:0], head...), p...), crlf...)
-		_, err = c.nc.Write(b)
+		err = c.writeRaw(b)
 		if cap(b) <= maxKeptBuffer {
 			*bp = b[:0]
 			chunkBufs.Put(bp)
@@ -160,8 +157,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // Finish ends the body with its last chunk and closes the connection.
 func (c *Conn) Finish() error {
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
-	_, err := c.nc.Write([]byte("0\r\n\r\n"))
+	err := c.writeRaw([]byte("0\r\n\r\n"))
 	c.Close()
 	return err
 }
