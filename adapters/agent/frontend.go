@@ -762,7 +762,10 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 	s.state.Store(writerRunning) // the handler is the first writer
 	var first []record
 	var g *gap
-	s.rd, first, g = th.attachFunc(since, hasSince, s.kick)
+	s.rd, first, g = th.attach(since, hasSince, s.kick)
+	// The pinned states attach returns are not filtered; what read
+	// returns is.
+	first = slices.DeleteFunc(first, func(rec record) bool { return !flt.match(&rec) })
 	s.hb = time.AfterFunc(f.cfg.Heartbeat, s.heartbeat)
 	if !s.open(w, r) {
 		s.close()

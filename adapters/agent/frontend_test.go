@@ -334,6 +334,11 @@ func TestPinnedValuesOnSubscribe(t *testing.T) {
 	if e.Method != "values" || e.Seq != 2 || !bytes.Contains(e.Params.Data, []byte(`"content":"go"`)) {
 		t.Fatalf("first event %s seq %d %s", e.Method, e.Seq, e.Params.Data)
 	}
+	// The pinned state goes only to streams whose filter takes it.
+	msgs := s.openSSE(t, "pin", `{"channels":["messages"]}`, nil)
+	if e := msgs.envelope(); e.Method != "messages" {
+		t.Fatalf("a messages stream's first event is %s seq %d", e.Method, e.Seq)
+	}
 }
 
 func TestHeartbeatAndStreamOpenAcrossRuns(t *testing.T) {

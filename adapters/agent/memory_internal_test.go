@@ -89,7 +89,7 @@ func TestBufferBytesGapReport(t *testing.T) {
 	addSized(th, 40, methodMessages, 1000)
 	got, _ := bufferedSeqs(th)
 	oldest := got[0]
-	r, first, g := th.attach(5, true)
+	r, first, g := th.attach(5, true, nil)
 	if g == nil || g.since != 5 || g.minAvail != oldest || len(first) != 0 {
 		t.Fatalf("attach since 5: gap %+v, first %v; want since 5, min_available %d", g, seqs(first), oldest)
 	}
@@ -97,13 +97,13 @@ func TestBufferBytesGapReport(t *testing.T) {
 	if len(gaps) != 0 || !slices.Equal(seqs(read), span(oldest, 40)) {
 		t.Fatalf("after the gap report: %v, gaps %v", seqs(read), gaps)
 	}
-	if _, _, g := th.attach(oldest-1, true); g != nil {
+	if _, _, g := th.attach(oldest-1, true, nil); g != nil {
 		t.Fatalf("since %d (the buffer holds what follows) reported a gap: %+v", oldest-1, g)
 	}
 
 	// A reader that stops reading and is overtaken by events the pump does
 	// not hold back (a command's) is told on its next read.
-	r2, _, _ := th.attach(40, true)
+	r2, _, _ := th.attach(40, true, nil)
 	addSized(th, 30, methodMessages, 1000)
 	read, gaps = drain(th, r2)
 	got, _ = bufferedSeqs(th)
@@ -124,16 +124,16 @@ func TestBufferBytesPinsValues(t *testing.T) {
 	if got[0] <= 4 {
 		t.Fatalf("the state is still buffered: %v", got)
 	}
-	_, first, g := th.attach(0, false)
+	_, first, g := th.attach(0, false, nil)
 	if g != nil || !slices.Equal(seqs(first), []uint64{4}) {
 		t.Fatalf("attach with no since: first %v, gap %+v; want the pinned state [4]", seqs(first), g)
 	}
-	_, first, g = th.attach(2, true)
+	_, first, g = th.attach(2, true, nil)
 	if g == nil || !slices.Equal(seqs(first), []uint64{4}) {
 		t.Fatalf("attach since 2: first %v, gap %+v; want a gap report and the pinned state [4]", seqs(first), g)
 	}
 	addSized(th, 1, methodValues, 100) // seq 25: a newer state, buffered
-	if _, first, _ := th.attach(0, false); len(first) != 0 {
+	if _, first, _ := th.attach(0, false, nil); len(first) != 0 {
 		t.Fatalf("a superseded state is still replayed: %v", seqs(first))
 	}
 }
@@ -145,7 +145,7 @@ func TestBufferBytesPinsValues(t *testing.T) {
 func TestBufferBytesBackpressure(t *testing.T) {
 	th := bytesThread(t, 1000, 10_000)
 	addSized(th, 8, methodMessages, 1000) // about 8,400 bytes
-	r, _, _ := th.attach(0, false)
+	r, _, _ := th.attach(0, false, nil)
 	th.mu.Lock()
 	held := th.heldLocked(1, 1000)     // fits beside them
 	heldMore := th.heldLocked(1, 3000) // evicts the oldest, unread

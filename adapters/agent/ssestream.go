@@ -188,18 +188,15 @@ func (s *sseStream) deadline() {
 	}
 }
 
-// write writes a gap report, if any, and the records that match, in one
-// flush (up to sse.BatchBytes per write): every event in it was ready
-// when it was read.
+// write writes a gap report, if any, and the records (those the
+// stream's filter matches), in one flush (up to sse.BatchBytes per
+// write): every event in it was ready when it was read.
 func (s *sseStream) write(recs []record, g *gap) bool {
 	s.deadline()
 	if g != nil && s.sw.Data(errorFrame(-1, gapError(g))) != nil {
 		return false
 	}
 	for i := range recs {
-		if !s.flt.match(&recs[i]) {
-			continue
-		}
 		if err := s.sw.QueueSeqEvent(recs[i].seq, recs[i].method, recs[i].frame); err != nil {
 			return false
 		}

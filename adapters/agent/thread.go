@@ -375,14 +375,9 @@ func (t *Thread) runInfo(id string) *runInfo {
 // events after since are no longer buffered; delivery resumes from the
 // oldest buffered event. Registering and choosing the position under one
 // lock is what makes replay and live delivery meet with no gap and no
-// duplicate.
-func (t *Thread) attach(since uint64, hasSince bool) (*reader, []record, *gap) {
-	return t.attachFunc(since, hasSince, nil)
-}
-
-// attachFunc is attach for a reader told of new events by notify (see
-// reader) instead of its wake channel.
-func (t *Thread) attachFunc(since uint64, hasSince bool, notify func()) (*reader, []record, *gap) {
+// duplicate. The reader is told of new events by notify when it is not
+// nil (see reader), else through its wake channel.
+func (t *Thread) attach(since uint64, hasSince bool, notify func()) (*reader, []record, *gap) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &reader{notify: notify}

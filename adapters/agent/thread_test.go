@@ -75,7 +75,7 @@ func drain(th *Thread, r *reader) ([]record, []*gap) {
 func TestReplaySinceThenLive(t *testing.T) {
 	th := testThread(t, 2000)
 	add(th, 1000, methodLifecycle)
-	r, first, g := th.attach(500, true)
+	r, first, g := th.attach(500, true, nil)
 	if g != nil || len(first) != 0 {
 		t.Fatalf("attach: gap %v, first %v", g, first)
 	}
@@ -104,14 +104,14 @@ func TestReplayGapPinsLatestValues(t *testing.T) {
 	add(th, 59, methodMessages)  // seq 1..59
 	add(th, 1, methodValues)     // seq 60: the state
 	add(th, 190, methodMessages) // seq 61..250: seq 60 is evicted, but pinned
-	r, first, g := th.attach(50, true)
+	r, first, g := th.attach(50, true, nil)
 	if g == nil || g.since != 50 || g.minAvail != 151 {
 		t.Fatalf("gap = %+v, want since 50, min 151", g)
 	}
 	if !slices.Equal(seqs(first), []uint64{60}) {
 		t.Fatalf("pinned values first = %v, want [60]", seqs(first))
 	}
-	if _, first, _ := th.attach(60, true); len(first) != 0 {
+	if _, first, _ := th.attach(60, true, nil); len(first) != 0 {
 		t.Fatalf("a reader that has seen the state gets it again: %v", seqs(first))
 	}
 	got, _ := drain(th, r)
@@ -119,14 +119,14 @@ func TestReplayGapPinsLatestValues(t *testing.T) {
 		t.Fatalf("replay from the oldest: %v..", seqs(got)[:3])
 	}
 	// Without since: the pinned state, then the whole ring.
-	r2, first, g := th.attach(0, false)
+	r2, first, g := th.attach(0, false, nil)
 	got, _ = drain(th, r2)
 	if g != nil || !slices.Equal(seqs(first), []uint64{60}) || !slices.Equal(seqs(got), span(151, 250)) {
 		t.Fatalf("full replay: gap %v first %v got %d", g, seqs(first), len(got))
 	}
 	// A newer state replaces the pinned one.
 	add(th, 1, methodValues)
-	r3, first, _ := th.attach(0, false)
+	r3, first, _ := th.attach(0, false, nil)
 	got, _ = drain(th, r3)
 	if len(first) != 0 || got[len(got)-1].seq != 251 {
 		t.Fatalf("after a newer values event: first %v last %d", seqs(first), got[len(got)-1].seq)
@@ -135,7 +135,7 @@ func TestReplayGapPinsLatestValues(t *testing.T) {
 
 func TestReaderLagReportsGap(t *testing.T) {
 	th := testThread(t, 10)
-	r, _, _ := th.attach(0, false)
+	r, _, _ := th.attach(0, false, nil)
 	add(th, 25, methodMessages)
 	got, gaps := drain(th, r)
 	if len(gaps) != 1 || gaps[0].since != 0 || gaps[0].minAvail != 16 || !slices.Equal(seqs(got), span(16, 25)) {
@@ -156,7 +156,7 @@ func TestConcurrentAppendRead(t *testing.T) {
 		}
 	}()
 	add(th, 10, methodMessages)
-	r, _, _ := th.attach(3, true)
+	r, _, _ := th.attach(3, true, nil)
 	var got []record
 	for len(got) < 2007 {
 		n := len(got)
