@@ -140,25 +140,29 @@ func (s *seqFloors) signal() {
 	}
 }
 
-// writeNoted writes the floors noted so far; those it fails to write are
-// noted again. It reports whether all were written.
+// writeNoted writes the floors noted so far. At the first that fails it
+// stops, noting it and the rest again: NATS away would fail each of them
+// after its own timeout, and the loop would take that long to try again.
+// It reports whether all were written.
 func (s *seqFloors) writeNoted(ctx context.Context) bool {
 	s.mu.Lock()
 	batch := s.pending
 	s.pending = map[string]uint64{}
 	s.mu.Unlock()
-	ok := true
+	var failed error
 	for thread, seq := range batch {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.raise(wctx, thread, seq)
-		cancel()
-		if err != nil {
-			s.log.Debug("thread seq floor not written yet", "thread", thread, "seq", seq, "err", err)
+		if failed == nil {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if failed = s.raise(wctx, thread, seq); failed != nil {
+				s.log.Debug("thread seq floors not written yet", "thread", thread, "seq", seq, "waiting", len(batch), "err", failed)
+			}
+			cancel()
+		}
+		if failed != nil {
 			s.note(thread, seq)
-			ok = false
 		}
 	}
-	return ok
+	return failed == nil
 }
 
 // raise sets thread's floor to seq unless it is at or above it already.
