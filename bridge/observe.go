@@ -231,13 +231,13 @@ func (o *observer) track(ev *canonical.Event) {
 
 // hole reports the events missing before seq, the next to pass on, when
 // the thread's highest seq so far is prev (past since: the last passed
-// on, or made here by expire): a
-// thread's seqs are consecutive in the log, so a jump means the log has
-// let go of events (they aged out, replay_max_age, or were discarded for
-// replay_max_bytes, oldest first) or never got them (a write given up on).
-// The reader is told rather than given the events around the hole as if
-// they followed each other. A replay from the start (since 0) begins with
-// the oldest event the log holds.
+// on, or made here by expire). A thread's seqs are consecutive in the
+// log, so a jump means the log has let go of events (they aged out,
+// replay_max_age, or were discarded for replay_max_bytes, oldest first)
+// or never got them (a write given up on). The reader is told rather than
+// given the events around the hole as if they followed each other. A
+// replay from the start (since 0) begins with the oldest event the log
+// holds.
 func (o *observer) hole(prev, seq uint64) error {
 	switch {
 	case prev <= o.since && o.since > 0 && seq > o.since+1:
