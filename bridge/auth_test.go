@@ -105,7 +105,8 @@ func TestAuthConfigErrors(t *testing.T) {
 }
 
 // Threads belong to the key that created them: another key gets not-found
-// on every path (agent commands and state, native observe, runs).
+// on every path (agent commands, state and event stream, native observe,
+// runs).
 func TestTenantIsolation(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
@@ -118,6 +119,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"agent run.start", "POST", "/threads/t-a/commands", start, `unknown thread \"t-a\"`},
 		{"native run on the thread", "POST", "/v1/runs", `{"target":"echo","threadId":"t-a"}`, `unknown thread`},
 		{"native observe", "GET", "/v1/threads/t-a/events", "", `unknown thread`},
+		{"agent event stream", "POST", "/threads/t-a/stream/events", `{"channels":["lifecycle"]}`, `unknown thread \"t-a\"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
