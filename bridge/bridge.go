@@ -55,7 +55,10 @@ type Bridge struct {
 	remotes  map[*remoteStream]struct{} // runs this instance's clients read from other instances
 	// keyObservers counts the observers open per API key.
 	keyObservers map[string]int
-	inspect      *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
+	// tails are the threads observed here, each shared by its observers.
+	tailsMu sync.Mutex
+	tails   map[string]*threadTail
+	inspect *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue
@@ -77,7 +80,7 @@ func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 	b := &Bridge{
 		router: router, fabric: fabric, log: log, now: time.Now, metrics: metrics.New(),
 		runs: map[string]*run{}, threads: map[string]*thread{},
-		keyRuns: map[string]int{}, keyObservers: map[string]int{}, remotes: map[*remoteStream]struct{}{},
+		keyRuns: map[string]int{}, keyObservers: map[string]int{}, tails: map[string]*threadTail{}, remotes: map[*remoteStream]struct{}{},
 	}
 	if fabric != nil {
 		b.owners.kv, b.owners.log = fabric.Threads(), log

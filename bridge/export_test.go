@@ -14,3 +14,7 @@ func (t *ToolRegistry) WarnUnserved(alone bool, wait time.Duration) { t.warnUnse
 func BuildBackends(cfg Config, deps protocol.BackendDeps) (map[string]canonical.Backend, error) {
 	return buildBackends(cfg, deps)
 }
+
+// TailWindow is how many of a thread's latest events an instance keeps
+// for its observers (tail.go).
+const TailWindow = tailWindow

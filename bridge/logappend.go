@@ -89,65 +89,102 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 // threadEventsBetween reads from the replay log the thread's events with
 // seqs in (after, before): what a live stream missed (a NATS reconnect
 // drops a subscription's messages while it is away). It reads the thread's
-// log up to its last message at the time of asking, within ctx, through an
-// ephemeral pull consumer of its own: nats.go's ordered consumer recreates
-// its consumer at every Fetch with retries of its own that take no
-// context (seen holding a client past any deadline while a killed server
-// still held the consumer).
+// log up to its last message at the time of asking, within ctx.
 func (f *Fabric) threadEventsBetween(ctx context.Context, thread string, after, before uint64) ([]*canonical.Event, error) {
+	evs, _, err := f.readThreadLog(ctx, thread, logSpan{after: after, before: before})
+	return evs, err
+}
+
+// logSpan is a read of a thread's replay log: the events with seqs in
+// (after, before), from the stream's message start on (0: the thread's
+// first), at most max of them (0: no bound; a read that stops at max may
+// end inside a message, whose later events the next read, from the same
+// message, gives).
+type logSpan struct {
+	start         uint64
+	after, before uint64
+	max           int
+}
+
+// readThreadLog reads span through an ephemeral pull consumer of its own:
+// nats.go's ordered consumer recreates its consumer at every Fetch with
+// retries of its own that take no context (seen holding a client past any
+// deadline while a killed server still held the consumer). It returns the
+// events and the stream message the next read starts at.
+func (f *Fabric) readThreadLog(ctx context.Context, thread string, span logSpan) ([]*canonical.Event, uint64, error) {
 	filter := f.ThreadSubjects(thread)
 	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
+		return nil, span.start, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, span.start, err
 	}
-	cons, err := f.js.CreateConsumer(ctx, EventsStream, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: 10 * time.Second, // should the delete below fail
 		MemoryStorage:     true,
 		Replicas:          1,
-	})
+	}
+	if span.start > 0 {
+		if span.start > lastMsg.Sequence {
+			return nil, span.start, nil
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, span.start
+	}
+	cons, err := f.js.CreateConsumer(ctx, EventsStream, cfg)
 	if err != nil {
-		return nil, err
+		return nil, span.start, err
 	}
 	defer func() { // do not leave it to its inactivity threshold (but do not wait long)
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		_ = f.js.DeleteConsumer(dctx, EventsStream, cons.CachedInfo().Name)
 	}()
+	return fetchSpan(ctx, cons, span, lastMsg.Sequence)
+}
+
+// fetchSpan reads span from cons, up to stream message last.
+func fetchSpan(ctx context.Context, cons jetstream.Consumer, span logSpan, last uint64) ([]*canonical.Event, uint64, error) {
 	var out []*canonical.Event
+	next := span.start
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchContext(ctx))
 		if err != nil {
-			return nil, err
+			return nil, next, err
 		}
 		for m := range batch.Messages() {
 			meta, err := m.Metadata()
 			if err != nil {
-				return nil, err
+				return nil, next, err
 			}
 			evs, err := DecodeEvents(m.Data())
 			if err != nil {
-				return nil, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
+				return nil, next, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
 			}
+			next = meta.Sequence.Stream + 1
 			for _, ev := range evs {
-				if s := ev.GetSeq(); s > after && s < before {
+				if s := ev.GetSeq(); s > span.after && s < span.before {
+					if span.max > 0 && len(out) == span.max {
+						return out, meta.Sequence.Stream, nil // this message again, for the rest
+					}
 					out = append(out, ev)
 				}
 			}
-			if meta.Sequence.Stream >= lastMsg.Sequence || (len(evs) > 0 && evs[len(evs)-1].GetSeq() >= before) {
-				return out, nil
+			if len(evs) > 0 && evs[len(evs)-1].GetSeq() >= span.before {
+				return out, meta.Sequence.Stream, nil // this message again, for what is at or past before
+			}
+			if meta.Sequence.Stream >= last {
+				return out, next, nil
 			}
 		}
 		if err := batch.Error(); err != nil {
-			return nil, err
+			return nil, next, err
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, next, err
 		}
 	}
 }

@@ -132,11 +132,10 @@ func TestObserverEndIsTheFloor(t *testing.T) {
 		p.publish(ev)
 	}
 	p.queueHeld()
-	o, err := b.openObserver(context.Background(), "quiet", 0)
+	o, err := b.observe(context.Background(), "quiet", 0, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.release, o.stopOnCancel = func() {}, func() bool { return true }
 	defer o.Close()
 	var end *canonical.Event
 	for end == nil {
@@ -165,7 +164,7 @@ func TestObserverEndIsTheFloor(t *testing.T) {
 // fabricBridge is a bridge over f with nothing else: enough for a remote
 // run's client and an observer.
 func fabricBridge(f *Fabric) *Bridge {
-	return &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}}
+	return &Bridge{fabric: f, log: slog.New(slog.DiscardHandler), now: time.Now, remotes: map[*remoteStream]struct{}{}, tails: map[string]*threadTail{}}
 }
 
 // numberRun makes evs run id's, on a thread of its own (also id), with

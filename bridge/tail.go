@@ -1,0 +1,408 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/subject"
+)
+
+const (
+	// tailWindow is how many of a thread's latest events an instance keeps
+	// for the thread's observers; one behind them reads the replay log.
+	tailWindow = 4096
+	// catchUpEvents bounds one read of the replay log for an observer
+	// behind the window, so a replay from the start of a long thread holds
+	// at most this many events at a time.
+	catchUpEvents = 1024
+)
+
+// threadTail is a thread's live events on this instance, shared by every
+// observer of the thread here: one replay-log consumer and one heartbeat
+// subscription per thread, however many observers (JetStream limits a
+// stream's consumers, 1,000 on the embedded server, and every key and
+// instance shares them). It keeps the thread's latest events (tailWindow);
+// an observer behind them, a replay or a slow reader, reads the log in
+// bounded steps until it reaches them, so a slow reader is never cut off
+// while the log holds what it lacks. The events come from the log only, as
+// stored, so an observer never sees an event the log may not give again.
+type threadTail struct {
+	b       *Bridge
+	thread  string
+	timeout time.Duration // nats.owner_timeout
+	refs    int           // observers; guarded by b.tailsMu
+
+	ready   chan struct{} // closed when open has ended, openErr saying how
+	openErr error
+
+	cons  jetstream.Consumer
+	it    jetstream.MessagesContext
+	hbSub *nats.Subscription
+	hb    chan *nats.Msg
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	win     []*canonical.Event // the latest events, seqs consecutive, oldest first
+	last    uint64             // the highest seq held; 0 before the first
+	err     error              // the live feed's end, for readers that have the window
+	runs    map[string]*observedRun
+	readers map[*tailReader]struct{}
+}
+
+type observedRun struct {
+	id       string
+	guard    canonical.Guard
+	lastSeen time.Time
+}
+
+// tailReader is one observer's place in its thread's events.
+type tailReader struct {
+	next  uint64 // the seq it reads next
+	since uint64 // what it asked for: the events after since
+	// logNext is the replay-log message its next catch-up read starts at.
+	logNext uint64
+	// notify is called, under the tail's lock, when events or the feed's
+	// end arrive: it must not block or call the tail.
+	notify func()
+}
+
+// attachTail returns the thread's tail, opened if no observer here has it,
+// counting one more observer of it.
+func (b *Bridge) attachTail(ctx context.Context, thread string) (*threadTail, error) {
+	b.tailsMu.Lock()
+	t := b.tails[thread]
+	if t == nil {
+		t = &threadTail{b: b, thread: thread, ready: make(chan struct{})}
+		b.tails[thread] = t
+		b.tailsMu.Unlock()
+		t.openErr = t.open(ctx)
+		if t.openErr != nil {
+			b.tailsMu.Lock()
+			if b.tails[thread] == t {
+				delete(b.tails, thread)
+			}
+			b.tailsMu.Unlock()
+		}
+		close(t.ready)
+		b.tailsMu.Lock()
+	}
+	t.refs++
+	b.tailsMu.Unlock()
+	select {
+	case <-t.ready:
+	case <-ctx.Done():
+		b.detachTail(t)
+		return nil, canonical.AsError(ctx.Err())
+	}
+	if t.openErr != nil {
+		b.detachTail(t)
+		return nil, t.openErr
+	}
+	return t, nil
+}
+
+// detachTail counts one observer less of t, and closes t after the last.
+func (b *Bridge) detachTail(t *threadTail) {
+	b.tailsMu.Lock()
+	t.refs--
+	last := t.refs == 0
+	if last && b.tails[t.thread] == t {
+		delete(b.tails, t.thread)
+	}
+	b.tailsMu.Unlock()
+	if last && t.openErr == nil {
+		t.close()
+	}
+}
+
+// forget takes t out of the tails to share (its feed ended): the next
+// observer of the thread opens a new one.
+func (b *Bridge) forgetTail(t *threadTail) {
+	b.tailsMu.Lock()
+	if b.tails[t.thread] == t {
+		delete(b.tails, t.thread)
+	}
+	b.tailsMu.Unlock()
+}
+
+// open starts the live feed at the thread's last message in the log, which
+// it holds from the start, and subscribes to the thread's heartbeats.
+func (t *threadTail) open(ctx context.Context) error {
+	b := t.b
+	cfg := b.cluster.cfg
+	if !b.cluster.started { // a bridge outside the cluster: the defaults
+		c := Config{}
+		c.Defaults()
+		cfg = c.NATS
+	}
+	t.timeout = cfg.OwnerTimeout
+	t.runs, t.readers = map[string]*observedRun{}, map[*tailReader]struct{}{}
+	t.hb, t.stop = make(chan *nats.Msg, 64), make(chan struct{})
+	occ := jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{b.fabric.ThreadSubjects(t.thread)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// A backstop for a consumer Close could not delete (NATS
+		// unreachable then): the server drops it once nobody pulls.
+		InactiveThreshold: observerInactiveThreshold,
+	}
+	lastMsg, err := b.fabric.events.GetLastMsgForSubject(ctx, b.fabric.ThreadSubjects(t.thread))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return b.replayLogError(err)
+	default:
+		if evs, err := DecodeEvents(lastMsg.Data); err == nil {
+			t.add(evs)
+		}
+		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, lastMsg.Sequence+1
+	}
+	if t.cons, err = b.fabric.JetStream().OrderedConsumer(ctx, EventsStream, occ); err != nil {
+		return b.replayLogError(err)
+	}
+	if t.it, err = t.cons.Messages(jetstream.PullMaxMessages(256)); err != nil {
+		b.deleteObserverConsumer(t.cons, t.thread)
+		return b.replayLogError(err)
+	}
+	if t.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", subject.Token(t.thread), "*"), t.hb); err != nil {
+		t.it.Stop()
+		b.deleteObserverConsumer(t.cons, t.thread)
+		return natsFailure(b.log, canonical.CodeUnavailable, "the thread's live events could not be subscribed to", err)
+	}
+	t.wg.Add(2)
+	go t.feed()
+	go t.watch()
+	return nil
+}
+
+// feed moves the log's new messages into the window.
+func (t *threadTail) feed() {
+	defer t.wg.Done()
+	for {
+		m, err := t.it.Next()
+		if err != nil {
+			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				t.end(natsFailure(t.b.log.With("thread", t.thread), canonical.CodeUnavailable, "the replay log could not be read", err))
+			}
+			return
+		}
+		evs, err := DecodeEvents(m.Data())
+		if err != nil {
+			continue // not ours to judge; the owner's client saw it
+		}
+		t.add(evs)
+	}
+}
+
+// end ends the live feed with err: each reader gets it once it has the
+// window, and the next observer of the thread opens a new tail.
+func (t *threadTail) end(err error) {
+	t.b.forgetTail(t)
+	t.mu.Lock()
+	t.err = err
+	t.notifyLocked()
+	t.mu.Unlock()
+}
+
+// watch keeps the thread's runs' heartbeats and ends the runs whose owner
+// has gone quiet.
+func (t *threadTail) watch() {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.timeout / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case m := <-t.hb:
+			t.mu.Lock()
+			if r := t.runs[lastToken(m.Subject)]; r != nil {
+				r.lastSeen = t.b.now()
+			}
+			t.mu.Unlock()
+		case <-tick.C:
+			t.expire()
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+// add appends the thread's events to the window, after what it holds: an
+// event at or before its last is one it has (an end made here that the
+// log then gave too); one past the next starts the window again, and the
+// readers that had the last read the hole from the log and report it.
+func (t *threadTail) add(evs []*canonical.Event) {
+	now := t.b.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ev := range evs {
+		seq := ev.GetSeq()
+		if t.last != 0 && seq <= t.last {
+			continue
+		}
+		if seq != t.last+1 {
+			clear(t.win)
+			t.win = t.win[:0]
+		}
+		t.win = append(t.win, ev)
+		t.last = seq
+		t.track(ev, now)
+	}
+	if len(t.win) >= 2*tailWindow { // let go of the oldest, a window at a time
+		t.win = append([]*canonical.Event(nil), t.win[len(t.win)-tailWindow:]...)
+	}
+	t.notifyLocked()
+}
+
+func (t *threadTail) notifyLocked() {
+	for r := range t.readers {
+		r.notify()
+	}
+}
+
+// track keeps ev's run among the thread's runs until it ends.
+func (t *threadTail) track(ev *canonical.Event, now time.Time) {
+	id := subject.Token(ev.GetRunId())
+	r := t.runs[id]
+	if r == nil {
+		r = &observedRun{id: ev.GetRunId()}
+		t.runs[id] = r
+	}
+	r.lastSeen = now
+	_ = r.guard.Observe(ev)
+	if r.guard.Ended() {
+		delete(t.runs, id)
+	}
+}
+
+// expire ends the runs whose owner has gone quiet.
+func (t *threadTail) expire() {
+	now := t.b.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ended []*canonical.Event
+	for id, r := range t.runs {
+		if now.Sub(r.lastSeen) < 2*t.timeout {
+			continue
+		}
+		// The run's client appends its end to the log when the owner goes
+		// quiet for the timeout (remoteStream.ownerGone), and it reaches
+		// the observers from there, under the seq every reader sees. A
+		// tail appends nothing: what it reads is the log, which may have
+		// lost a run's last events (a replay stream without a leader
+		// stores nothing), and seqs after its end may be taken. A run
+		// still without an end after twice the timeout ends here alone,
+		// after every seq of the thread held, not only the run's.
+		delete(t.runs, id)
+		evs := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
+		ended = append(ended, stampEnd(evs, t.thread, r.id, t.last+uint64(len(ended)), now)...)
+	}
+	if len(ended) == 0 {
+		return
+	}
+	t.win = append(t.win, ended...)
+	t.last = ended[len(ended)-1].GetSeq()
+	// Its readers have these seqs now: no later run gives them again.
+	t.b.fabric.NoteLastSeq(t.thread, t.last)
+	t.notifyLocked()
+}
+
+// attach registers a reader of the events after since.
+func (t *threadTail) attach(since uint64, notify func()) *tailReader {
+	r := &tailReader{next: since + 1, since: since, notify: notify}
+	t.mu.Lock()
+	t.readers[r] = struct{}{}
+	t.mu.Unlock()
+	return r
+}
+
+func (t *threadTail) detach(r *tailReader) {
+	t.mu.Lock()
+	delete(t.readers, r)
+	t.mu.Unlock()
+}
+
+// read appends to out the events r has not read, at most max, without
+// waiting for new ones: from the window, or from the replay log while r
+// is behind it. An error ends r: a hole in what it reads (hole), or the
+// live feed's end once r has every event held.
+func (t *threadTail) read(ctx context.Context, r *tailReader, out []*canonical.Event, max int) ([]*canonical.Event, error) {
+	t.mu.Lock()
+	first := t.last + 1 - uint64(len(t.win))
+	if len(t.win) == 0 || r.next >= first {
+		if len(t.win) > 0 && r.next <= t.last {
+			n := min(uint64(max), t.last-r.next+1)
+			out = append(out, t.win[r.next-first:r.next-first+n]...)
+			r.next += n
+			t.mu.Unlock()
+			return out, nil
+		}
+		err := t.err
+		t.mu.Unlock()
+		return out, err
+	}
+	t.mu.Unlock()
+	return t.catchUp(ctx, r, first, out, max)
+}
+
+// catchUp reads from the replay log the events r lacks before the window,
+// which starts at seq before.
+func (t *threadTail) catchUp(ctx context.Context, r *tailReader, before uint64, out []*canonical.Event, max int) ([]*canonical.Event, error) {
+	evs, next, err := t.b.fabric.readThreadLog(ctx, t.thread, logSpan{start: r.logNext, after: r.next - 1, before: before, max: min(max, catchUpEvents)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return out, canonical.AsError(ctx.Err())
+		}
+		return out, t.b.replayLogError(err)
+	}
+	r.logNext = next
+	for _, ev := range evs {
+		if ev.GetSeq() != r.next {
+			if err := r.hole(ev.GetSeq()); err != nil {
+				return out, err
+			}
+		}
+		out = append(out, ev)
+		r.next = ev.GetSeq() + 1
+	}
+	if len(evs) == 0 && r.next < before {
+		// The log has nothing more before the window.
+		if err := r.hole(before); err != nil {
+			return out, err
+		}
+		r.next = before
+		return t.read(ctx, r, out, max)
+	}
+	return out, nil
+}
+
+// hole reports the events missing before seq, the next the log holds
+// after what r has. A thread's seqs are consecutive in the log, so a jump
+// means the log has let go of events (they aged out, replay_max_age, or
+// were discarded for replay_max_bytes, oldest first) or never got them (a
+// write given up on). The reader is told rather than given the events
+// around the hole as if they followed each other. A replay from the start
+// (since 0) begins with the oldest event the log holds.
+func (r *tailReader) hole(seq uint64) error {
+	switch {
+	case r.next != r.since+1:
+		return canonical.Errorf(canonical.CodeDataLoss, "the replay log lacks the thread's events %d to %d", r.next, seq-1)
+	case r.since > 0:
+		return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes): the oldest after %d is %d", r.next, seq-1, r.since, seq)
+	}
+	return nil
+}
+
+// close stops the feed and the heartbeats and deletes the consumer.
+func (t *threadTail) close() {
+	close(t.stop)
+	t.it.Stop()
+	_ = t.hbSub.Unsubscribe()
+	t.wg.Wait()
+	t.b.deleteObserverConsumer(t.cons, t.thread)
+}

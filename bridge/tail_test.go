@@ -1,0 +1,181 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// streamRun runs the stream target on thread with n deltas and returns
+// the thread's last seq after it.
+func streamRun(t *testing.T, inst *bridgetest.Instance, thread string, n int) uint64 {
+	t.Helper()
+	evs, code := postRun(t, inst.URL, fmt.Sprintf(`{"target":"stream","threadId":%q,"parameters":{"deltas":%d},"inputs":[]}`, thread, n))
+	if code != 200 || len(evs) == 0 {
+		t.Fatalf("run on %s: status %d, %d events", thread, code, len(evs))
+	}
+	if st, _ := canonical.TerminalOf(evs[len(evs)-1]); st != canonical.StatusCompleted {
+		t.Fatalf("run on %s ended %v", thread, evs[len(evs)-1])
+	}
+	return evs[len(evs)-1].GetSeq()
+}
+
+// streamConsumers is the replay stream's consumer count.
+func streamConsumers(t *testing.T, inst *bridgetest.Instance) int {
+	t.Helper()
+	st, err := inst.Fabric().JetStream().Stream(t.Context(), bridge.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Consumers
+}
+
+// Fifty observers of one thread on one instance hold one replay-log
+// consumer between them (JetStream's limit of a stream's consumers is
+// every key's and instance's to share), and each gets every event of the
+// runs that follow, live, in order; the consumer goes with the last.
+func TestObserversOfAThreadShareOneConsumer(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "shared-tail"
+	last := streamRun(t, inst, thread, 3)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var observers []canonical.Stream
+	for range 50 {
+		o, err := inst.Bridge().Observe(ctx, thread, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		observers = append(observers, o)
+	}
+	if n := streamConsumers(t, inst); n != 1 {
+		t.Fatalf("%d replay-log consumers with 50 observers of one thread, want 1", n)
+	}
+	end := streamRun(t, inst, thread, 200)
+	for i, o := range observers {
+		for want := last + 1; want <= end; want++ {
+			ev, err := o.Recv()
+			if err != nil || ev.GetSeq() != want {
+				t.Fatalf("observer %d: seq %d, %v; want seq %d", i, ev.GetSeq(), err, want)
+			}
+		}
+	}
+	for _, o := range observers {
+		o.Close()
+	}
+	waitFor(t, func() bool { return streamConsumers(t, inst) == 0 })
+}
+
+// An observer that reads nothing while far more events than an instance
+// keeps for a thread's observers go by (a slow reader) is not cut off: it
+// reads what it lacks from the replay log, then the rest, each event once
+// and in order.
+func TestSlowObserverReadsTheLog(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "slow-reader"
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	slow, err := inst.Bridge().Observe(ctx, thread, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	streamRun(t, inst, thread, 3*bridge.TailWindow)
+	end := streamRun(t, inst, thread, 10)
+	for want := uint64(1); want <= end; want++ {
+		ev, err := slow.Recv()
+		if err != nil || ev.GetSeq() != want {
+			t.Fatalf("slow observer: seq %d, %v; want seq %d", ev.GetSeq(), err, want)
+		}
+	}
+}
+
+// Property: observers opened at random seqs, during and between runs,
+// each reading at a pace of its own, each get exactly the thread's events
+// after their since, in order, however the window and the log split them.
+func TestObserversGetEveryEventAfterSince(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "random-readers"
+	rng := rand.New(rand.NewPCG(7, 11))
+	last := streamRun(t, inst, thread, bridge.TailWindow+rng.IntN(500))
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	type reader struct {
+		since uint64
+		pause time.Duration
+		o     canonical.Stream
+		got   []uint64
+		err   error
+	}
+	var readers []*reader
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := func(since uint64) {
+		r := &reader{since: since, pause: time.Duration(rng.IntN(3)) * time.Millisecond}
+		var err error
+		if r.o, err = inst.Bridge().Observe(ctx, thread, since); err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, r)
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				ev, err := r.o.Recv()
+				mu.Lock()
+				if err != nil {
+					r.err = err
+					mu.Unlock()
+					return
+				}
+				r.got = append(r.got, ev.GetSeq())
+				mu.Unlock()
+				if r.pause > 0 && i%512 == 0 {
+					time.Sleep(r.pause)
+				}
+			}
+		})
+	}
+	for range 8 {
+		open(uint64(rng.IntN(int(last) + 1)))
+	}
+	for range 3 {
+		last = streamRun(t, inst, thread, rng.IntN(2*bridge.TailWindow))
+		for range 4 {
+			open(uint64(rng.IntN(int(last) + 1)))
+		}
+	}
+	// Every reader has the thread's last event, or stopped on an error.
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range readers {
+			if r.err == nil && r.since != last && (len(r.got) == 0 || r.got[len(r.got)-1] != last) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, r := range readers {
+		r.o.Close()
+	}
+	wg.Wait()
+	for i, r := range readers {
+		if !consecutive(r.got, r.since+1, last) {
+			t.Errorf("reader %d (since %d): got %d events, first %v, want %d to %d; then %v", i, r.since, len(r.got), r.got[:min(3, len(r.got))], r.since+1, last, r.err)
+		}
+	}
+}
