@@ -8,15 +8,18 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
 const (
-	// tailWindow is how many of a thread's latest events an instance keeps
-	// for the thread's observers; one behind them reads the replay log.
+	// tailWindow and tailBytes bound the thread's latest events an
+	// instance keeps for the thread's observers (the newest is kept
+	// whatever its size); one behind them reads the replay log.
 	tailWindow = 4096
+	tailBytes  = 4 << 20
 	// catchUpEvents bounds one read of the replay log for an observer
 	// behind the window, so a replay from the start of a long thread holds
 	// at most this many events at a time.
@@ -49,9 +52,9 @@ type threadTail struct {
 	wg    sync.WaitGroup
 
 	mu      sync.Mutex
-	win     []*canonical.Event // the latest events, seqs consecutive, oldest first
-	last    uint64             // the highest seq held; 0 before the first
-	err     error              // the live feed's end, for readers that have the window
+	win     window
+	last    uint64 // the highest seq held; 0 before the first
+	err     error  // the live feed's end, for readers that have the window
 	runs    map[string]*observedRun
 	readers map[*tailReader]struct{}
 }
@@ -159,7 +162,7 @@ func (t *threadTail) open(ctx context.Context) error {
 		return b.replayLogError(err)
 	default:
 		if evs, err := DecodeEvents(lastMsg.Data); err == nil {
-			t.add(evs)
+			t.add(evs, len(lastMsg.Data)/max(len(evs), 1))
 		}
 		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, lastMsg.Sequence+1
 	}
@@ -196,7 +199,7 @@ func (t *threadTail) feed() {
 		if err != nil {
 			continue // not ours to judge; the owner's client saw it
 		}
-		t.add(evs)
+		t.add(evs, len(m.Data())/max(len(evs), 1))
 	}
 }
 
@@ -232,11 +235,12 @@ func (t *threadTail) watch() {
 	}
 }
 
-// add appends the thread's events to the window, after what it holds: an
+// add appends the thread's events, of about size bytes each, to the
+// window, after what it holds: an
 // event at or before its last is one it has (an end made here that the
 // log then gave too); one past the next starts the window again, and the
 // readers that had the last read the hole from the log and report it.
-func (t *threadTail) add(evs []*canonical.Event) {
+func (t *threadTail) add(evs []*canonical.Event, size int) {
 	now := t.b.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -246,15 +250,11 @@ func (t *threadTail) add(evs []*canonical.Event) {
 			continue
 		}
 		if seq != t.last+1 {
-			clear(t.win)
-			t.win = t.win[:0]
+			t.win.reset()
 		}
-		t.win = append(t.win, ev)
+		t.win.push(ev, size)
 		t.last = seq
 		t.track(ev, now)
-	}
-	if len(t.win) >= 2*tailWindow { // let go of the oldest, a window at a time
-		t.win = append([]*canonical.Event(nil), t.win[len(t.win)-tailWindow:]...)
 	}
 	t.notifyLocked()
 }
@@ -305,12 +305,52 @@ func (t *threadTail) expire() {
 	if len(ended) == 0 {
 		return
 	}
-	t.win = append(t.win, ended...)
+	for _, ev := range ended {
+		t.win.push(ev, proto.Size(ev))
+	}
 	t.last = ended[len(ended)-1].GetSeq()
 	// Its readers have these seqs now: no later run gives them again.
 	t.b.fabric.NoteLastSeq(t.thread, t.last)
 	t.notifyLocked()
 }
+
+// window is a tail's latest events, seqs consecutive, oldest first: at
+// most tailWindow of them and tailBytes of their encodings, the newest
+// kept whatever its size.
+type window struct {
+	evs   []*canonical.Event
+	sizes []int
+	head  int // evs[:head] have left
+	bytes int
+}
+
+func (w *window) len() int { return len(w.evs) - w.head }
+
+func (w *window) reset() {
+	clear(w.evs)
+	w.evs, w.sizes, w.head, w.bytes = w.evs[:0], w.sizes[:0], 0, 0
+}
+
+// push appends ev and lets go of the oldest past the bounds; the arrays
+// are compacted once half of them has left.
+func (w *window) push(ev *canonical.Event, size int) {
+	w.evs, w.sizes = append(w.evs, ev), append(w.sizes, size)
+	w.bytes += size
+	for w.len() > 1 && (w.len() > tailWindow || w.bytes > tailBytes) {
+		w.evs[w.head] = nil
+		w.bytes -= w.sizes[w.head]
+		w.head++
+	}
+	if w.head >= 64 && w.head >= len(w.evs)/2 {
+		n := copy(w.evs, w.evs[w.head:])
+		clear(w.evs[n:])
+		copy(w.sizes, w.sizes[w.head:])
+		w.evs, w.sizes, w.head = w.evs[:n], w.sizes[:n], 0
+	}
+}
+
+// slice is n events from the i-th held.
+func (w *window) slice(i, n int) []*canonical.Event { return w.evs[w.head+i : w.head+i+n] }
 
 // attach registers a reader of the events after since.
 func (t *threadTail) attach(since uint64, notify func()) *tailReader {
@@ -333,11 +373,11 @@ func (t *threadTail) detach(r *tailReader) {
 // live feed's end once r has every event held.
 func (t *threadTail) read(ctx context.Context, r *tailReader, out []*canonical.Event, max int) ([]*canonical.Event, error) {
 	t.mu.Lock()
-	first := t.last + 1 - uint64(len(t.win))
-	if len(t.win) == 0 || r.next >= first {
-		if len(t.win) > 0 && r.next <= t.last {
+	first := t.last + 1 - uint64(t.win.len())
+	if t.win.len() == 0 || r.next >= first {
+		if t.win.len() > 0 && r.next <= t.last {
 			n := min(uint64(max), t.last-r.next+1)
-			out = append(out, t.win[r.next-first:r.next-first+n]...)
+			out = append(out, t.win.slice(int(r.next-first), int(n))...)
 			r.next += n
 			t.mu.Unlock()
 			return out, nil
