@@ -24,6 +24,9 @@ const (
 	// behind the window, so a replay from the start of a long thread holds
 	// at most this many events at a time.
 	catchUpEvents = 1024
+	// tailOpenTimeout bounds the opening of a tail (a read of the log's
+	// last message, a consumer, a subscription).
+	tailOpenTimeout = 10 * time.Second
 )
 
 // threadTail is a thread's live events on this instance, shared by every
@@ -77,32 +80,34 @@ type tailReader struct {
 }
 
 // attachTail returns the thread's tail, opened if no observer here has it,
-// counting one more observer of it.
+// counting one more observer of it. The observer that opens it holds its
+// count meanwhile, so one that stops waiting cannot close it half open.
 func (b *Bridge) attachTail(ctx context.Context, thread string) (*threadTail, error) {
 	b.tailsMu.Lock()
 	t := b.tails[thread]
-	if t == nil {
+	opener := t == nil
+	if opener {
 		t = &threadTail{b: b, thread: thread, ready: make(chan struct{})}
 		b.tails[thread] = t
-		b.tailsMu.Unlock()
-		t.openErr = t.open(ctx)
-		if t.openErr != nil {
-			b.tailsMu.Lock()
-			if b.tails[thread] == t {
-				delete(b.tails, thread)
-			}
-			b.tailsMu.Unlock()
-		}
-		close(t.ready)
-		b.tailsMu.Lock()
 	}
 	t.refs++
 	b.tailsMu.Unlock()
-	select {
-	case <-t.ready:
-	case <-ctx.Done():
-		b.detachTail(t)
-		return nil, canonical.AsError(ctx.Err())
+	if opener {
+		// Not ctx's end: observers waiting for the tail share the opening.
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tailOpenTimeout)
+		t.openErr = t.open(octx)
+		cancel()
+		if t.openErr != nil {
+			b.forgetTail(t)
+		}
+		close(t.ready)
+	} else {
+		select {
+		case <-t.ready:
+		case <-ctx.Done():
+			b.detachTail(t)
+			return nil, canonical.AsError(ctx.Err())
+		}
 	}
 	if t.openErr != nil {
 		b.detachTail(t)

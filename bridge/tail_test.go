@@ -179,3 +179,49 @@ func TestObserversGetEveryEventAfterSince(t *testing.T) {
 		}
 	}
 }
+
+// Observers opening one thread's tail at once, some giving up while it
+// opens, leave it neither half open nor shared in a broken state: every
+// one that stays gets the thread's next run, and the tail's consumer goes
+// with the last.
+func TestObserversOpeningATailAtOnce(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "opened-at-once"
+	var wg sync.WaitGroup
+	kept := make([]canonical.Stream, 40)
+	for i := range kept {
+		wg.Go(func() {
+			ctx := t.Context()
+			if i%2 == 1 {
+				c, cancel := context.WithTimeout(ctx, time.Duration(i)*50*time.Microsecond)
+				defer cancel()
+				if o, err := inst.Bridge().Observe(c, thread, 0); err == nil {
+					o.Close()
+				}
+				return
+			}
+			o, err := inst.Bridge().Observe(ctx, thread, 0)
+			if err != nil {
+				t.Errorf("observer %d: %v", i, err)
+				return
+			}
+			kept[i] = o
+		})
+	}
+	wg.Wait()
+	end := streamRun(t, inst, thread, 20)
+	for i, o := range kept {
+		if o == nil {
+			continue
+		}
+		for want := uint64(1); want <= end; want++ {
+			ev, err := o.Recv()
+			if err != nil || ev.GetSeq() != want {
+				t.Fatalf("observer %d: seq %d, %v; want seq %d", i, ev.GetSeq(), err, want)
+			}
+		}
+		o.Close()
+	}
+	waitFor(t, func() bool { return streamConsumers(t, inst) == 0 })
+}
