@@ -146,8 +146,9 @@ type NATSConfig struct {
 	OwnerTimeout time.Duration `yaml:"owner_timeout"`
 	// StartTimeout bounds placing a run on another instance. Default 5s.
 	StartTimeout time.Duration `yaml:"start_timeout"`
-	// RemoteBuffer bounds the events buffered for one remote run or
-	// observer before it is cut off as a slow consumer. Default 65536.
+	// RemoteBuffer bounds the events buffered for one remote run before
+	// it is cut off as a slow consumer. Default 65536. (Observers are not
+	// cut off: one behind its thread's tail reads the replay log.)
 	RemoteBuffer int `yaml:"remote_buffer"`
 	// TLSCAFile, TLSCertFile and TLSKeyFile secure the connection to an
 	// external NATS; CredsFile holds its user credentials (JWT + nkey).
