@@ -27,6 +27,9 @@ const (
 	// tailOpenTimeout bounds the opening of a tail (a read of the log's
 	// last message, a consumer, a subscription).
 	tailOpenTimeout = 10 * time.Second
+	// catchUpPatience is how long a reader behind the window tries again
+	// a replay log it cannot read (readLog).
+	catchUpPatience = 30 * time.Second
 )
 
 // threadTail is a thread's live events on this instance, shared by every
@@ -74,6 +77,10 @@ type tailReader struct {
 	since uint64 // what it asked for: the events after since
 	// logNext is the replay-log message its next catch-up read starts at.
 	logNext uint64
+	// backlog is what the last catch-up read gave and r has not taken
+	// (seqs up to next-1); then err, a hole that read found.
+	backlog []*canonical.Event
+	err     error
 	// notify is called, under the tail's lock, when events or the feed's
 	// end arrive: it must not block or call the tail.
 	notify func()
@@ -377,6 +384,16 @@ func (t *threadTail) detach(r *tailReader) {
 // is behind it. An error ends r: a hole in what it reads (hole), or the
 // live feed's end once r has every event held.
 func (t *threadTail) read(ctx context.Context, r *tailReader, out []*canonical.Event, max int) ([]*canonical.Event, error) {
+	if len(r.backlog) > 0 {
+		n := min(max, len(r.backlog))
+		out = append(out, r.backlog[:n]...)
+		clear(r.backlog[:n])
+		r.backlog = r.backlog[n:]
+		return out, nil
+	}
+	if r.err != nil {
+		return out, r.err
+	}
 	t.mu.Lock()
 	first := t.last + 1 - uint64(t.win.len())
 	if t.win.len() == 0 || r.next >= first {
@@ -396,9 +413,10 @@ func (t *threadTail) read(ctx context.Context, r *tailReader, out []*canonical.E
 }
 
 // catchUp reads from the replay log the events r lacks before the window,
-// which starts at seq before.
+// which starts at seq before, at most catchUpEvents at a time, into r's
+// backlog, and reads on from there.
 func (t *threadTail) catchUp(ctx context.Context, r *tailReader, before uint64, out []*canonical.Event, max int) ([]*canonical.Event, error) {
-	evs, next, err := t.b.fabric.readThreadLog(ctx, t.thread, logSpan{start: r.logNext, after: r.next - 1, before: before, max: min(max, catchUpEvents)})
+	evs, next, err := t.readLog(ctx, r, before)
 	if err != nil {
 		if ctx.Err() != nil {
 			return out, canonical.AsError(ctx.Err())
@@ -406,24 +424,44 @@ func (t *threadTail) catchUp(ctx context.Context, r *tailReader, before uint64, 
 		return out, t.b.replayLogError(err)
 	}
 	r.logNext = next
+	r.backlog = r.backlog[:0]
 	for _, ev := range evs {
 		if ev.GetSeq() != r.next {
-			if err := r.hole(ev.GetSeq()); err != nil {
-				return out, err
+			if r.err = r.hole(ev.GetSeq()); r.err != nil {
+				break
 			}
 		}
-		out = append(out, ev)
+		r.backlog = append(r.backlog, ev)
 		r.next = ev.GetSeq() + 1
 	}
 	if len(evs) == 0 && r.next < before {
 		// The log has nothing more before the window.
-		if err := r.hole(before); err != nil {
-			return out, err
+		if r.err = r.hole(before); r.err == nil {
+			r.next = before
 		}
-		r.next = before
-		return t.read(ctx, r, out, max)
 	}
-	return out, nil
+	return t.read(ctx, r, out, max)
+}
+
+// readLog reads r's next catch-up step from the replay log. A log that
+// cannot be read is tried again for up to catchUpPatience: a step needs a
+// consumer of its own, and JetStream's API is away while NATS reconnects
+// or, a node lost, until a leader is elected (the tail's own consumer
+// waits that out too). The stream's consumer limit is not waited for.
+func (t *threadTail) readLog(ctx context.Context, r *tailReader, before uint64) ([]*canonical.Event, uint64, error) {
+	span := logSpan{start: r.logNext, after: r.next - 1, before: before, max: catchUpEvents}
+	deadline := t.b.now().Add(catchUpPatience)
+	for {
+		evs, next, err := t.b.fabric.readThreadLog(ctx, t.thread, span)
+		if err == nil || ctx.Err() != nil || t.b.now().After(deadline) || errors.Is(err, jetstream.ErrMaximumConsumersLimit) {
+			return evs, next, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(fillRetry):
+		}
+	}
 }
 
 // hole reports the events missing before seq, the next the log holds

@@ -59,3 +59,32 @@ func TestObserverThroughNATSRestart(t *testing.T) {
 		t.Fatalf("the observer ended at seq %d, the run's client at %d", last, want)
 	}
 }
+
+// An observer replaying from the start a thread longer than the events an
+// instance keeps for its observers reads the rest from the replay log;
+// nats-server killed while it does and back a second later, it reads on
+// once the log answers again and gets every event, in order, to the end.
+func TestObserverCatchUpThroughNATSRestart(t *testing.T) {
+	bin := buildBinary(t)
+	n := startNATS(t)
+	d := startDaemon(t, bin, n.url())
+	const thread = "t-catch-up-restart"
+	r := openStream(t, "POST", d.base+"/v1/runs", `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":9000},"inputs":[]}`)
+	evs := r.untilTerminal()
+	want := evs[len(evs)-1].GetSeq()
+	obs := openStream(t, "GET", d.base+"/v1/threads/"+thread+"/events?since=0", "")
+	n.kill()
+	restarted := time.AfterFunc(time.Second, func() { n.start(t) })
+	defer restarted.Stop()
+	var last uint64
+	for last != want {
+		ev, ok := obs.next()
+		if !ok {
+			t.Fatalf("the observer's stream ended at seq %d of %d", last, want)
+		}
+		if ev.GetSeq() != last+1 {
+			t.Fatalf("observer got seq %d after %d", ev.GetSeq(), last)
+		}
+		last = ev.GetSeq()
+	}
+}
