@@ -56,9 +56,10 @@ type Bridge struct {
 	// keyObservers counts the observers open per API key.
 	keyObservers map[string]int
 	// tails are the threads observed here, each shared by its observers.
-	tailsMu sync.Mutex
-	tails   map[string]*threadTail
-	inspect *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
+	tailsMu   sync.Mutex
+	tails     map[string]*threadTail
+	tailCount atomic.Int64       // len(tails), read as events come (tailBytesNow)
+	inspect   *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue

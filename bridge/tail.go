@@ -20,6 +20,12 @@ const (
 	// whatever its size); one behind them reads the replay log.
 	tailWindow = 4096
 	tailBytes  = 4 << 20
+	// tailsBytes is what all of an instance's tails keep, shared out
+	// among them (tailBytesNow), each keeping at least tailMinBytes: the
+	// more threads observed, the fewer events each keeps, and the more
+	// its readers read from the log.
+	tailsBytes   = 256 << 20
+	tailMinBytes = 16 << 10
 	// catchUpEvents bounds one read of the replay log for an observer
 	// behind the window, so a replay from the start of a long thread holds
 	// at most this many events at a time.
@@ -96,6 +102,7 @@ func (b *Bridge) attachTail(ctx context.Context, thread string) (*threadTail, er
 	if opener {
 		t = &threadTail{b: b, thread: thread, ready: make(chan struct{})}
 		b.tails[thread] = t
+		b.tailCount.Add(1)
 	}
 	t.refs++
 	b.tailsMu.Unlock()
@@ -130,6 +137,7 @@ func (b *Bridge) detachTail(t *threadTail) {
 	last := t.refs == 0
 	if last && b.tails[t.thread] == t {
 		delete(b.tails, t.thread)
+		b.tailCount.Add(-1)
 	}
 	b.tailsMu.Unlock()
 	if last && t.openErr == nil {
@@ -143,8 +151,16 @@ func (b *Bridge) forgetTail(t *threadTail) {
 	b.tailsMu.Lock()
 	if b.tails[t.thread] == t {
 		delete(b.tails, t.thread)
+		b.tailCount.Add(-1)
 	}
 	b.tailsMu.Unlock()
+}
+
+// tailBytesNow is the bytes of events each tail keeps now: its share of
+// tailsBytes, within tailMinBytes and tailBytes. A window is trimmed to
+// it as events come, so the tails' sum follows their number.
+func (b *Bridge) tailBytesNow() int {
+	return min(tailBytes, max(tailMinBytes, tailsBytes/max(int(b.tailCount.Load()), 1)))
 }
 
 // open starts the live feed at the thread's last message in the log, which
@@ -253,7 +269,7 @@ func (t *threadTail) watch() {
 // log then gave too); one past the next starts the window again, and the
 // readers that had the last read the hole from the log and report it.
 func (t *threadTail) add(evs []*canonical.Event, size int) {
-	now := t.b.now()
+	now, bound := t.b.now(), t.b.tailBytesNow()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ev := range evs {
@@ -264,7 +280,7 @@ func (t *threadTail) add(evs []*canonical.Event, size int) {
 		if seq != t.last+1 {
 			t.win.reset()
 		}
-		t.win.push(ev, size)
+		t.win.push(ev, size, bound)
 		t.last = seq
 		t.track(ev, now)
 	}
@@ -318,7 +334,7 @@ func (t *threadTail) expire() {
 		return
 	}
 	for _, ev := range ended {
-		t.win.push(ev, proto.Size(ev))
+		t.win.push(ev, proto.Size(ev), t.b.tailBytesNow())
 	}
 	t.last = ended[len(ended)-1].GetSeq()
 	// Its readers have these seqs now: no later run gives them again.
@@ -327,8 +343,8 @@ func (t *threadTail) expire() {
 }
 
 // window is a tail's latest events, seqs consecutive, oldest first: at
-// most tailWindow of them and tailBytes of their encodings, the newest
-// kept whatever its size.
+// most tailWindow of them and the bytes of encodings push is given, the
+// newest kept whatever its size.
 type window struct {
 	evs   []*canonical.Event
 	sizes []int
@@ -343,12 +359,13 @@ func (w *window) reset() {
 	w.evs, w.sizes, w.head, w.bytes = w.evs[:0], w.sizes[:0], 0, 0
 }
 
-// push appends ev and lets go of the oldest past the bounds; the arrays
-// are compacted once half of them has left.
-func (w *window) push(ev *canonical.Event, size int) {
+// push appends ev, of size bytes, and lets go of the oldest past
+// tailWindow events or maxBytes; the arrays are compacted once half of
+// them has left.
+func (w *window) push(ev *canonical.Event, size, maxBytes int) {
 	w.evs, w.sizes = append(w.evs, ev), append(w.sizes, size)
 	w.bytes += size
-	for w.len() > 1 && (w.len() > tailWindow || w.bytes > tailBytes) {
+	for w.len() > 1 && (w.len() > tailWindow || w.bytes > maxBytes) {
 		w.evs[w.head] = nil
 		w.bytes -= w.sizes[w.head]
 		w.head++

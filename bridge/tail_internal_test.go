@@ -21,7 +21,7 @@ func TestWindowKeepsTheNewestWithinItsBounds(t *testing.T) {
 		if rng.IntN(500) == 0 {
 			size = tailBytes + rng.IntN(tailBytes) // larger than the window alone
 		}
-		w.push(ev, size)
+		w.push(ev, size, tailBytes)
 		pushed, sizes = append(pushed, ev), append(sizes, size)
 		n := w.len()
 		if n < 1 || n > tailWindow {
@@ -47,5 +47,29 @@ func TestWindowKeepsTheNewestWithinItsBounds(t *testing.T) {
 	w.reset()
 	if w.len() != 0 || w.bytes != 0 {
 		t.Fatalf("after reset: %d events, %d bytes", w.len(), w.bytes)
+	}
+}
+
+// The tails of an instance share tailsBytes: each keeps its share, within
+// tailMinBytes and tailBytes, and a window pushed with a smaller share
+// lets go of its oldest events down to it.
+func TestTailsShareTheirBytes(t *testing.T) {
+	b := &Bridge{}
+	for _, c := range []struct {
+		tails int64
+		want  int
+	}{{0, tailBytes}, {1, tailBytes}, {64, tailBytes}, {100, tailsBytes / 100}, {1000, tailsBytes / 1000}, {1 << 20, tailMinBytes}} {
+		b.tailCount.Store(c.tails)
+		if got := b.tailBytesNow(); got != c.want {
+			t.Errorf("%d tails: %d bytes each, want %d", c.tails, got, c.want)
+		}
+	}
+	var w window
+	for i := range 100 {
+		w.push(&canonical.Event{Seq: uint64(i + 1)}, 1<<10, tailBytes)
+	}
+	w.push(&canonical.Event{Seq: 101}, 1<<10, 10<<10)
+	if w.len() != 10 || w.bytes != 10<<10 || w.slice(0, 1)[0].GetSeq() != 92 {
+		t.Fatalf("after a push with 10 KiB: %d events of %d bytes from seq %d, want 10 of 10240 from 92", w.len(), w.bytes, w.slice(0, 1)[0].GetSeq())
 	}
 }
