@@ -38,7 +38,8 @@ type APIKey struct {
 	// MaxRuns bounds the key's concurrent runs. Default 256.
 	MaxRuns int `yaml:"max_runs"`
 	// MaxObservers bounds the key's open thread observers (replays and
-	// live event streams), each a JetStream consumer. Default 64.
+	// live event streams). Default 64. (An instance holds one JetStream
+	// consumer per thread observed there, however many observe it.)
 	MaxObservers int `yaml:"max_observers"`
 	// Admin lets the key use the inspector (/inspect, /v1/inspect/), which
 	// shows every key's captured runs. Default false.

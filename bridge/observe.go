@@ -162,7 +162,7 @@ func (b *Bridge) deleteObserverConsumer(cons jetstream.Consumer, thread string) 
 	ctx, cancel := context.WithTimeout(context.Background(), consumerDeleteTimeout)
 	defer cancel()
 	if err := b.fabric.JetStream().DeleteConsumer(ctx, EventsStream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		b.log.Warn("replay log: deleting an observer's consumer", "thread", thread, "consumer", info.Name, "err", err)
+		b.log.Warn("replay log: deleting a thread tail's consumer", "thread", thread, "consumer", info.Name, "err", err)
 	}
 }
 
