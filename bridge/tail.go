@@ -135,9 +135,8 @@ func (b *Bridge) detachTail(t *threadTail) {
 	b.tailsMu.Lock()
 	t.refs--
 	last := t.refs == 0
-	if last && b.tails[t.thread] == t {
-		delete(b.tails, t.thread)
-		b.tailCount.Add(-1)
+	if last {
+		b.unshareLocked(t)
 	}
 	b.tailsMu.Unlock()
 	if last && t.openErr == nil {
@@ -145,15 +144,21 @@ func (b *Bridge) detachTail(t *threadTail) {
 	}
 }
 
-// forget takes t out of the tails to share (its feed ended): the next
-// observer of the thread opens a new one.
+// forgetTail takes t out of the tails to share (it failed to open, or
+// its feed ended): the next observer of the thread opens a new one.
 func (b *Bridge) forgetTail(t *threadTail) {
 	b.tailsMu.Lock()
+	b.unshareLocked(t)
+	b.tailsMu.Unlock()
+}
+
+// unshareLocked takes t out of b.tails, if it is still there, and out of
+// their count. b.tailsMu is held.
+func (b *Bridge) unshareLocked(t *threadTail) {
 	if b.tails[t.thread] == t {
 		delete(b.tails, t.thread)
 		b.tailCount.Add(-1)
 	}
-	b.tailsMu.Unlock()
 }
 
 // tailBytesNow is the bytes of events each tail keeps now: its share of
