@@ -60,6 +60,9 @@ type Bridge struct {
 	tails     map[string]*threadTail
 	tailCount atomic.Int64       // len(tails), read as events come (tailBytesNow)
 	inspect   *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
+	// runtimes are the protocol runtimes requests may name
+	// (Request.Runtime), under mu (AddRuntime, runtime).
+	runtimes map[string]canonical.Runtime
 }
 
 // thread is a thread's seq counter. Seq assignment and publish enqueue
@@ -87,6 +90,38 @@ func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 		b.owners.kv, b.owners.log = fabric.Threads(), log
 	}
 	return b
+}
+
+// AddRuntime makes rt the runtime requests naming name run around their
+// backend.
+func (b *Bridge) AddRuntime(name string, rt canonical.Runtime) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.runtimes == nil {
+		b.runtimes = map[string]canonical.Runtime{}
+	}
+	b.runtimes[name] = rt
+}
+
+// runtime returns the runtime named name, or nil.
+func (b *Bridge) runtime(name string) canonical.Runtime {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.runtimes[name]
+}
+
+// start starts req on be, this instance's: through the runtime req names,
+// which starts the backend itself, if it names one.
+func (b *Bridge) start(ctx context.Context, be canonical.Backend, req *canonical.Request) (canonical.Stream, error) {
+	name := req.GetRuntime()
+	if name == "" {
+		return be.Start(ctx, req)
+	}
+	rt := b.runtime(name)
+	if rt == nil { // Run checked it: an instance built with other protocols
+		return nil, canonical.Errorf(canonical.CodeUnimplemented, "runtime %q is not served here", name)
+	}
+	return rt.Start(ctx, req, be)
 }
 
 // Target implements canonical.Runner.
@@ -120,6 +155,9 @@ func (b *Bridge) run(ctx context.Context, req *canonical.Request, start time.Tim
 	}
 	if !ok {
 		return nil, canonical.Errorf(canonical.CodeNotFound, "unknown target %q", req.GetTarget())
+	}
+	if name := req.GetRuntime(); name != "" && b.runtime(name) == nil {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "runtime: unknown runtime %q", name)
 	}
 	chosenRunID := req.RunId != ""
 	if !chosenRunID {
@@ -330,7 +368,7 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		}()
 	}
 
-	up, err := be.Start(runCtx, req)
+	up, err := b.start(runCtx, be, req)
 	if err != nil {
 		r.finish()
 		return nil, canonical.AsError(err)

@@ -101,6 +101,11 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	s.bridge = NewBridge(NewRouter(cfg.Routes, backends, routeWrapper(backendDeps)), fabric, log)
 	lazy.Runner = s.bridge
+	for _, p := range protocols.All {
+		if p.NewRuntime != nil {
+			s.bridge.AddRuntime(p.Name, p.NewRuntime(protocol.RuntimeDeps{Log: log.With("runtime", p.Name), Store: fabric.ThreadStore()}))
+		}
+	}
 	if err := s.bridge.StartCluster(cfg.HostBackends, cfg.NATS); err != nil {
 		fabric.Close()
 		return nil, err

@@ -78,3 +78,16 @@ type Tools interface {
 type Observer interface {
 	Observe(ctx context.Context, thread string, since uint64) (Stream, error)
 }
+
+// Runtime is the run logic of a protocol that keeps thread state (the agent
+// protocol's conversation, values and checkpoints). The bridge starts it in
+// place of the backend, on the instance that hosts the backend, for each
+// request that names it (Request.Runtime); it starts the backend itself.
+// What its Stream adds to the backend's events takes the thread's seqs and
+// enters the replay log with them, so every frontend on every instance
+// reads one sequence of events, and runs of a thread are serialized by the
+// bridge's thread lease. A runtime keeps its durable state in the
+// ThreadStore it was built with.
+type Runtime interface {
+	Start(ctx context.Context, req *Request, backend Backend) (Stream, error)
+}

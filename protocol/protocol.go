@@ -51,6 +51,10 @@ type Protocol struct {
 	// NewBackend builds a backend of this type from its config options;
 	// nil: no backend.
 	NewBackend BackendFactory
+	// NewRuntime builds the protocol's runtime (canonical.Runtime), which
+	// the bridge runs around the backend of each request naming the
+	// protocol in Request.Runtime; nil: none.
+	NewRuntime func(d RuntimeDeps) canonical.Runtime
 	// WrapRoute wraps the backend of a route with xml: true (the XML
 	// action-stream decoder); nil for every other protocol.
 	WrapRoute func(be canonical.Backend, d BackendDeps) canonical.Backend
@@ -104,6 +108,14 @@ type BackendDeps struct {
 	Log    *slog.Logger
 	Tools  canonical.Tools
 	Runner canonical.Runner
+}
+
+// RuntimeDeps is what a runtime constructor may use.
+type RuntimeDeps struct {
+	Log *slog.Logger
+	// Store holds the thread state the runtime keeps, shared by the
+	// instances.
+	Store canonical.ThreadStore
 }
 
 // FrontendDeps is what a frontend may use.

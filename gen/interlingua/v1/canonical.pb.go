@@ -478,7 +478,11 @@ type Request struct {
 	// Outputs names the outputs the client asked for (Evergreen output ids).
 	Outputs []*NamedNode `protobuf:"bytes,10,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	// Extensions carry protocol-specific extras keyed "<protocol>.<name>".
-	Extensions    map[string]*structpb.Value `protobuf:"bytes,11,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Extensions map[string]*structpb.Value `protobuf:"bytes,11,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Runtime names the protocol runtime (canonical.Runtime) the bridge runs
+	// around the backend, on the instance that hosts it, for a protocol that
+	// keeps thread state (the agent protocol's "agent"); empty: none.
+	Runtime       string `protobuf:"bytes,12,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +592,13 @@ func (x *Request) GetExtensions() map[string]*structpb.Value {
 		return x.Extensions
 	}
 	return nil
+}
+
+func (x *Request) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 // Event is one canonical event of a run.
@@ -2239,7 +2250,7 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x127\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
-	"parameters\"\xeb\x06\n" +
+	"parameters\"\x85\a\n" +
 	"\aRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x16\n" +
@@ -2256,7 +2267,8 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	" \x03(\v2\x19.interlingua.v1.NamedNodeR\aoutputs\x12G\n" +
 	"\n" +
 	"extensions\x18\v \x03(\v2'.interlingua.v1.Request.ExtensionsEntryR\n" +
-	"extensions\x1aU\n" +
+	"extensions\x12\x18\n" +
+	"\aruntime\x18\f \x01(\tR\aruntime\x1aU\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\x1a;\n" +
