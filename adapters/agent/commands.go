@@ -279,7 +279,7 @@ func (f *Frontend) runStart(th *Thread, p params, who *canonical.Principal) ([]b
 		th.mu.Unlock()
 		return nil, 0, perr(errInvalidArgument, fmt.Sprintf("run.start: thread %q is bound to assistant %q, not %q.", th.id, rt.rec.Assistant, assistant))
 	}
-	if fork != "" && th.findCheckpointLocked(fork) == nil {
+	if fork != "" && th.rt.findCheckpoint(fork) == nil {
 		th.mu.Unlock()
 		return nil, 0, perr(errNoSuchCheckpoint, fmt.Sprintf("run.start: config.configurable.checkpoint_id %q is not a checkpoint of thread %q.", fork, th.id))
 	}
@@ -472,7 +472,7 @@ func (f *Frontend) inputInject(th *Thread, p params) ([]byte, uint64, *protoErro
 	}
 	// append to an empty copy: a list of runtime's message type, which
 	// this file does not name.
-	th.addMessagesLocked(append(th.rt.injected[:0:0], msg), nil, "__input__", "update", th.rt.rec.LastRun)
+	th.rt.addMessages(append(th.rt.injected[:0:0], msg), nil, "__input__", "update", th.rt.rec.LastRun)
 	th.mu.Unlock()
 	th.persist()
 	return []byte(`{}`), applied, nil
@@ -566,7 +566,7 @@ func (f *Frontend) stateFork(th *Thread, p params, who *canonical.Principal) ([]
 		return nil, 0, pe
 	}
 	pr.fork = id
-	if th.findCheckpointLocked(id) == nil {
+	if th.rt.findCheckpoint(id) == nil {
 		th.mu.Unlock()
 		return nil, 0, perr(errNoSuchCheckpoint, fmt.Sprintf("state.fork: checkpoint %q is not a checkpoint of thread %q.", id, th.id))
 	}

@@ -284,7 +284,7 @@ func TestEncodedCheckpointLetsGoOfValues(t *testing.T) {
 	}
 	th.mu.Lock()
 	defer th.mu.Unlock()
-	cp := th.findCheckpointLocked("ckpt-2")
+	cp := th.rt.findCheckpoint("ckpt-2")
 	if cp.Values == nil || cp.enc != nil {
 		t.Fatal("the snapshot encoded the checkpoint: saveCheckpoints does, in turn")
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// decodeAppend is how messages were appended before appendMessagesLocked:
+// decodeAppend is how messages were appended before appendMessages:
 // decode the stored array, append, join.
 func decodeAppend(stored json.Value, msgs []json.Value) json.Value {
 	var cur []json.Value
@@ -42,7 +42,7 @@ func randomMessages(rng *rand.Rand, n int) []json.Value {
 	return out
 }
 
-// TestAppendMessages checks appendMessagesLocked against decoding and
+// TestAppendMessages checks appendMessages against decoding and
 // joining, over random histories: the same bytes for a stored compact array
 // (what this package stores) or for a value that is not an array; the same
 // JSON for an array written with white space. A checkpoint holding the old
@@ -75,7 +75,7 @@ func TestAppendMessages(t *testing.T) {
 		checkpoint := cloneValues(th.rt.rec.Values)
 		before := bytes.Clone(stored)
 
-		th.appendMessagesLocked(add)
+		th.rt.appendMessages(add)
 		got, want := th.rt.rec.Values["messages"], decodeAppend(stored, add)
 		if !stdjson.Valid(got) {
 			t.Fatalf("case %d: %q + %d messages = invalid JSON %q", i, stored, len(add), got)
@@ -97,7 +97,7 @@ func TestAppendMessages(t *testing.T) {
 }
 
 // BenchmarkAppendMessages is one step's append to a 1,000-message history
-// (64 KB): appendMessagesLocked, and decodeAppend for comparison.
+// (64 KB): appendMessages, and decodeAppend for comparison.
 func BenchmarkAppendMessages(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	history := joinArray(randomMessages(rng, 1000))
@@ -108,7 +108,7 @@ func BenchmarkAppendMessages(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			th.rt.rec.Values = map[string]json.Value{"messages": history}
-			th.appendMessagesLocked(add)
+			th.rt.appendMessages(add)
 		}
 	})
 	b.Run("decode", func(b *testing.B) {
@@ -120,8 +120,8 @@ func BenchmarkAppendMessages(b *testing.B) {
 	})
 }
 
-// TestHistoryCache checks the history a run is sent (historyLocked, kept
-// between runs and extended by appendMessagesLocked) against decoding the
+// TestHistoryCache checks the history a run is sent (historyNodes, kept
+// between runs and extended by appendMessages) against decoding the
 // stored messages afresh, after each of random steps: messages appended;
 // the value replaced by another array, one written with white space, an
 // earlier value (a fork), a value that is not an array, or none; or by a
@@ -136,7 +136,7 @@ func TestHistoryCache(t *testing.T) {
 		for step := range 30 {
 			switch k := rng.IntN(12); {
 			case k < 5:
-				th.appendMessagesLocked(withBlocks(rng, randomMessages(rng, 1+rng.IntN(3))))
+				th.rt.appendMessages(withBlocks(rng, randomMessages(rng, 1+rng.IntN(3))))
 			case k < 6:
 				th.rt.rec.Values["messages"] = joinArray(randomMessages(rng, rng.IntN(4)))
 			case k < 7 && len(earlier) > 0:
@@ -154,24 +154,24 @@ func TestHistoryCache(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				continue // not every step is followed by a run
 			}
-			got := &canonical.Node{Children: th.historyLocked()}
-			want := historyNode(th.messagesLocked())
+			got := &canonical.Node{Children: th.rt.historyNodes()}
+			want := historyNode(th.rt.messages())
 			if !proto.Equal(got, want) {
 				t.Fatalf("case %d step %d: messages %s\nsent %v\nwant %v", c, step, th.rt.rec.Values["messages"], got, want)
 			}
 			// A run appends its input to the history it is sent.
-			_ = append(slices.Clip(th.historyLocked()), canonical.TextNode("user", "x"))
+			_ = append(slices.Clip(th.rt.historyNodes()), canonical.TextNode("user", "x"))
 		}
 	}
 }
 
 // snapshotOf is stored as a backend's snapshot would give it back: in new
-// bytes, with msgs appended (appendMessagesLocked's splice, which copies,
+// bytes, with msgs appended (appendMessages's splice, which copies,
 // on a thread of its own, so no history cache sees it).
 func snapshotOf(stored json.Value, msgs []json.Value) json.Value {
 	th := &Thread{}
 	th.rt.rec.Values = map[string]json.Value{"messages": stored}
-	th.appendMessagesLocked(msgs)
+	th.rt.appendMessages(msgs)
 	return th.rt.rec.Values["messages"]
 }
 
@@ -186,7 +186,7 @@ func withBlocks(rng *rand.Rand, msgs []json.Value) []json.Value {
 }
 
 // BenchmarkHistory is the history a run on a 1,000-message thread (64 KB)
-// is sent: kept (a step's append, then historyLocked) or decoded afresh.
+// is sent: kept (a step's append, then historyNodes) or decoded afresh.
 func BenchmarkHistory(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	history := joinArray(randomMessages(rng, 1000))
@@ -195,15 +195,15 @@ func BenchmarkHistory(b *testing.B) {
 	cached := func() (*Thread, []*canonical.Node) {
 		th := &Thread{}
 		th.rt.rec.Values = map[string]json.Value{"messages": history}
-		return th, slices.Clip(th.historyLocked())
+		return th, slices.Clip(th.rt.historyNodes())
 	}
 	b.Run("kept", func(b *testing.B) {
 		th, nodes := cached()
 		b.ReportAllocs()
 		for b.Loop() {
 			th.rt.rec.Values["messages"], th.rt.history = history, historyCache{history, nodes}
-			th.appendMessagesLocked(add)
-			_ = th.historyLocked()
+			th.rt.appendMessages(add)
+			_ = th.rt.historyNodes()
 		}
 	})
 	// A backend's snapshot: the history with one more message, in new
@@ -214,7 +214,7 @@ func BenchmarkHistory(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			th.rt.rec.Values["messages"], th.rt.history = grown, historyCache{history, nodes}
-			_ = th.historyLocked()
+			_ = th.rt.historyNodes()
 		}
 	})
 	b.Run("decoded", func(b *testing.B) {

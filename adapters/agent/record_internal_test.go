@@ -34,7 +34,7 @@ func randomRecord(rng *rand.Rand) threadRecord {
 		Values: values(), Head: str(), NextCkpt: rng.Uint64N(100), Status: str(), Runs: rng.Uint64N(9), LastRun: str(), Updated: at}
 	for range rng.IntN(5) {
 		cv := values()
-		if rng.IntN(2) == 0 { // as checkpointLocked makes them: sharing the record's arrays
+		if rng.IntN(2) == 0 { // as convo.checkpoint makes them: sharing the record's arrays
 			cv = cloneValues(rec.Values)
 		}
 		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: str(), Parent: str(), Step: rng.Int64N(9) - 1, Source: str(), Node: str(), Time: at, Values: cv})

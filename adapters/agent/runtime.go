@@ -84,18 +84,14 @@ type interruptRec struct {
 // runtime is a Thread's state and runs; guarded by Thread.mu except
 // persistMu, which orders saves.
 type runtime struct {
+	convo         // the record, the history, the checkpoints let go
 	known    bool // the thread has state (a run, or a record in the store)
-	rec      threadRecord
 	active   *activeRun
 	queue    []*pendingRun
 	injected []json.Value // messages injected while a run was active
-	history  historyCache // rec.Values["messages"] as canonical input nodes
 
 	persistMu sync.Mutex
 	rev       uint64 // store revision of the head record last read or written; 0: none
-	// dropped are the ids of saved checkpoints MaxCheckpoints let go,
-	// whose records the next save removes (at most maxDropped).
-	dropped []string
 
 	saving    bool // saveLoop runs
 	saveAgain bool // saveLoop is to save once more
@@ -136,46 +132,15 @@ type activeRun struct {
 	done    chan struct{}
 	stream  canonical.Stream
 	enc     *Encoder
-	mode    int
 	head    string // checkpoint before the run (rollback target)
 	failure *canonical.Error
 	ended   bool
-
-	msg       *msgAcc
-	toolNames map[string]string
-	steps     int
-}
-
-// msgAcc assembles the root message being streamed, for the state.
-type msgAcc struct {
-	id, role  string
-	node      string
-	text      strings.Builder
-	reasoning strings.Builder
-	calls     []toolCallAcc
-	blockType canonical.BlockType
-}
-
-type toolCallAcc struct {
-	id, name string
-	args     strings.Builder
+	runAcc
 }
 
 // passthroughExt marks the events of the agent backend: their state is the
 // upstream agent's.
 const passthroughExt = "agent.passthrough"
-
-// historyCache is a thread's conversation as historyNode's leaves, kept
-// with the "messages" value they were made from: every run sends the whole
-// history, and decoding it again at each start made a run of a long
-// conversation start in time proportional to its length. A state value is
-// never written in place (each change stores a new array, see
-// appendMessagesLocked), so the same bytes at the same address are the
-// same history.
-type historyCache struct {
-	raw   json.Value
-	nodes []*canonical.Node
-}
 
 // historyKeepBytes bounds the history kept decoded between runs: a
 // longer one is decoded again at each run's start (a fraction of the time
@@ -188,29 +153,6 @@ func sameBytes(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// historyLocked returns the "messages" state as canonical input leaves
-// (historyNode's). The array is the cache's: a caller appends to a clipped
-// copy and changes no element.
-//
-// A backend's state snapshot replaces the stored array with its own bytes
-// at every step, so the cache of the array before no longer holds the
-// same bytes; but a conversation grows at its end, and when the new array
-// is the cached one with elements added, only those are decoded. Decoding
-// the whole history at every run start was 8% of an agent bridge's CPU
-// at 20 messages, and grew with the conversation.
-func (t *Thread) historyLocked() []*canonical.Node {
-	raw, h := t.rt.rec.Values["messages"], &t.rt.history
-	switch {
-	case sameBytes(raw, h.raw) && (h.nodes != nil || len(raw) == 0):
-	case h.nodes != nil && extendsArray(raw, h.raw):
-		added := decodeMessages(append([]byte{'['}, raw[len(h.raw):]...))
-		h.raw, h.nodes = raw, append(h.nodes, historyNode(added).Children...)
-	default:
-		h.raw, h.nodes = raw, historyNode(t.messagesLocked()).Children
-	}
-	return h.nodes
-}
-
 // extendsArray reports whether the JSON array b is the JSON array a with
 // elements appended: a without its closing bracket, then a comma. Each of
 // a's elements is whole (a is an array), so b's first elements are a's,
@@ -218,13 +160,6 @@ func (t *Thread) historyLocked() []*canonical.Node {
 func extendsArray(b, a []byte) bool {
 	return len(a) > 2 && a[len(a)-1] == ']' && len(b) > len(a) &&
 		b[len(a)-1] == ',' && bytes.Equal(b[:len(a)-1], a[:len(a)-1])
-}
-
-func (t *Thread) messagesLocked() []json.Value {
-	if raw, ok := t.rt.rec.Values["messages"]; ok {
-		return decodeMessages(raw)
-	}
-	return nil
 }
 
 // decodeMessages is a JSON array's elements, each its JSON; none for JSON
@@ -239,41 +174,6 @@ func decodeMessages(raw []byte) []json.Value {
 		return nil
 	}
 	return msgs
-}
-
-// appendMessagesLocked appends msgs to the "messages" state key. It
-// splices them into the stored array rather than decoding it and joining
-// it again: a thread steps many times over a growing history, and decoding
-// the whole history at every step made each step of a long conversation
-// cost in proportion to its length. The stored value is always valid JSON
-// (this package writes it, or decodes it from a record or a snapshot), so
-// one that starts with '[' is an array. Any other value (null, or a
-// snapshot's non-array) is replaced, as decoding it into a slice did, and
-// so is an empty array.
-func (t *Thread) appendMessagesLocked(msgs []json.Value) {
-	if t.rt.rec.Values == nil {
-		t.rt.rec.Values = map[string]json.Value{}
-	}
-	stored := t.rt.rec.Values["messages"]
-	// The history the cache holds, if it is this one's, gains msgs' leaves
-	// (in place: a run is sent a copy of the array, see historyLocked).
-	if h := &t.rt.history; sameBytes(stored, h.raw) && (h.nodes != nil || len(stored) == 0) {
-		defer func() { h.raw, h.nodes = t.rt.rec.Values["messages"], append(h.nodes, historyNode(msgs).Children...) }()
-	}
-	old := bytes.TrimSpace(stored)
-	if len(old) < 2 || old[0] != '[' || len(bytes.TrimSpace(old[1:len(old)-1])) == 0 {
-		t.rt.rec.Values["messages"] = joinArray(msgs) // not an array, or empty
-		return
-	}
-	n := len(old) + len(msgs)
-	for _, m := range msgs {
-		n += len(m)
-	}
-	b := append(make([]byte, 0, n), old[:len(old)-1]...) // a copy: checkpoints share old
-	for _, m := range msgs {
-		b = append(append(b, ','), m...)
-	}
-	t.rt.rec.Values["messages"] = append(b, ']')
 }
 
 // valuesJSON is the state as a JSON object, keys sorted.
@@ -331,58 +231,6 @@ func (t *Thread) emitLocked(method string, ns []string, data []byte, run string)
 	t.appendLocked(&w, run)
 }
 
-// checkpointLocked saves a step: a checkpoint of the current values, and its
-// values and checkpoints events (same superstep, adjacent seqs).
-func (t *Thread) checkpointLocked(source, node, run string) {
-	rec := &t.rt.rec
-	parent := rec.Head
-	step := int64(-1)
-	if p := t.findCheckpointLocked(parent); p != nil {
-		step = p.Step + 1
-	}
-	rec.NextCkpt++
-	id := "ckpt-" + strconv.FormatUint(rec.NextCkpt, 10)
-	rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: id, Parent: parent, Step: step, Source: source, Node: node, Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
-	t.trimCheckpointsLocked()
-	rec.Head = id
-	t.emitLocked(methodValues, nil, valuesJSON(rec.Values, nil), run)
-	b := append([]byte(`{"id":`), appendString(nil, id)...)
-	if parent != "" {
-		b = append(b, `,"parent_id":`...)
-		b = appendString(b, parent)
-	}
-	b = append(b, `,"step":`...)
-	b = strconv.AppendInt(b, step, 10)
-	b = append(b, `,"source":"`...)
-	b = append(b, source...)
-	b = append(b, `"}`...)
-	t.emitLocked(methodCheckpoints, nil, b, run)
-}
-
-// maxDropped bounds the checkpoint ids kept for removal while saves fail;
-// past it the oldest are left in the store, where they expire.
-const maxDropped = 1024
-
-// trimCheckpointsLocked keeps the newest MaxCheckpoints checkpoints (the
-// documented bound) and notes the saved ones let go, for the next save to
-// remove from the store.
-func (t *Thread) trimCheckpointsLocked() {
-	rec := &t.rt.rec
-	n := len(rec.Checkpoints) - t.f.cfg.MaxCheckpoints
-	if n <= 0 {
-		return
-	}
-	for _, c := range rec.Checkpoints[:n] {
-		if c.saved {
-			t.rt.dropped = append(t.rt.dropped, c.ID)
-		}
-	}
-	if over := len(t.rt.dropped) - maxDropped; over > 0 {
-		t.rt.dropped = slices.Delete(t.rt.dropped, 0, over)
-	}
-	rec.Checkpoints = slices.Delete(rec.Checkpoints, 0, n)
-}
-
 // checkpointValuesLocked returns a checkpoint's values: those kept in
 // memory until a save encodes it, then read back from its JSON, and once
 // it is saved from the store (t.mu is held for the read, bounded by
@@ -410,51 +258,6 @@ func checkpointValues(b []byte) (map[string]json.Value, error) {
 		return nil, canonical.Errorf(canonical.CodeDataLoss, "checkpoint record does not decode: %v", err)
 	}
 	return stored.Values, nil
-}
-
-func (t *Thread) findCheckpointLocked(id string) *checkpointRec {
-	if id == "" {
-		return nil
-	}
-	for i := range t.rt.rec.Checkpoints {
-		if t.rt.rec.Checkpoints[i].ID == id {
-			return &t.rt.rec.Checkpoints[i]
-		}
-	}
-	return nil
-}
-
-// addMessagesLocked appends messages and other state keys as one step.
-func (t *Thread) addMessagesLocked(msgs []json.Value, update map[string]json.Value, node, source, run string) {
-	if len(msgs) == 0 && len(update) == 0 {
-		return
-	}
-	if t.rt.rec.Values == nil {
-		t.rt.rec.Values = map[string]json.Value{}
-	}
-	for k, v := range update {
-		if k != "messages" {
-			t.rt.rec.Values[k] = v
-		}
-	}
-	if len(msgs) > 0 {
-		t.appendMessagesLocked(msgs)
-	}
-	if node != "" {
-		u := map[string]json.Value{}
-		for k, v := range update {
-			if k != "messages" {
-				u[k] = v
-			}
-		}
-		if len(msgs) > 0 {
-			u["messages"] = joinArray(msgs)
-		}
-		b := appendString(append(make([]byte, 0, stateBytes(u)+len(node)+32), `{"node":`...), node)
-		b = appendValuesJSON(append(b, `,"values":`...), u, nil)
-		t.emitLocked(methodUpdates, nil, append(b, '}'), run)
-	}
-	t.checkpointLocked(source, node, run)
 }
 
 func joinArray(items []json.Value) json.Value {
@@ -649,7 +452,7 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	var fork *checkpointRec
 	var forkValues map[string]json.Value
 	if pr.fork != "" {
-		if fork = t.findCheckpointLocked(pr.fork); fork != nil {
+		if fork = t.rt.findCheckpoint(pr.fork); fork != nil {
 			var err error
 			if forkValues, err = t.checkpointValuesLocked(fork); err != nil {
 				return asProtoError(fmt.Errorf("checkpoint %q could not be read: %w", fork.ID, err))
@@ -660,14 +463,14 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	if pr.principal != nil {
 		ctx = canonical.WithPrincipal(ctx, pr.principal)
 	}
-	ar := &activeRun{pr: pr, ctx: ctx, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, toolNames: map[string]string{}}
+	ar := &activeRun{pr: pr, ctx: ctx, cancel: cancel, done: make(chan struct{}), head: rt.rec.Head, runAcc: runAcc{run: pr.id, toolNames: map[string]string{}}}
 	ar.enc = NewEncoder(EncoderConfig{GraphName: rt.rec.Assistant, MaxBlockBytes: t.f.cfg.MaxBlockBytes, Now: t.f.cfg.Now})
 	rt.active = ar
 	t.ownLocked()
 	if fork != nil {
 		rt.rec.Values = cloneValues(forkValues)
 		rt.rec.Head = fork.ID
-		t.checkpointLocked("fork", "", pr.id)
+		t.rt.checkpoint("fork", "", pr.id)
 	}
 	if len(pr.answered) > 0 {
 		b := append([]byte(`{"interrupt_ids":`), appendNamespace(nil, pr.answered)...)
@@ -676,7 +479,7 @@ func (t *Thread) startRunLocked(pr *pendingRun) *protoError {
 	}
 	req := pr.req
 	req.RunId, req.ThreadId = pr.id, t.id
-	hist := append(slices.Clip(t.historyLocked()), historyNode(pr.input).Children...)
+	hist := append(slices.Clip(t.rt.historyNodes()), historyNode(pr.input).Children...)
 	req.Inputs = []*canonical.NamedNode{{Name: "messages", Node: &canonical.Node{Children: hist}}}
 	rt.known = true
 	rt.rec.Runs++
@@ -803,7 +606,7 @@ func (t *Thread) pump(ar *activeRun) {
 }
 
 // maxStepEvents bounds the events the runtime appends beside one
-// canonical event's frames: three steps (addMessagesLocked: updates,
+// canonical event's frames: three steps (addMessages: updates,
 // values and checkpoints each) at most, the run's input when its mode is
 // decided, a finished message or tool result, and the messages injected
 // during the run when it ends. The pump waits for room for them too.
@@ -829,7 +632,7 @@ func (t *Thread) awaitRoomForLocked(ar *activeRun, ev *canonical.Event, out []wi
 	t.awaitRoomLocked(ar.ctx, len(out)+maxStepEvents, size)
 }
 
-// stepsOfLocked is how many steps (addMessagesLocked) handling ev can
+// stepsOfLocked is how many steps (addMessages) handling ev can
 // make, and about the bytes, as JSON, of what they add to the state: the
 // run's input while its mode is undecided, a plain model's finished
 // message or tool result, the messages injected during the run when it
@@ -912,7 +715,7 @@ func (t *Thread) endSaved(ar *activeRun, ev *canonical.Event, out []wireEvent) (
 	// The readers are waited for before the state says the run ended, and
 	// again (at once, unless a command appended meanwhile) after the save.
 	t.awaitRoomForLocked(ar, ev, out)
-	t.observeLocked(ar, ev)
+	t.rt.observe(&ar.runAcc, ev)
 	ar.steps = 0
 	before := t.seq
 	t.rt.seqAhead = uint64(len(out))
@@ -987,7 +790,7 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 		switch ar.mode {
 		case modeRuntime:
 			t.rt.rec.Agent = false
-			t.addMessagesLocked(ar.pr.input, ar.pr.update, "", "input", ar.pr.id)
+			t.rt.addMessages(ar.pr.input, ar.pr.update, "", "input", ar.pr.id)
 			ar.steps++
 		case modeAgent:
 			t.rt.rec.Agent = true
@@ -1000,131 +803,11 @@ func (t *Thread) handleLocked(ar *activeRun, ev *canonical.Event, out []wireEven
 	for i := range out {
 		t.appendLocked(&out[i], ar.pr.id)
 	}
-	t.observeLocked(ar, ev)
+	t.rt.observe(&ar.runAcc, ev)
 	if terminal {
 		t.endLocked(ar)
 	}
 	return out
-}
-
-// observeLocked keeps the state: messages and tool results (runtime mode),
-// reported state (agent mode), interrupts and the run's outcome.
-func (t *Thread) observeLocked(ar *activeRun, ev *canonical.Event) {
-	rec := &t.rt.rec
-	root := len(ev.GetNamespace()) == 0
-	switch k := ev.GetKind().(type) {
-	case *canonical.KindInputRequested:
-		payload := []byte("null")
-		if p := k.InputRequested.GetPayload(); p != nil {
-			payload = appendValue(nil, p)
-		}
-		rec.Interrupts = append(rec.Interrupts, interruptRec{ID: k.InputRequested.GetInterruptId(), Namespace: ev.GetNamespace(), Payload: payload, Run: ar.pr.id})
-	case *canonical.KindLifecycle:
-		if st, ok := canonical.TerminalOf(ev); ok {
-			switch st {
-			case canonical.StatusCompleted:
-				rec.Status = "completed"
-			case canonical.StatusInterrupted:
-				rec.Status = "interrupted"
-			default:
-				rec.Status = "failed"
-			}
-			if st != canonical.StatusInterrupted {
-				rec.Interrupts = slices.DeleteFunc(rec.Interrupts, func(i interruptRec) bool { return i.Run == ar.pr.id })
-			}
-			ar.steps++
-		}
-	}
-	if !root {
-		return
-	}
-	if ar.mode == modeAgent {
-		t.observeAgentLocked(ar, ev)
-		return
-	}
-	t.observeModelLocked(ar, ev)
-}
-
-// observeAgentLocked records what a root event of an agent backend says of
-// the state: its values and checkpoints pass through.
-func (t *Thread) observeAgentLocked(ar *activeRun, ev *canonical.Event) {
-	rec := &t.rt.rec
-	switch k := ev.GetKind().(type) {
-	case *canonical.KindStateSnapshot:
-		if v, ok := stateKeys(k.StateSnapshot.GetValues()); ok {
-			rec.Values = v
-		}
-	case *canonical.KindCheckpoint:
-		c := k.Checkpoint
-		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: c.GetId(), Parent: c.GetParentId(), Step: c.GetStep(), Source: checkpointSource(c.GetSource()), Time: t.f.cfg.Now().UTC(), Values: cloneValues(rec.Values)})
-		t.trimCheckpointsLocked()
-		rec.Head = c.GetId()
-		ar.steps++
-	}
-}
-
-// observeModelLocked keeps the state of a plain model's root events: it
-// assembles each message and tool result and adds it to the thread's
-// messages (a step each).
-func (t *Thread) observeModelLocked(ar *activeRun, ev *canonical.Event) {
-	switch k := ev.GetKind().(type) {
-	case *canonical.KindMessageStart:
-		ar.msg = &msgAcc{id: k.MessageStart.GetMessageId(), role: k.MessageStart.GetRole(), node: ev.GetGraphNode()}
-	case *canonical.KindBlockStart:
-		if m := ar.msg; m != nil {
-			m.blockType = k.BlockStart.GetType()
-			if m.blockType == canonical.BlockToolCall {
-				m.calls = append(m.calls, toolCallAcc{id: k.BlockStart.GetId(), name: k.BlockStart.GetName()})
-			}
-		}
-	case *canonical.KindBlockDelta:
-		m := ar.msg
-		if m == nil {
-			return
-		}
-		switch m.blockType {
-		case canonical.BlockText:
-			if m.text.Len() < t.f.cfg.MaxBlockBytes {
-				m.text.WriteString(k.BlockDelta.GetText())
-			}
-		case canonical.BlockReasoning:
-			if m.reasoning.Len() < t.f.cfg.MaxBlockBytes {
-				m.reasoning.WriteString(k.BlockDelta.GetText())
-			}
-		case canonical.BlockToolCall:
-			if c := &m.calls[len(m.calls)-1]; c.args.Len() < t.f.cfg.MaxBlockBytes {
-				c.args.WriteString(k.BlockDelta.GetText())
-			}
-		}
-	case *canonical.KindMessageFinish:
-		m := ar.msg
-		ar.msg = nil
-		if m == nil {
-			return
-		}
-		node := m.node
-		if node == "" {
-			node = "model"
-		}
-		t.addMessagesLocked([]json.Value{m.dict(k.MessageFinish)}, nil, node, "loop", ar.pr.id)
-		ar.steps++
-	case *canonical.KindToolStarted:
-		if len(ar.toolNames) < 1024 {
-			ar.toolNames[k.ToolStarted.GetToolCallId()] = k.ToolStarted.GetName()
-		}
-	case *canonical.KindToolFinished:
-		id := k.ToolFinished.GetToolCallId()
-		content := appendValue(nil, k.ToolFinished.GetOutput())
-		if s, ok := k.ToolFinished.GetOutput().GetKind().(*structpb.Value_StringValue); ok {
-			content = []byte(s.StringValue)
-		}
-		t.addMessagesLocked([]json.Value{toolMessage(ar.pr.id, id, ar.toolNames[id], string(content), "")}, nil, "tools", "loop", ar.pr.id)
-		ar.steps++
-	case *canonical.KindToolFailed:
-		id := k.ToolFailed.GetToolCallId()
-		t.addMessagesLocked([]json.Value{toolMessage(ar.pr.id, id, ar.toolNames[id], k.ToolFailed.GetError().GetMessage(), "error")}, nil, "tools", "loop", ar.pr.id)
-		ar.steps++
-	}
 }
 
 // dict is the finished message as a LangChain message dict.
@@ -1198,7 +881,7 @@ func (t *Thread) applyInjectedLocked() {
 	}
 	msgs := t.rt.injected
 	t.rt.injected = nil
-	t.addMessagesLocked(msgs, nil, "__input__", "update", t.rt.rec.LastRun)
+	t.rt.addMessages(msgs, nil, "__input__", "update", t.rt.rec.LastRun)
 }
 
 // saveSoon saves the thread on a goroutine of its own, so that a run's
@@ -1384,7 +1067,7 @@ func (t *Thread) saveCheckpoints(ctx context.Context, ids []string) error {
 			return err
 		}
 		t.mu.Lock()
-		if cp := t.findCheckpointLocked(id); cp != nil {
+		if cp := t.rt.findCheckpoint(id); cp != nil {
 			// Saved, its values live in the store: a fork reads them back
 			// (checkpointValuesLocked). Kept here, each checkpoint's copy
 			// of the whole state made memory grow with the square of a
@@ -1403,7 +1086,7 @@ func (t *Thread) saveCheckpoints(ctx context.Context, ids []string) error {
 // checkpoint held the conversation before the step, the whole of it,
 // twice while the save ran.
 func (t *Thread) checkpointJSONLocked(id string) ([]byte, error) {
-	cp := t.findCheckpointLocked(id)
+	cp := t.rt.findCheckpoint(id)
 	if cp == nil || cp.saved {
 		return nil, nil
 	}
@@ -1454,7 +1137,7 @@ func (t *Thread) mergeStored(ctx context.Context) error {
 // mergeRecordLocked merges a record read at revision rev into the thread.
 func (t *Thread) mergeRecordLocked(theirs threadRecord, rev uint64) {
 	t.rt.rec = mergeRecords(t.rt.rec, theirs)
-	t.trimCheckpointsLocked()
+	t.rt.trimCheckpoints()
 	t.rt.known, t.rt.rev = true, rev
 }
 

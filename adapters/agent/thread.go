@@ -193,7 +193,7 @@ const (
 func nsKey(ns []string) string { return strings.Join(ns, "\x00") }
 
 func newThread(f *Frontend, id string) *Thread {
-	return &Thread{
+	t := &Thread{
 		id:      id,
 		f:       f,
 		buf:     ring{max: f.cfg.BufferEvents},
@@ -202,6 +202,9 @@ func newThread(f *Frontend, id string) *Thread {
 		room:    make(chan struct{}, 1),
 		subs:    map[string]*subRec{},
 	}
+	t.rt.convo = convo{maxCheckpoints: f.cfg.MaxCheckpoints, maxBlockBytes: f.cfg.MaxBlockBytes, now: f.cfg.Now,
+		emit: func(method string, data []byte, run string) { t.emitLocked(method, nil, data, run) }}
+	return t
 }
 
 // oldest is the seq of the oldest buffered record (seq+1 when empty).
