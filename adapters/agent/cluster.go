@@ -678,7 +678,7 @@ func (f *Frontend) applyRecord(th *Thread, h *storedHead) {
 		th.mu.Unlock()
 		return
 	}
-	have := th.checkpointIDsLocked()
+	have := th.rt.checkpointIDs()
 	th.mu.Unlock()
 	theirs := decodeHead(h.head, th.id, f.cfg.Logger)
 	if theirs == nil {

@@ -354,3 +354,12 @@ func (c *convo) observeModel(a *runAcc, ev *canonical.Event) {
 		a.steps++
 	}
 }
+
+// checkpointIDs is the set of the thread's checkpoint ids.
+func (c *convo) checkpointIDs() map[string]bool {
+	have := make(map[string]bool, len(c.rec.Checkpoints))
+	for _, cp := range c.rec.Checkpoints {
+		have[cp.ID] = true
+	}
+	return have
+}

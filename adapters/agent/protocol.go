@@ -13,10 +13,13 @@ import (
 // Protocol is the agent protocol as the program sees it: the frontend on
 // /threads/, backend type "agent", refusals as the protocol's error frame.
 var Protocol = protocol.Protocol{
-	Name:         "agent",
-	Paths:        []string{"/threads/"},
-	Mount:        mountFrontend,
-	NewBackend:   newConfiguredBackend,
+	Name:       "agent",
+	Paths:      []string{"/threads/"},
+	Mount:      mountFrontend,
+	NewBackend: newConfiguredBackend,
+	NewRuntime: func(d protocol.RuntimeDeps) canonical.Runtime {
+		return NewRuntime(d.Store, d.Log, RuntimeConfig{})
+	},
 	WriteRefusal: writeRefusal,
 	Client:       newClient,
 	Conformance:  conformanceProfile,

@@ -1115,7 +1115,7 @@ func (t *Thread) removeCheckpoints(ctx context.Context, ids []string) {
 // its save met that newer revision.
 func (t *Thread) mergeStored(ctx context.Context) error {
 	t.mu.Lock()
-	have := t.checkpointIDsLocked()
+	have := t.rt.checkpointIDs()
 	t.mu.Unlock()
 	theirs, rev, err := readRecord(ctx, t.f.cfg.Store, t.id, have, t.f.cfg.Logger)
 	if err != nil {
@@ -1139,15 +1139,6 @@ func (t *Thread) mergeRecordLocked(theirs threadRecord, rev uint64) {
 	t.rt.rec = mergeRecords(t.rt.rec, theirs)
 	t.rt.trimCheckpoints()
 	t.rt.known, t.rt.rev = true, rev
-}
-
-// checkpointIDsLocked is the set of the thread's checkpoint ids.
-func (t *Thread) checkpointIDsLocked() map[string]bool {
-	have := make(map[string]bool, len(t.rt.rec.Checkpoints))
-	for _, c := range t.rt.rec.Checkpoints {
-		have[c.ID] = true
-	}
-	return have
 }
 
 // savedRecordLocked is the thread's record as a save writes it: with its

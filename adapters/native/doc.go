@@ -10,6 +10,13 @@
 // (a runId whose thread has events, or another API key's, is refused 409
 // before any event).
 //
+// A request with "runtime": "agent" runs through the agent protocol's
+// runtime (adapters/agent, Runtime): the thread keeps a conversation in
+// the thread store, each run is sent it with its own input nodes as the
+// new messages, and the run's steps come as state update, snapshot and
+// checkpoint events beside the model's, as an agent-protocol client's
+// thread does.
+//
 // Errors before the first event are a JSON body {"code","message"} with the
 // HTTP status of the code (errors.go); after it, the stream carries them as
 // the run's terminal lifecycle event. Limits: request body (MaxRequestBytes,

@@ -1,0 +1,574 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// Runtime is the agent runtime as the bridge runs it (canonical.Runtime):
+// around the backend of a request that names it, on the instance that
+// hosts the backend, it keeps the thread's state in the thread store, as
+// a Thread does, and adds the events of its steps (updates, values,
+// checkpoints, input.answered) to the run as canonical events, so they
+// take the thread's seqs and enter the replay log with the backend's.
+// The runs of a thread take turns here: the bridge's thread lease places
+// them all on one instance.
+//
+// A request from the agent frontend carries the run's input as the
+// client sent it, a fork and the assistant in its runtimeExt extension;
+// any other request's input nodes are the messages it adds.
+type Runtime struct {
+	store canonical.ThreadStore
+	log   *slog.Logger
+	cfg   RuntimeConfig
+
+	mu      sync.Mutex
+	threads map[string]*runtimeThread
+	idle    []string // threads with no run here, oldest first, kept for the next run
+}
+
+// RuntimeConfig configures a Runtime. Zero fields take the documented
+// defaults.
+type RuntimeConfig struct {
+	// MaxCheckpoints bounds the checkpoints a thread keeps. Default 100.
+	MaxCheckpoints int
+	// MaxBlockBytes bounds the text of one block a message keeps. Default
+	// 16 MiB.
+	MaxBlockBytes int
+	// StoreTimeout bounds one read or write of the thread store. Default
+	// 5s.
+	StoreTimeout time.Duration
+	// InlineValues bounds the state, as JSON, a values event carries: a
+	// larger one names its checkpoint instead (runtimeCheckpointExt),
+	// whose record is saved before the event is sent, so no event
+	// outgrows what NATS carries. Default 256 KiB.
+	InlineValues int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// The extensions the runtime reads and writes.
+const (
+	// runtimeExt is a request's runtime options (runtimeOptions as JSON,
+	// a string).
+	runtimeExt = "agent.runtime"
+	// runtimeCheckpointExt names the checkpoint whose values a state
+	// snapshot holds: every values event the runtime makes has it, and
+	// one without values (past InlineValues) is read from its record.
+	runtimeCheckpointExt = "agent.checkpoint"
+)
+
+// runtimeOptions is what a run asks of the runtime beyond its request.
+type runtimeOptions struct {
+	// Input is the run's input as the client sent it: {"messages": [...],
+	// other state keys} or a string (inputMessages).
+	Input json.Value `json:"input,omitzero"`
+	// Fork is the checkpoint the run starts from.
+	Fork string `json:"fork,omitzero"`
+	// Assistant is the assistant the thread is bound to.
+	Assistant string `json:"assistant,omitzero"`
+}
+
+// maxIdleRuntimeThreads bounds the idle threads whose state is kept
+// decoded for their next run (it is read back from the store otherwise).
+const maxIdleRuntimeThreads = 64
+
+// NewRuntime returns a Runtime keeping state in store.
+func NewRuntime(store canonical.ThreadStore, log *slog.Logger, cfg RuntimeConfig) *Runtime {
+	cfg.MaxCheckpoints = cmp.Or(cfg.MaxCheckpoints, 100)
+	cfg.MaxBlockBytes = cmp.Or(cfg.MaxBlockBytes, 16<<20)
+	cfg.StoreTimeout = cmp.Or(cfg.StoreTimeout, 5*time.Second)
+	cfg.InlineValues = cmp.Or(cfg.InlineValues, 256<<10)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runtime{store: store, log: log, cfg: cfg, threads: map[string]*runtimeThread{}}
+}
+
+// runtimeThread is a thread's state here: held by one run at a time.
+type runtimeThread struct {
+	id   string
+	turn chan struct{} // holds a token while a run has the thread
+	refs int           // runs holding or awaiting the turn; under Runtime.mu
+	c    convo
+	rev  uint64 // the head record's revision c.rec was read at or saved as; 0: none
+}
+
+// acquire returns the thread's state with a reference taken, once its
+// turn has come (the run before it on this instance has ended).
+func (r *Runtime) acquire(ctx context.Context, id string) (*runtimeThread, error) {
+	r.mu.Lock()
+	th := r.threads[id]
+	if th == nil {
+		th = &runtimeThread{id: id, turn: make(chan struct{}, 1)}
+		th.c = convo{maxCheckpoints: r.cfg.MaxCheckpoints, maxBlockBytes: r.cfg.MaxBlockBytes, now: r.cfg.Now}
+		r.threads[id] = th
+	}
+	if th.refs == 0 {
+		r.idle = slices.DeleteFunc(r.idle, func(s string) bool { return s == id })
+	}
+	th.refs++
+	r.mu.Unlock()
+	select {
+	case th.turn <- struct{}{}:
+		return th, nil
+	case <-ctx.Done():
+		r.release(th, false)
+		return nil, canonical.AsError(ctx.Err())
+	}
+}
+
+// release gives the thread's turn up (when held) and its reference; an
+// idle thread's state is kept for its next run, up to
+// maxIdleRuntimeThreads.
+func (r *Runtime) release(th *runtimeThread, held bool) {
+	if held {
+		<-th.turn
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if th.refs--; th.refs > 0 {
+		return
+	}
+	r.idle = append(r.idle, th.id)
+	for len(r.idle) > maxIdleRuntimeThreads {
+		delete(r.threads, r.idle[0])
+		r.idle = r.idle[1:]
+	}
+}
+
+// Start implements canonical.Runtime.
+func (r *Runtime) Start(ctx context.Context, req *canonical.Request, be canonical.Backend) (canonical.Stream, error) {
+	var opts runtimeOptions
+	if s := req.GetExtensions()[runtimeExt].GetStringValue(); s != "" {
+		if err := json.Unmarshal([]byte(s), &opts, peerJSON); err != nil {
+			return nil, canonical.Errorf(canonical.CodeInvalidArgument, "extensions.%s: %v", runtimeExt, err)
+		}
+	}
+	run := &runtimeRun{r: r, runAcc: runAcc{run: req.GetRunId(), toolNames: map[string]string{}}}
+	var pe *protoError
+	if opts.Input != nil {
+		run.input, run.update, pe = inputMessages(opts.Input, run.run+"-input-")
+	} else {
+		run.input, pe = nodeMessages(req.GetInputs(), run.run+"-input-")
+	}
+	if pe != nil {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "%s", pe.Message)
+	}
+	th, err := r.acquire(ctx, req.GetThreadId())
+	if err != nil {
+		return nil, err
+	}
+	run.th = th
+	if err := run.begin(ctx, req, opts); err != nil {
+		r.release(th, true)
+		return nil, err
+	}
+	up, err := be.Start(ctx, req)
+	if err != nil {
+		// The run never started: the thread is as it was, but for the
+		// steps begin made (a fork, answers), which stand.
+		rec := &run.c().rec
+		rec.Runs--
+		rec.Status = "idle"
+		if err := run.save(context.WithoutCancel(ctx)); err != nil {
+			r.log.Error("thread state not saved", "thread", th.id, "run", run.run, "err", err)
+		}
+		r.release(th, true)
+		return nil, err
+	}
+	run.up = up
+	return run, nil
+}
+
+// nodeMessages is the messages of a request's input nodes: one per text
+// leaf, with its role (user when it has none).
+func nodeMessages(inputs []*canonical.NamedNode, idPrefix string) ([]json.Value, *protoError) {
+	var out []json.Value
+	for _, in := range inputs {
+		for _, leaf := range canonical.Leaves(nil, in.GetNode()) {
+			if mime := leaf.GetMime(); mime != "" && !strings.HasPrefix(mime, "text/") {
+				return nil, perr(errInvalidArgument, "input "+in.GetName()+": the agent runtime keeps text messages; a "+mime+" part is not one")
+			}
+			role := cmp.Or(leaf.GetRole(), "user")
+			raw, _ := json.Marshal(map[string]string{"role": role, "content": string(leaf.GetData())}, wireJSON)
+			m, pe := normalizeMessage(raw, idPrefix+strconv.Itoa(len(out)))
+			if pe != nil {
+				return nil, pe
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// runtimeRun is one run's stream: the backend's events with the steps
+// they make, and the events its start made first.
+type runtimeRun struct {
+	r  *Runtime
+	th *runtimeThread
+	up canonical.Stream
+	runAcc
+	input  []json.Value
+	update map[string]json.Value
+	queue  []*canonical.Event // events to return before the next of the backend
+	// large is set when a queued values event names its checkpoint
+	// instead of holding the state: the checkpoints are saved first.
+	large bool
+	// mu guards ended and the thread's state against Close, which may
+	// come from another goroutine while Recv waits for the backend.
+	mu    sync.Mutex
+	ended bool
+}
+
+func (s *runtimeRun) c() *convo { return &s.th.c }
+
+// begin reads the thread's state and makes the run's first steps: the
+// fork, the interrupts it answers. The request gets the conversation as
+// its input.
+func (s *runtimeRun) begin(ctx context.Context, req *canonical.Request, opts runtimeOptions) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	c := s.c()
+	c.emit = s.emit
+	rec := &c.rec
+	if opts.Assistant != "" {
+		rec.Assistant = opts.Assistant
+	}
+	if opts.Fork != "" {
+		if err := s.fork(ctx, opts.Fork); err != nil {
+			return err
+		}
+	}
+	if len(req.GetResume()) > 0 {
+		answered := make([]string, 0, len(req.GetResume()))
+		for id := range req.GetResume() {
+			answered = append(answered, id)
+		}
+		slices.Sort(answered)
+		s.add(&canonical.Event{Kind: &canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: answered}}})
+		rec.Interrupts = slices.DeleteFunc(rec.Interrupts, func(i interruptRec) bool { return slices.Contains(answered, i.ID) })
+	}
+	hist := append(slices.Clip(c.historyNodes()), historyNode(s.input).Children...)
+	req.Inputs = []*canonical.NamedNode{{Name: "messages", Node: &canonical.Node{Children: hist}}}
+	rec.Runs++
+	rec.LastRun = s.run
+	rec.Status = "running"
+	return s.save(ctx)
+}
+
+// load reads the thread's record, unless the one kept here is the
+// stored one.
+func (s *runtimeRun) load(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
+	defer cancel()
+	th := s.th
+	head, rev, err := s.r.store.Get(ctx, th.id, headKey)
+	switch {
+	case canonical.CodeOf(err) == canonical.CodeNotFound:
+		head, rev = nil, 0
+	case err != nil:
+		return err
+	case rev == th.rev:
+		return nil // the kept state is the stored one
+	}
+	th.rev = rev
+	th.c.history, th.c.dropped = historyCache{}, nil
+	th.c.rec = threadRecord{Thread: th.id, Values: map[string]json.Value{}}
+	if head == nil {
+		return nil
+	}
+	rec := decodeHead(head, th.id, s.r.log)
+	if rec == nil {
+		return nil // unreadable: a save replaces it
+	}
+	if err := readCheckpoints(ctx, s.r.store, rec, nil, s.r.log); err != nil {
+		return err
+	}
+	th.c.rec = *rec
+	return nil
+}
+
+// fork makes the checkpoint id the thread's state, as a step.
+func (s *runtimeRun) fork(ctx context.Context, id string) error {
+	c := s.c()
+	cp := c.findCheckpoint(id)
+	if cp == nil {
+		return canonical.Errorf(canonical.CodeNotFound, "checkpoint %q is not a checkpoint of thread %q", id, s.th.id)
+	}
+	values := cp.Values
+	if values == nil {
+		ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
+		defer cancel()
+		b, _, err := s.r.store.Get(ctx, s.th.id, checkpointKey(id))
+		if err != nil {
+			return err
+		}
+		if values, err = checkpointValues(b); err != nil {
+			return err
+		}
+	}
+	c.rec.Values = cloneValues(values)
+	c.rec.Head = id
+	c.checkpoint("fork", "", s.run)
+	return nil
+}
+
+// emit turns a step's event (convo.emit) into the run's canonical event.
+func (s *runtimeRun) emit(method string, data []byte, _ string) {
+	c := s.c()
+	ev := &canonical.Event{Namespace: []string{}}
+	switch method {
+	case methodValues:
+		snap := &canonical.StateSnapshot{}
+		if len(data) <= s.r.cfg.InlineValues {
+			snap.Values = rawValue(data)
+		} else {
+			s.large = true
+		}
+		ev.Kind = &canonical.KindStateSnapshot{StateSnapshot: snap}
+		ev.Extensions = map[string]*structpb.Value{runtimeCheckpointExt: structpb.NewStringValue(c.rec.Head)}
+	case methodUpdates:
+		var u struct {
+			Node   string     `json:"node"`
+			Values json.Value `json:"values"`
+		}
+		_ = json.Unmarshal(data, &u, peerJSON) // addMessages wrote it
+		ev.Kind = &canonical.KindStateUpdate{StateUpdate: &canonical.StateUpdate{Node: u.Node, Values: rawValue(u.Values)}}
+	case methodCheckpoints:
+		cp := c.rec.Checkpoints[len(c.rec.Checkpoints)-1]
+		ev.Kind = &canonical.KindCheckpoint{Checkpoint: &canonical.Checkpoint{Id: cp.ID, ParentId: cp.Parent, Step: cp.Step, Source: cp.Source}}
+	default:
+		return
+	}
+	s.add(ev)
+}
+
+func (s *runtimeRun) add(ev *canonical.Event) { s.queue = append(s.queue, ev) }
+
+// Recv implements canonical.Stream.
+func (s *runtimeRun) Recv() (*canonical.Event, error) {
+	for len(s.queue) == 0 {
+		if s.isEnded() {
+			return nil, io.EOF
+		}
+		ev, err := s.up.Recv()
+		s.mu.Lock()
+		switch {
+		case s.ended: // closed meanwhile
+			err = io.EOF
+		case err != nil:
+			s.failLocked(err)
+		default:
+			s.handleLocked(ev)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if s.large {
+		s.large = false
+		if err := s.saveCheckpoints(context.Background()); err != nil {
+			// The values events queued name records that are not
+			// stored: the run fails rather than send what no reader
+			// could read.
+			_ = s.up.Close()
+			s.queue = nil
+			s.mu.Lock()
+			s.finishLocked(canonical.Terminal(canonical.StatusFailed, canonical.AsError(err)))
+			s.mu.Unlock()
+		}
+	}
+	ev := s.queue[0]
+	s.queue = s.queue[1:]
+	return ev, nil
+}
+
+func (s *runtimeRun) isEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
+// handleLocked queues ev and the steps it makes; a terminal event comes
+// after the thread's state is saved.
+func (s *runtimeRun) handleLocked(ev *canonical.Event) {
+	c := s.c()
+	_, terminal := canonical.TerminalOf(ev)
+	if s.mode == modeUndecided {
+		s.decide(ev, terminal)
+	}
+	if !terminal {
+		s.add(ev)
+		c.observe(&s.runAcc, ev)
+		return
+	}
+	c.observe(&s.runAcc, ev)
+	s.finishLocked(ev)
+}
+
+// decide decides how the run's state is kept, on its first event that is
+// not a lifecycle one (or its end): an agent backend's reported state, or
+// this runtime's, which begins with the run's input as a step.
+func (s *runtimeRun) decide(ev *canonical.Event, terminal bool) {
+	c := s.c()
+	if _, ok := ev.GetExtensions()[passthroughExt]; ok {
+		s.mode = modeAgent
+	} else {
+		switch ev.GetKind().(type) {
+		case *canonical.KindLifecycle:
+			if terminal {
+				s.mode = modeRuntime
+			}
+		case *canonical.KindStateSnapshot, *canonical.KindStateUpdate, *canonical.KindCheckpoint:
+			s.mode = modeAgent
+		default:
+			s.mode = modeRuntime
+		}
+	}
+	switch s.mode {
+	case modeRuntime:
+		c.rec.Agent = false
+		c.addMessages(s.input, s.update, "", "input", s.run)
+	case modeAgent:
+		c.rec.Agent = true
+	}
+}
+
+// failLocked ends the run's state when its stream failed or was closed
+// before its terminal event (the bridge then ends the run).
+func (s *runtimeRun) failLocked(err error) {
+	if s.ended {
+		return
+	}
+	ce := canonical.AsError(err)
+	if errors.Is(err, io.EOF) {
+		ce = canonical.Errorf(canonical.CodeUnavailable, "run ended without a terminal event")
+	}
+	end := canonical.Terminal(canonical.StatusFailed, ce)
+	if s.mode == modeUndecided {
+		s.decide(end, true)
+	}
+	s.c().observe(&s.runAcc, end)
+	s.ended = true
+	if err := s.save(context.Background()); err != nil {
+		s.r.log.Error("thread state not saved", "thread", s.th.id, "run", s.run, "err", err)
+	}
+	s.r.release(s.th, true)
+}
+
+// finishLocked saves the thread and queues the run's terminal event; a
+// state that cannot be saved fails the run.
+func (s *runtimeRun) finishLocked(end *canonical.Event) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	if err := s.save(context.Background()); err != nil {
+		s.r.log.Error("thread state not saved", "thread", s.th.id, "run", s.run, "err", err)
+		s.c().rec.Status = "failed"
+		end = canonical.Terminal(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "the thread's state could not be saved: %v", err))
+	}
+	s.add(end)
+	s.r.release(s.th, true)
+}
+
+// Close implements canonical.Stream. A run closed before its end has its
+// state saved as failed, and gives the thread's turn up.
+func (s *runtimeRun) Close() error {
+	err := s.up.Close()
+	s.mu.Lock()
+	s.failLocked(canonical.Errorf(canonical.CodeCanceled, "run cancelled"))
+	s.mu.Unlock()
+	return err
+}
+
+// save writes the thread's record: the checkpoints not saved yet, then
+// the head over the revision last read or written here. Another
+// instance's save met there (the thread's lease moved, or a frontend
+// keeping the thread itself) is merged and the save tried again, so
+// neither is lost; then the checkpoints let go are removed.
+func (s *runtimeRun) save(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
+	defer cancel()
+	if err := s.saveCheckpoints(ctx); err != nil {
+		return err
+	}
+	th, store := s.th, s.r.store
+	for attempt := 0; ; attempt++ {
+		rec := th.c.rec
+		rec.Version, rec.Thread, rec.Updated = stateVersion, th.id, s.r.cfg.Now().UTC()
+		rec.CheckpointIDs = make([]string, len(rec.Checkpoints))
+		for i := range rec.Checkpoints {
+			rec.CheckpointIDs[i] = rec.Checkpoints[i].ID
+		}
+		head, err := encodeHead(&rec)
+		if err != nil {
+			return err
+		}
+		rev, err := store.Put(ctx, th.id, headKey, head, th.rev)
+		if err == nil {
+			th.rev = rev
+			break
+		}
+		if canonical.CodeOf(err) != canonical.CodeAborted || attempt == 4 {
+			return err
+		}
+		theirs, rev, err := readRecord(ctx, store, th.id, th.c.checkpointIDs(), s.r.log)
+		if err != nil {
+			return err
+		}
+		if theirs != nil {
+			th.c.rec = mergeRecords(th.c.rec, *theirs)
+			th.c.trimCheckpoints()
+		}
+		th.rev = rev
+	}
+	for _, id := range th.c.dropped {
+		if err := store.Delete(ctx, th.id, checkpointKey(id)); err != nil {
+			s.r.log.Warn("dropped checkpoint left in the store", "thread", th.id, "checkpoint", id, "err", err)
+		}
+	}
+	th.c.dropped = nil
+	return nil
+}
+
+// saveCheckpoints writes the checkpoints not saved yet, each once
+// (create-only: one that exists was written by a save that failed after
+// it), and lets go of their values, which a fork reads back.
+func (s *runtimeRun) saveCheckpoints(ctx context.Context) error {
+	cps := s.th.c.rec.Checkpoints
+	for i := range cps {
+		cp := &cps[i]
+		if cp.saved {
+			continue
+		}
+		b, err := encodeCheckpoint(cp)
+		if err != nil {
+			return err
+		}
+		if _, err := s.r.store.Put(ctx, s.th.id, checkpointKey(cp.ID), b, 0); err != nil && canonical.CodeOf(err) != canonical.CodeAborted {
+			return err
+		}
+		cp.saved, cp.Values = true, nil
+	}
+	return nil
+}

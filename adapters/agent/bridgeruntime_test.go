@@ -1,0 +1,303 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/interlingua-dev/interlingua/adapters/agent"
+	"github.com/interlingua-dev/interlingua/adapters/scripted"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
+)
+
+// seenBackend is the scripted backend, keeping each request's input as
+// the backend got it.
+type seenBackend struct {
+	be     canonical.Backend
+	mu     sync.Mutex
+	inputs [][]string // per run: each leaf as role: text
+}
+
+func (b *seenBackend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	var leaves []string
+	for _, in := range req.GetInputs() {
+		for _, l := range canonical.Leaves(nil, in.GetNode()) {
+			leaves = append(leaves, l.GetRole()+": "+string(l.GetData()))
+		}
+	}
+	b.mu.Lock()
+	b.inputs = append(b.inputs, leaves)
+	b.mu.Unlock()
+	return b.be.Start(ctx, req)
+}
+
+func (b *seenBackend) last() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inputs[len(b.inputs)-1]
+}
+
+// runtimeRun runs target on thread through rt with the text as the user's
+// message, as the bridge would (the run id set), and returns its events.
+func runtimeRun(t *testing.T, rt canonical.Runtime, be canonical.Backend, thread, run, target, text string, ext map[string]*structpb.Value) []*canonical.Event {
+	t.Helper()
+	req := &canonical.Request{RunId: run, ThreadId: thread, Target: target, Runtime: "agent", Extensions: ext,
+		Inputs: []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", text)}}}
+	s, err := rt.Start(context.Background(), req, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := canonical.Collect(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := canonical.Validate(evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// shape is an event's kind, and for the runtime's own events what they
+// say: a values event's messages (type: content), an update's node, a
+// checkpoint's source.
+func shape(ev *canonical.Event) string {
+	switch k := ev.GetKind().(type) {
+	case *canonical.KindStateSnapshot:
+		var msgs []string
+		for _, m := range k.StateSnapshot.GetValues().GetStructValue().GetFields()["messages"].GetListValue().GetValues() {
+			f := m.GetStructValue().GetFields()
+			msgs = append(msgs, f["type"].GetStringValue()+": "+f["content"].GetStringValue())
+		}
+		ref := ev.GetExtensions()["agent.checkpoint"].GetStringValue()
+		if k.StateSnapshot.GetValues() == nil {
+			return "values @" + ref
+		}
+		return "values @" + ref + " [" + strings.Join(msgs, " | ") + "]"
+	case *canonical.KindStateUpdate:
+		return "updates " + k.StateUpdate.GetNode()
+	case *canonical.KindCheckpoint:
+		return fmt.Sprintf("checkpoint %s<-%s %s", k.Checkpoint.GetId(), k.Checkpoint.GetParentId(), k.Checkpoint.GetSource())
+	case *canonical.KindLifecycle:
+		return "lifecycle " + k.Lifecycle.GetStatus().String()
+	case *canonical.KindBlockDelta:
+		return "delta " + k.BlockDelta.GetText()
+	}
+	return fmt.Sprintf("%T", ev.GetKind())
+}
+
+func shapes(evs []*canonical.Event) string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, shape(ev))
+	}
+	return strings.Join(out, "\n")
+}
+
+// The runtime keeps a plain model's conversation: a run adds its input as
+// a step before the model's first event and the model's message as a
+// step after it, each an update, the whole state and a checkpoint; the
+// next run is sent the conversation; and a runtime started afresh on the
+// same store (another instance, a restart) continues it.
+func TestRuntimeKeepsTheConversation(t *testing.T) {
+	store := startStore(t)
+	be := &seenBackend{be: scripted.New(scripted.Config{})}
+	rt := agent.NewRuntime(store, nil, agent.RuntimeConfig{})
+	first := runtimeRun(t, rt, be, "t-conv", "run-1", "echo", "hello there", nil)
+	want := strings.Join([]string{
+		"lifecycle RUN_STATUS_RUNNING",
+		"values @ckpt-1 [human: hello there]",
+		"checkpoint ckpt-1<- input",
+		"*interlinguav1.Event_MessageStart",
+		"*interlinguav1.Event_BlockStart",
+		"delta hello",
+		"delta  there",
+		"*interlinguav1.Event_BlockFinish",
+		"*interlinguav1.Event_MessageFinish",
+		"updates model",
+		"values @ckpt-2 [human: hello there | ai: hello there]",
+		"checkpoint ckpt-2<-ckpt-1 loop",
+		"lifecycle RUN_STATUS_COMPLETED",
+	}, "\n")
+	if got := shapes(first); got != want {
+		t.Fatalf("first run:\n%s\nwant\n%s", got, want)
+	}
+	if got := be.last(); strings.Join(got, "\n") != "user: hello there" {
+		t.Fatalf("first run's input: %q", got)
+	}
+
+	again := agent.NewRuntime(store, nil, agent.RuntimeConfig{}) // read back from the store
+	second := runtimeRun(t, again, be, "t-conv", "run-2", "echo", "and again", nil)
+	if got, want := be.last(), []string{"user: hello there", "assistant: hello there", "user: and again"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("second run's input: %q, want %q", got, want)
+	}
+	last := second[len(second)-2]
+	if got, want := shape(last), "checkpoint ckpt-4<-ckpt-3 loop"; got != want {
+		t.Fatalf("second run's last step: %s, want %s", got, want)
+	}
+	if got, want := shape(second[len(second)-3]), "values @ckpt-4 [human: hello there | ai: hello there | human: and again | ai: and again]"; got != want {
+		t.Fatalf("second run's state: %s, want %s", got, want)
+	}
+}
+
+// A state past InlineValues is not in its values event, which names its
+// checkpoint instead: the checkpoint's record is in the store by the time
+// the event is received, and holds the state.
+func TestRuntimeLargeValuesNameTheirCheckpoint(t *testing.T) {
+	store := startStore(t)
+	rt := agent.NewRuntime(store, nil, agent.RuntimeConfig{InlineValues: 64})
+	be := scripted.New(scripted.Config{})
+	req := &canonical.Request{RunId: "run-big", ThreadId: "t-big", Target: "echo", Runtime: "agent",
+		Inputs: []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", strings.Repeat("word ", 40))}}}
+	s, err := rt.Start(context.Background(), req, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checked := 0
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			break
+		}
+		snap := ev.GetStateSnapshot()
+		if snap == nil {
+			continue
+		}
+		if snap.GetValues() != nil {
+			t.Fatalf("a state of over 64 bytes is in its values event: %v", ev)
+		}
+		id := ev.GetExtensions()["agent.checkpoint"].GetStringValue()
+		b, _, err := store.Get(context.Background(), "t-big", "agent.ckpt."+id)
+		if err != nil {
+			t.Fatalf("values event names %q, whose record is not stored: %v", id, err)
+		}
+		if !strings.Contains(string(b), strings.Repeat("word ", 40)) {
+			t.Fatalf("checkpoint %s's record lacks the message: %.200s", id, b)
+		}
+		checked++
+	}
+	if checked != 2 {
+		t.Fatalf("%d values events checked, want 2", checked)
+	}
+}
+
+// Runs of a thread take turns: a second run waits for the first to end,
+// and a run closed before its end gives its turn up.
+func TestRuntimeRunsTakeTurns(t *testing.T) {
+	store := startStore(t)
+	rt := agent.NewRuntime(store, nil, agent.RuntimeConfig{})
+	be := scripted.New(scripted.Config{})
+	start := func(ctx context.Context, run string) (canonical.Stream, error) {
+		return rt.Start(ctx, &canonical.Request{RunId: run, ThreadId: "t-turns", Target: "echo", Runtime: "agent",
+			Inputs: []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", "hi")}}}, be)
+	}
+	first, err := start(context.Background(), "run-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := start(ctx, "run-b"); canonical.CodeOf(err) != canonical.CodeDeadlineExceeded {
+		t.Fatalf("a second run started while the first went on: %v", err)
+	}
+	_ = first.Close()
+	second, err := start(context.Background(), "run-c")
+	if err != nil {
+		t.Fatalf("the thread's turn was not given up by a closed run: %v", err)
+	}
+	evs, err := canonical.Collect(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The closed run's input step stands (echo answers the user's turn,
+	// both messages).
+	if got := shape(evs[len(evs)-3]); got != "values @ckpt-3 [human: hi | human: hi | ai: hihi]" {
+		t.Fatalf("after a closed run: %s", got)
+	}
+	b, _, err := store.Get(context.Background(), "t-turns", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head struct {
+		Status string `json:"status"`
+		Runs   int    `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil || head.Status != "completed" || head.Runs != 2 {
+		t.Fatalf("stored head %s (%v): want completed after 2 runs", b, err)
+	}
+}
+
+// postNativeRun posts a native run and returns its events.
+func postNativeRun(t *testing.T, base, body string) []*canonical.Event {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	wire, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, wire)
+	}
+	var evs []*canonical.Event
+	for _, line := range bytes.Split(bytes.TrimSpace(wire), []byte("\n")) {
+		ev := &canonical.Event{}
+		if err := protojson.Unmarshal(line, ev); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// The daemon runs the agent runtime for any frontend's request that names
+// it: two native runs on one thread keep a conversation, the runtime's
+// steps numbered in the thread's seqs with the model's events, and an
+// observer replays them from the log.
+func TestNativeRunsThroughTheAgentRuntime(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	body := func(text string) string {
+		return fmt.Sprintf(`{"target":"echo","threadId":"t-native","runtime":"agent","inputs":[{"name":"prompt","node":{"role":"user","data":%q}}]}`,
+			base64.StdEncoding.EncodeToString([]byte(text)))
+	}
+	first := postNativeRun(t, inst.URL, body("one"))
+	second := postNativeRun(t, inst.URL, body("two"))
+	all := append(first, second...)
+	for i, ev := range all {
+		if ev.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: %v", i, ev.GetSeq(), ev)
+		}
+	}
+	if got, want := shape(second[len(second)-3]), "values @ckpt-4 [human: one | ai: one | human: two | ai: two]"; got != want {
+		t.Fatalf("second run's state: %s, want %s", got, want)
+	}
+	obs, err := inst.Bridge().Observe(context.Background(), "t-native", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	for i := range all {
+		ev, err := obs.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := shape(ev), shape(all[i]); got != want || ev.GetSeq() != all[i].GetSeq() {
+			t.Fatalf("replayed event %d: %d %s, want %d %s", i, ev.GetSeq(), got, all[i].GetSeq(), want)
+		}
+	}
+}
