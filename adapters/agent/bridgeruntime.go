@@ -69,6 +69,10 @@ const (
 	// snapshot holds: every values event the runtime makes has it, and
 	// one without values (past InlineValues) is read from its record.
 	runtimeCheckpointExt = "agent.checkpoint"
+	// updateExt marks the events of an update run (runtimeOptions.Update),
+	// which is not a run of the agent protocol: a frontend shows its steps
+	// and not its lifecycle.
+	updateExt = "agent.update"
 )
 
 // runtimeOptions is what a run asks of the runtime beyond its request.
@@ -80,6 +84,11 @@ type runtimeOptions struct {
 	Fork string `json:"fork,omitzero"`
 	// Assistant is the assistant the thread is bound to.
 	Assistant string `json:"assistant,omitzero"`
+	// Update makes the run an update of the state, without the backend:
+	// its input and the messages injected since the last run ended
+	// (threadRecord.Injected) are added as one step ("__input__",
+	// source "update"), and its events are marked updateExt.
+	Update bool `json:"update,omitzero"`
 }
 
 // maxIdleRuntimeThreads bounds the idle threads whose state is kept
@@ -176,6 +185,12 @@ func (r *Runtime) Start(ctx context.Context, req *canonical.Request, be canonica
 		return nil, err
 	}
 	run.th = th
+	if opts.Update {
+		if err := run.updateOnly(ctx); err != nil {
+			return nil, err
+		}
+		return run, nil
+	}
 	if err := run.begin(ctx, req, opts); err != nil {
 		r.release(th, true)
 		return nil, err
@@ -198,11 +213,14 @@ func (r *Runtime) Start(ctx context.Context, req *canonical.Request, be canonica
 }
 
 // nodeMessages is the messages of a request's input nodes: one per text
-// leaf, with its role (user when it has none).
+// leaf that is not empty, with its role (user when it has none).
 func nodeMessages(inputs []*canonical.NamedNode, idPrefix string) ([]json.Value, *protoError) {
 	var out []json.Value
 	for _, in := range inputs {
 		for _, leaf := range canonical.Leaves(nil, in.GetNode()) {
+			if len(leaf.GetData()) == 0 {
+				continue
+			}
 			if mime := leaf.GetMime(); mime != "" && !strings.HasPrefix(mime, "text/") {
 				return nil, perr(errInvalidArgument, "input "+in.GetName()+": the agent runtime keeps text messages; a "+mime+" part is not one")
 			}
@@ -249,9 +267,11 @@ func (s *runtimeRun) begin(ctx context.Context, req *canonical.Request, opts run
 	c := s.c()
 	c.emit = s.emit
 	rec := &c.rec
+	s.applyInjected()
 	if opts.Assistant != "" {
 		rec.Assistant = opts.Assistant
 	}
+	rec.RunHead = rec.Head
 	if opts.Fork != "" {
 		if err := s.fork(ctx, opts.Fork); err != nil {
 			return err
@@ -272,6 +292,44 @@ func (s *runtimeRun) begin(ctx context.Context, req *canonical.Request, opts run
 	rec.LastRun = s.run
 	rec.Status = "running"
 	return s.save(ctx)
+}
+
+// updateOnly makes the run's input and the messages injected since the
+// last run one step of the thread's state, without the backend, and ends
+// the run.
+func (s *runtimeRun) updateOnly(ctx context.Context) error {
+	if err := s.load(ctx); err != nil {
+		s.r.release(s.th, true)
+		return err
+	}
+	s.update = nil // an update's other keys are set by the step too
+	c := s.c()
+	c.emit = s.emit
+	rec := &c.rec
+	msgs := append(rec.Injected, s.input...)
+	rec.Injected = nil
+	c.addMessages(msgs, nil, "__input__", "update", s.run)
+	s.mu.Lock()
+	s.finishLocked(canonical.Terminal(canonical.StatusCompleted, nil))
+	s.mu.Unlock()
+	for _, ev := range s.queue {
+		if ev.Extensions == nil {
+			ev.Extensions = map[string]*structpb.Value{}
+		}
+		ev.Extensions[updateExt] = structpb.NewBoolValue(true)
+	}
+	return nil
+}
+
+// applyInjected adds the messages injected while a run went on as a step.
+func (s *runtimeRun) applyInjected() {
+	rec := &s.c().rec
+	if len(rec.Injected) == 0 {
+		return
+	}
+	msgs := rec.Injected
+	rec.Injected = nil
+	s.c().addMessages(msgs, nil, "__input__", "update", s.run)
 }
 
 // load reads the thread's record, unless the one kept here is the
@@ -390,10 +448,17 @@ func (s *runtimeRun) Recv() (*canonical.Event, error) {
 			// The values events queued name records that are not
 			// stored: the run fails rather than send what no reader
 			// could read.
-			_ = s.up.Close()
+			if s.up != nil {
+				_ = s.up.Close()
+			}
+			end := canonical.Terminal(canonical.StatusFailed, canonical.AsError(err))
 			s.queue = nil
 			s.mu.Lock()
-			s.finishLocked(canonical.Terminal(canonical.StatusFailed, canonical.AsError(err)))
+			if s.ended { // its end was queued: the save made then failed too
+				s.add(end)
+			} else {
+				s.finishLocked(end)
+			}
 			s.mu.Unlock()
 		}
 	}
@@ -468,6 +533,7 @@ func (s *runtimeRun) failLocked(err error) {
 		s.decide(end, true)
 	}
 	s.c().observe(&s.runAcc, end)
+	s.applyInjected()
 	s.ended = true
 	if err := s.save(context.Background()); err != nil {
 		s.r.log.Error("thread state not saved", "thread", s.th.id, "run", s.run, "err", err)
@@ -482,6 +548,7 @@ func (s *runtimeRun) finishLocked(end *canonical.Event) {
 		return
 	}
 	s.ended = true
+	s.applyInjected()
 	if err := s.save(context.Background()); err != nil {
 		s.r.log.Error("thread state not saved", "thread", s.th.id, "run", s.run, "err", err)
 		s.c().rec.Status = "failed"
@@ -494,7 +561,10 @@ func (s *runtimeRun) finishLocked(end *canonical.Event) {
 // Close implements canonical.Stream. A run closed before its end has its
 // state saved as failed, and gives the thread's turn up.
 func (s *runtimeRun) Close() error {
-	err := s.up.Close()
+	var err error
+	if s.up != nil { // an update run has none
+		err = s.up.Close()
+	}
 	s.mu.Lock()
 	s.failLocked(canonical.Errorf(canonical.CodeCanceled, "run cancelled"))
 	s.mu.Unlock()
@@ -502,10 +572,9 @@ func (s *runtimeRun) Close() error {
 }
 
 // save writes the thread's record: the checkpoints not saved yet, then
-// the head over the revision last read or written here. Another
-// instance's save met there (the thread's lease moved, or a frontend
-// keeping the thread itself) is merged and the save tried again, so
-// neither is lost; then the checkpoints let go are removed.
+// the head over the revision last read or written here. A write met
+// there (a frontend injecting messages) is merged and the save tried
+// again, so neither is lost; then the checkpoints let go are removed.
 func (s *runtimeRun) save(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
 	defer cancel()
@@ -526,7 +595,7 @@ func (s *runtimeRun) save(ctx context.Context) error {
 		}
 		rev, err := store.Put(ctx, th.id, headKey, head, th.rev)
 		if err == nil {
-			th.rev = rev
+			th.rev, th.c.rec.Updated = rev, rec.Updated
 			break
 		}
 		if canonical.CodeOf(err) != canonical.CodeAborted || attempt == 4 {
@@ -537,8 +606,12 @@ func (s *runtimeRun) save(ctx context.Context) error {
 			return err
 		}
 		if theirs != nil {
-			th.c.rec = mergeRecords(th.c.rec, *theirs)
-			th.c.trimCheckpoints()
+			// The thread's runs take turns here, so the state is this
+			// run's; another writer only adds messages to inject (a
+			// frontend's input.inject), which this run's end adds.
+			ours := &th.c.rec
+			ours.Injected = pendingInjected(unionMessagesList(theirs.Injected, ours.Injected), ours.Values["messages"])
+			s.applyInjected()
 		}
 		th.rev = rev
 	}

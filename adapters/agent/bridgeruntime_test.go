@@ -301,3 +301,91 @@ func TestNativeRunsThroughTheAgentRuntime(t *testing.T) {
 		}
 	}
 }
+
+// inject writes a message into the thread's stored head record as a
+// frontend injecting it into a run does (input.inject), over the head's
+// revision.
+func inject(t *testing.T, store canonical.ThreadStore, thread, id, text string) {
+	t.Helper()
+	ctx := context.Background()
+	b, rev, err := store.Get(ctx, thread, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head map[string]json.Value
+	if err := json.Unmarshal(b, &head); err != nil {
+		t.Fatal(err)
+	}
+	var injected []json.Value
+	if raw, ok := head["injected"]; ok {
+		if err := json.Unmarshal(raw, &injected); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg, _ := json.Marshal(map[string]string{"type": "human", "content": text, "id": id})
+	head["injected"], _ = json.Marshal(append(injected, msg))
+	b, _ = json.Marshal(head)
+	if _, err := store.Put(ctx, thread, "agent", b, rev); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Messages injected while a run goes on (written to the stored record by
+// any instance's frontend) are added as a step at the run's end, once; and
+// an update run adds those injected since, without the backend, its
+// events marked as an update's.
+func TestRuntimeAddsInjectedMessages(t *testing.T) {
+	store := startStore(t)
+	rt := agent.NewRuntime(store, nil, agent.RuntimeConfig{})
+	be := &seenBackend{be: scripted.New(scripted.Config{})}
+	s, err := rt.Start(context.Background(), &canonical.Request{RunId: "run-1", ThreadId: "t-inj", Target: "echo", Runtime: "agent",
+		Inputs: []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", "hi")}}}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	inject(t, store, "t-inj", "inject-1", "psst")
+	evs, err := canonical.Collect(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join([]string{
+		"updates model",
+		"values @ckpt-2 [human: hi | ai: hi]",
+		"checkpoint ckpt-2<-ckpt-1 loop",
+		"updates __input__",
+		"values @ckpt-3 [human: hi | ai: hi | human: psst]",
+		"checkpoint ckpt-3<-ckpt-2 update",
+		"lifecycle RUN_STATUS_COMPLETED",
+	}, "\n")
+	if got := shapes(evs[len(evs)-7:]); got != want {
+		t.Fatalf("the run's end:\n%s\nwant\n%s", got, want)
+	}
+
+	inject(t, store, "t-inj", "inject-2", "later")
+	ext := map[string]*structpb.Value{"agent.runtime": structpb.NewStringValue(`{"update":true}`)}
+	up := runtimeRun(t, rt, be, "t-inj", "run-2", "echo", "", ext)
+	want = strings.Join([]string{
+		"updates __input__",
+		"values @ckpt-4 [human: hi | ai: hi | human: psst | human: later]",
+		"checkpoint ckpt-4<-ckpt-3 update",
+		"lifecycle RUN_STATUS_COMPLETED",
+	}, "\n")
+	if got := shapes(up); got != want {
+		t.Fatalf("update run:\n%s\nwant\n%s", got, want)
+	}
+	for _, ev := range up {
+		if !ev.GetExtensions()["agent.update"].GetBoolValue() {
+			t.Fatalf("update run's event not marked: %v", ev)
+		}
+	}
+	if len(be.inputs) != 1 {
+		t.Fatalf("the backend was started %d times, want once (an update run does not start it)", len(be.inputs))
+	}
+	b, _, _ := store.Get(context.Background(), "t-inj", "agent")
+	if strings.Contains(string(b), `"injected"`) {
+		t.Fatalf("injected messages left in the record after they were added: %s", b)
+	}
+}

@@ -56,6 +56,13 @@ type threadRecord struct {
 	Runs          uint64          `json:"runs"`
 	LastRun       string          `json:"last_run,omitempty"`
 	Updated       time.Time       `json:"updated"`
+	// RunHead is the checkpoint the last run started from: a rollback
+	// forks from it (Runtime).
+	RunHead string `json:"run_head,omitempty"`
+	// Injected are messages injected while a run was going (input.inject)
+	// that the Runtime has not added yet: a frontend on any instance
+	// writes them here, and the run's end adds them as a step.
+	Injected []json.Value `json:"injected,omitempty"`
 }
 
 // checkpointRec is one saved step: its place in the tree and the full values.
@@ -1179,7 +1186,30 @@ func mergeRecords(ours, theirs threadRecord) threadRecord {
 	out.Checkpoints = unionBy(theirs.Checkpoints, ours.Checkpoints, func(c checkpointRec) string { return c.ID })
 	slices.SortStableFunc(out.Checkpoints, func(a, b checkpointRec) int { return a.Time.Compare(b.Time) })
 	out.Interrupts = unionBy(theirs.Interrupts, ours.Interrupts, func(i interruptRec) string { return i.ID })
+	out.Injected = pendingInjected(unionMessagesList(theirs.Injected, ours.Injected), out.Values["messages"])
 	return out
+}
+
+// unionMessagesList is unionMessages over lists of messages.
+func unionMessagesList(theirs, ours []json.Value) []json.Value {
+	if len(theirs) == 0 && len(ours) == 0 {
+		return nil
+	}
+	return unionBy(theirs, ours, messageKey)
+}
+
+// pendingInjected is the injected messages the messages (a JSON array)
+// do not hold yet: a save merged with a record written before its
+// injected messages were added must not add them twice.
+func pendingInjected(injected []json.Value, messages json.Value) []json.Value {
+	if len(injected) == 0 {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, m := range decodeMessages(messages) {
+		have[messageKey(m)] = true
+	}
+	return slices.DeleteFunc(injected, func(m json.Value) bool { return have[messageKey(m)] })
 }
 
 // unionBy returns a then the items of b whose key a lacks.
@@ -1204,16 +1234,19 @@ func unionMessages(theirs, ours json.Value) json.Value {
 	if a == nil && b == nil {
 		return nil
 	}
-	id := func(m json.Value) string {
-		var v struct {
-			ID string `json:"id"`
-		}
-		if json.Unmarshal(m, &v, peerJSON) == nil && v.ID != "" { // as decodeMessages reads the array
-			return "id:" + v.ID
-		}
-		return "raw:" + string(m)
+	return joinArray(unionBy(a, b, messageKey))
+}
+
+// messageKey is what tells a message from another: its id, or its bytes
+// when it has none.
+func messageKey(m json.Value) string {
+	var v struct {
+		ID string `json:"id"`
 	}
-	return joinArray(unionBy(a, b, id))
+	if json.Unmarshal(m, &v, peerJSON) == nil && v.ID != "" { // as decodeMessages reads the array
+		return "id:" + v.ID
+	}
+	return "raw:" + string(m)
 }
 
 // newRunID returns a fresh run id.
