@@ -69,6 +69,12 @@ const (
 	// snapshot holds: every values event the runtime makes has it, and
 	// one without values (past InlineValues) is read from its record.
 	runtimeCheckpointExt = "agent.checkpoint"
+	// wireExt is an event's agent-protocol wire events (wireList), as the
+	// run's encoder made them: a reader on any instance frames them with
+	// the event's seq, and needs no encoder of its own, which would lack
+	// what came before it (a content-block-finish carries the whole
+	// block, assembled from the run's deltas).
+	wireExt = "agent.wire"
 	// updateExt marks the events of an update run (runtimeOptions.Update),
 	// which is not a run of the agent protocol: a frontend shows its steps
 	// and not its lifecycle.
@@ -185,6 +191,7 @@ func (r *Runtime) Start(ctx context.Context, req *canonical.Request, be canonica
 		return nil, err
 	}
 	run.th = th
+	run.enc = NewEncoder(EncoderConfig{GraphName: cmp.Or(opts.Assistant, th.c.rec.Assistant), MaxBlockBytes: r.cfg.MaxBlockBytes, Now: r.cfg.Now})
 	if opts.Update {
 		if err := run.updateOnly(ctx); err != nil {
 			return nil, err
@@ -246,6 +253,8 @@ type runtimeRun struct {
 	input  []json.Value
 	update map[string]json.Value
 	queue  []*canonical.Event // events to return before the next of the backend
+	enc    *Encoder           // the run's agent-protocol encoder (wireExt)
+	wire   []wireEvent        // enc's output, reused
 	// large is set when a queued values event names its checkpoint
 	// instead of holding the state: the checkpoints are saved first.
 	large bool
@@ -283,7 +292,7 @@ func (s *runtimeRun) begin(ctx context.Context, req *canonical.Request, opts run
 			answered = append(answered, id)
 		}
 		slices.Sort(answered)
-		s.add(&canonical.Event{Kind: &canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: answered}}})
+		s.addEnd(&canonical.Event{Kind: &canonical.KindInputAnswered{InputAnswered: &canonical.InputAnswered{InterruptIds: answered}}})
 		rec.Interrupts = slices.DeleteFunc(rec.Interrupts, func(i interruptRec) bool { return slices.Contains(answered, i.ID) })
 	}
 	hist := append(slices.Clip(c.historyNodes()), historyNode(s.input).Children...)
@@ -396,13 +405,14 @@ func (s *runtimeRun) emit(method string, data []byte, _ string) {
 	switch method {
 	case methodValues:
 		snap := &canonical.StateSnapshot{}
+		ev.Extensions = map[string]*structpb.Value{runtimeCheckpointExt: structpb.NewStringValue(c.rec.Head)}
 		if len(data) <= s.r.cfg.InlineValues {
 			snap.Values = rawValue(data)
 		} else {
 			s.large = true
+			data = nil // the checkpoint's record has it
 		}
 		ev.Kind = &canonical.KindStateSnapshot{StateSnapshot: snap}
-		ev.Extensions = map[string]*structpb.Value{runtimeCheckpointExt: structpb.NewStringValue(c.rec.Head)}
 	case methodUpdates:
 		var u struct {
 			Node   string     `json:"node"`
@@ -416,10 +426,67 @@ func (s *runtimeRun) emit(method string, data []byte, _ string) {
 	default:
 		return
 	}
-	s.add(ev)
+	w := wireEvent{method: method, namespace: []string{}, timeMs: s.r.cfg.Now().UnixMilli(), data: data}
+	if ev.Extensions == nil {
+		ev.Extensions = map[string]*structpb.Value{}
+	}
+	ev.Extensions[wireExt] = wireList([]wireEvent{w}, ev, c.rec.Head)
+	s.queue = append(s.queue, ev)
 }
 
-func (s *runtimeRun) add(ev *canonical.Event) { s.queue = append(s.queue, ev) }
+// add queues ev with its wire events; an event the encoder cannot encode
+// (a block past MaxBlockBytes) is an error, which ends the run.
+func (s *runtimeRun) add(ev *canonical.Event) error {
+	var err error
+	s.wire, err = s.enc.Encode(ev, s.wire[:0])
+	if err != nil {
+		return err
+	}
+	if len(s.wire) > 0 {
+		if ev.Extensions == nil {
+			ev.Extensions = map[string]*structpb.Value{}
+		}
+		ev.Extensions[wireExt] = wireList(s.wire, ev, "")
+	}
+	s.queue = append(s.queue, ev)
+	return nil
+}
+
+// wireList is ws as wireExt holds them: a list of objects {"m": method,
+// "d": data (JSON, a string; absent for a values event whose state is
+// its checkpoint's "ref"), "t": timestamp (ms)}, with "ns" and "node"
+// where they are not the event's, "c" a custom event's name and "s" a
+// lifecycle event's status (the frontend's filters and run statuses).
+func wireList(ws []wireEvent, ev *canonical.Event, ref string) *structpb.Value {
+	list := make([]*structpb.Value, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		f := map[string]*structpb.Value{"m": structpb.NewStringValue(w.method), "t": structpb.NewNumberValue(float64(w.timeMs))}
+		if w.data != nil {
+			f["d"] = structpb.NewStringValue(string(w.data))
+		} else if ref != "" {
+			f["ref"] = structpb.NewStringValue(ref)
+		}
+		if !slices.Equal(w.namespace, ev.GetNamespace()) {
+			ns := make([]*structpb.Value, len(w.namespace))
+			for j, seg := range w.namespace {
+				ns[j] = structpb.NewStringValue(seg)
+			}
+			f["ns"] = structpb.NewListValue(&structpb.ListValue{Values: ns})
+		}
+		if w.node != ev.GetGraphNode() {
+			f["node"] = structpb.NewStringValue(w.node)
+		}
+		if w.custom != "" {
+			f["c"] = structpb.NewStringValue(w.custom)
+		}
+		if w.status != "" {
+			f["s"] = structpb.NewStringValue(w.status)
+		}
+		list[i] = structpb.NewStructValue(&structpb.Struct{Fields: f})
+	}
+	return structpb.NewListValue(&structpb.ListValue{Values: list})
+}
 
 // Recv implements canonical.Stream.
 func (s *runtimeRun) Recv() (*canonical.Event, error) {
@@ -455,7 +522,7 @@ func (s *runtimeRun) Recv() (*canonical.Event, error) {
 			s.queue = nil
 			s.mu.Lock()
 			if s.ended { // its end was queued: the save made then failed too
-				s.add(end)
+				s.addEnd(end)
 			} else {
 				s.finishLocked(end)
 			}
@@ -482,12 +549,29 @@ func (s *runtimeRun) handleLocked(ev *canonical.Event) {
 		s.decide(ev, terminal)
 	}
 	if !terminal {
-		s.add(ev)
-		c.observe(&s.runAcc, ev)
-		return
+		if err := s.add(ev); err != nil {
+			// As a Thread does (cancelUnencodableLocked): the run is
+			// cancelled and ends failed with the error.
+			s.r.log.Warn("run cancelled: event not encodable", "thread", s.th.id, "run", s.run, "err", err)
+			_ = s.up.Close()
+			ev = canonical.Terminal(canonical.StatusFailed, canonical.AsError(err))
+		} else {
+			c.observe(&s.runAcc, ev)
+			return
+		}
 	}
 	c.observe(&s.runAcc, ev)
 	s.finishLocked(ev)
+}
+
+// addEnd queues an event the encoder cannot fail on (a lifecycle event,
+// input.answered: no block to keep); should it fail, the event goes
+// without its wire events.
+func (s *runtimeRun) addEnd(ev *canonical.Event) {
+	if err := s.add(ev); err != nil {
+		s.r.log.Error("event not encodable", "thread", s.th.id, "run", s.run, "err", err)
+		s.queue = append(s.queue, ev)
+	}
 }
 
 // decide decides how the run's state is kept, on its first event that is
@@ -554,7 +638,7 @@ func (s *runtimeRun) finishLocked(end *canonical.Event) {
 		s.c().rec.Status = "failed"
 		end = canonical.Terminal(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "the thread's state could not be saved: %v", err))
 	}
-	s.add(end)
+	s.addEnd(end)
 	s.r.release(s.th, true)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -387,5 +388,56 @@ func TestRuntimeAddsInjectedMessages(t *testing.T) {
 	b, _, _ := store.Get(context.Background(), "t-inj", "agent")
 	if strings.Contains(string(b), `"injected"`) {
 		t.Fatalf("injected messages left in the record after they were added: %s", b)
+	}
+}
+
+// normalizeFrames makes frames of two runs comparable: timestamps, and
+// run and message ids (each distinct one numbered in order of appearance).
+func normalizeFrames(frames []string) string {
+	all := strings.Join(frames, "\n")
+	all = regexp.MustCompile(`"timestamp":\d+`).ReplaceAllString(all, `"timestamp":0`)
+	ids := map[string]string{}
+	return regexp.MustCompile(`(run|msg|call|lc_run|chatcmpl)-[A-Za-z0-9_-]+`).ReplaceAllStringFunc(all, func(id string) string {
+		if ids[id] == "" {
+			ids[id] = fmt.Sprintf("<id%d>", len(ids))
+		}
+		return ids[id]
+	})
+}
+
+// The agent runtime's wire events (what an agent-protocol reader on any
+// instance frames from the replay log) are, frame for frame, what the
+// agent frontend sends for the same run today, but for timestamps and ids.
+func TestRuntimeWireFramesAreTheFrontends(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	s := &server{URL: inst.URL, hc: http.DefaultClient}
+	for _, target := range []string{"echo", "demo-agent"} {
+		thread := "t-front-" + target
+		st := s.openSSE(t, thread, `{"channels":["lifecycle","messages","values","updates","checkpoints","tasks","custom","input","tools"]}`, nil)
+		s.runStart(t, thread, target, user("what is 6*7?"), nil)
+		var want []string
+		for {
+			e := st.next(false)
+			want = append(want, string(e.Data))
+			var env envelope
+			if err := json.Unmarshal(e.Data, &env); err != nil {
+				t.Fatal(err)
+			}
+			if env.rootTerminal() {
+				break
+			}
+		}
+		opts, _ := json.Marshal(map[string]any{"input": user("what is 6*7?"), "assistant": target})
+		body, _ := json.Marshal(map[string]any{"target": target, "threadId": "t-rt-" + target, "runtime": "agent", "extensions": map[string]any{"agent.runtime": string(opts)}})
+		var got []string
+		for _, ev := range postNativeRun(t, inst.URL, string(body)) {
+			got = append(got, agent.WireFrames(ev)...)
+		}
+		if len(got) < 10 {
+			t.Fatalf("%s: only %d frames", target, len(got))
+		}
+		if g, w := normalizeFrames(got), normalizeFrames(want); g != w {
+			t.Fatalf("%s: the runtime's frames:\n%s\nthe frontend's:\n%s", target, g, w)
+		}
 	}
 }

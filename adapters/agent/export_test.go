@@ -22,3 +22,18 @@ func KeptStreams(b *Backend) int {
 	defer b.mu.Unlock()
 	return len(b.kept)
 }
+
+// WireFrames is the agent-protocol frames ev carries (the runtime's
+// encoding), "ref:<checkpoint>" for a values event whose state is its
+// checkpoint's.
+func WireFrames(ev *canonical.Event) []string {
+	var out []string
+	for _, r := range wireRecords(ev, nil) {
+		if r.frame == nil {
+			out = append(out, "ref:"+r.ref)
+			continue
+		}
+		out = append(out, string(r.frame))
+	}
+	return out
+}

@@ -20,6 +20,11 @@ type record struct {
 	frame  []byte
 	// run and status of a lifecycle event (agent.getTree, reconnect).
 	run, status string
+	// ref, for a values event read from the replay log whose state is its
+	// checkpoint's (wireRecords), names the checkpoint; frame is nil and
+	// wire is the event to frame once the state is read.
+	ref  string
+	wire *wireEvent
 }
 
 // ring is a bounded buffer of the most recent records; its seqs are
