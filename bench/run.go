@@ -21,6 +21,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/bench/load"
 	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/protocol"
 	"github.com/interlingua-dev/interlingua/protocols"
 )
@@ -285,7 +286,11 @@ func newBackendSide(o Options, res *Result, cleanup *cleanups) (*backendSide, er
 	if bp.Load == nil || bp.Load.NewUpstream == nil {
 		return be, be.scripted(o, res, interval, bp.WrapRoute != nil)
 	}
-	up, err := bp.Load.NewUpstream(load.Script{Target: benchTarget, Deltas: o.Deltas, Text: o.DeltaText, Interval: interval, Streams: o.Streams})
+	sc := load.Script{Target: benchTarget, Deltas: o.Deltas, Text: o.DeltaText, Interval: interval, Streams: o.Streams}
+	if bp.NewRuntime != nil {
+		sc.Bridge = upstreamBridge(benchTarget)
+	}
+	up, err := bp.Load.NewUpstream(sc)
 	if err != nil {
 		return nil, err
 	}
@@ -808,4 +813,51 @@ func awaitUpstream(sts []*load.Stamps, d time.Duration) []bool {
 		}
 	}
 	return finished
+}
+
+// upstreamBridge is a bridge of the harness's around an upstream's
+// producer (load.Script.Bridge), on an embedded NATS server of its own,
+// routing target to it and running every protocol's runtime: the
+// upstream of a backend protocol whose frontend runs through the bridge.
+func upstreamBridge(target string) func(r canonical.Runner) (*load.Bridged, error) {
+	return func(r canonical.Runner) (*load.Bridged, error) {
+		dir, err := os.MkdirTemp("", "interlingua-bench-upstream-")
+		if err != nil {
+			return nil, err
+		}
+		cfg := bridge.DefaultConfig()
+		cfg.DataDir = dir
+		cfg.Defaults()
+		log := slog.New(slog.DiscardHandler)
+		f, err := bridge.StartFabric(context.Background(), cfg.NATS, dir, log)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		b := bridge.NewBridge(bridge.NewRouter([]bridge.Route{{Target: target, Backend: "producer"}},
+			map[string]canonical.Backend{"producer": runnerBackend{r}}, nil), f, log)
+		b.AddRuntimes()
+		if err := b.StartCluster(nil, cfg.NATS); err != nil {
+			f.Close()
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		return &load.Bridged{Runner: b, Observer: b, Store: b.ThreadStore(), CheckThread: b.CheckThread, CancelRun: b.CancelRun,
+			Close: func() {
+				b.StopAccepting()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				b.Drain(ctx, time.Second)
+				b.StopCluster()
+				f.Close()
+				_ = os.RemoveAll(dir)
+			}}, nil
+	}
+}
+
+// runnerBackend is a Runner as a backend.
+type runnerBackend struct{ canonical.Runner }
+
+func (rb runnerBackend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	return rb.Run(ctx, req)
 }

@@ -37,9 +37,10 @@ type APIKey struct {
 	Targets []string `yaml:"targets"`
 	// MaxRuns bounds the key's concurrent runs. Default 256.
 	MaxRuns int `yaml:"max_runs"`
-	// MaxObservers bounds the key's open thread observers (replays and
-	// live event streams). Default 64. (An instance holds one JetStream
-	// consumer per thread observed there, however many observe it.)
+	// MaxObservers bounds the key's open thread observers (replays, live
+	// event streams, every agent-protocol SSE stream and WebSocket).
+	// Default 4,096. (An instance holds one JetStream consumer per thread
+	// observed there, however many observe it.)
 	MaxObservers int `yaml:"max_observers"`
 	// Admin lets the key use the inspector (/inspect, /v1/inspect/), which
 	// shows every key's captured runs. Default false.
@@ -103,7 +104,7 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 			d = sha256.Sum256([]byte(v))
 		}
 		a.keys = append(a.keys, authKey{digest: d, principal: &canonical.Principal{Name: k.Name, Targets: k.Targets,
-			MaxRuns: cmp.Or(k.MaxRuns, 256), MaxObservers: cmp.Or(k.MaxObservers, 64)}})
+			MaxRuns: cmp.Or(k.MaxRuns, 256), MaxObservers: cmp.Or(k.MaxObservers, 4096)}})
 	}
 	return a, nil
 }

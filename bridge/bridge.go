@@ -92,6 +92,14 @@ func NewBridge(router *Router, fabric *Fabric, log *slog.Logger) *Bridge {
 	return b
 }
 
+// ThreadStore is the fabric's thread store; nil without a fabric.
+func (b *Bridge) ThreadStore() canonical.ThreadStore {
+	if b.fabric == nil {
+		return nil
+	}
+	return b.fabric.ThreadStore()
+}
+
 // AddRuntime makes rt the runtime requests naming name run around their
 // backend.
 func (b *Bridge) AddRuntime(name string, rt canonical.Runtime) {

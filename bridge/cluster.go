@@ -732,6 +732,21 @@ func (b *Bridge) CancelThread(thread string) {
 	}
 }
 
+// CancelRun cancels a run of thread on whichever instance runs it (it
+// ends cancelled); the caller has checked the thread is the caller's.
+func (b *Bridge) CancelRun(thread, run string) {
+	b.mu.Lock()
+	r := b.runs[run]
+	b.mu.Unlock()
+	if r != nil && r.threadID == thread {
+		r.cancel()
+		return
+	}
+	if b.fabric != nil && b.cluster.started {
+		b.cancelRemote(thread, run)
+	}
+}
+
 // cancelThreadHere cancels the thread's runs that run on this instance.
 func (b *Bridge) cancelThreadHere(thread string) {
 	b.mu.Lock()

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlingua-dev/interlingua/bridge"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // agentFrames reads an agent-protocol SSE stream's data lines until n root
@@ -120,57 +122,139 @@ func TestAgentThreadAcrossInstances(t *testing.T) {
 	}
 }
 
-// An instance mirrors its agent threads on NATS only when another instance
-// can be there to read them: on the embedded server without a listener
-// (the default) it publishes nothing on p.agent.events.<T>; with the
-// server listening, or on an external one, every frame of a run goes out.
-// The subscriber is on the instance's own fabric connection, which
-// receives what the mirror connection publishes.
-func TestAgentMirrorsOnlyWithPeers(t *testing.T) {
-	listening := bridge.DefaultConfig()
-	listening.NATS.EmbeddedListen = "127.0.0.1:0"
-	for _, tc := range []struct {
-		name  string
-		cfg   *bridge.Config
-		alone bool
-	}{
-		{"embedded", nil, true},
-		{"embedded_listen", &listening, false},
-		{"external", clusterConfig(natsServer(t).ClientURL()), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			inst := bridgetest.Start(t, tc.cfg)
-			if got := inst.Fabric().Alone(); got != tc.alone {
-				t.Fatalf("Alone() = %v, want %v", got, tc.alone)
+// An agent-protocol run is published once, on the replay log's subject,
+// as every protocol's is: the agent frontend keeps no mirror of its own
+// (nothing on interlingua.agent.>), and the log carries each event once,
+// with its wire frames, so the frames a subscriber reads are the log's
+// events'.
+func TestAgentRunIsPublishedOnce(t *testing.T) {
+	inst := bridgetest.Start(t, clusterConfig(natsServer(t).ClientURL()))
+	nc := inst.Fabric().Conn()
+	agent := subscribed(t, nc, "interlingua.agent.>", 4096)
+	logged := subscribed(t, nc, "interlingua.events.>", 4096)
+	sc := agentStream(t, inst.URL, "once")
+	res := agentCommand(t, inst.URL, "once", `{"id":1,"method":"run.start","params":{"assistant_id":"demo-agent","input":{"messages":[{"role":"user","content":"6 * 7?"}]}}}`)
+	if res["type"] != "success" {
+		t.Fatalf("run.start: %v", res)
+	}
+	frames := agentFrames(t, sc, 1)
+	var last uint64
+	events := 0
+	timeout := time.After(10 * time.Second)
+	for last < uint64(len(frames)) {
+		select {
+		case m := <-logged:
+			batch := &canonical.EventBatch{}
+			if err := proto.Unmarshal(m.Data, batch); err != nil {
+				t.Fatal(err)
 			}
-			nc := inst.Fabric().Conn()
-			msgs := subscribed(t, nc, "interlingua.agent.events.>", 4096)
-			sc := agentStream(t, inst.URL, "mirror-"+tc.name)
-			res := agentCommand(t, inst.URL, "mirror-"+tc.name, `{"id":1,"method":"run.start","params":{"assistant_id":"demo-agent","input":{"messages":[{"role":"user","content":"6 * 7?"}]}}}`)
-			if res["type"] != "success" {
-				t.Fatalf("run.start: %v", res)
-			}
-			frames := agentFrames(t, sc, 1)
-			if tc.alone {
-				// Mirroring is asynchronous (a queue and its goroutine): a
-				// run's messages would be on the wire long before this.
-				select {
-				case m := <-msgs:
-					t.Fatalf("an instance alone published %s: %s", m.Subject, m.Data)
-				case <-time.After(300 * time.Millisecond):
+			for _, ev := range batch.GetEvents() {
+				if ev.GetSeq() != last+1 {
+					t.Fatalf("logged seq %d after %d", ev.GetSeq(), last)
 				}
-				return
+				last = ev.GetSeq()
+				events++
 			}
-			events := 0
-			timeout := time.After(10 * time.Second)
-			for events < len(frames) {
-				select {
-				case <-msgs:
-					events++
-				case <-timeout:
-					t.Fatalf("mirrored %d of the run's %d frames", events, len(frames))
-				}
+		case <-timeout:
+			t.Fatalf("logged %d events, the subscriber read %d frames", events, len(frames))
+		}
+	}
+	select {
+	case m := <-agent:
+		t.Fatalf("an agent-protocol message besides the log: %s", m.Subject)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// agentSSE opens an agent-protocol event stream with body and returns its
+// frames ("<id> <data>"), read on a goroutine.
+func agentSSE(t *testing.T, base, thread, body string) <-chan string {
+	t.Helper()
+	resp, err := httpClient.Post(base+"/threads/"+thread+"/stream/events", "application/json", strings.NewReader(body))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", resp, err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	out := make(chan string, 1024)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		id := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "id: "); ok {
+				id = v
 			}
-		})
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				out <- id + " " + v
+			}
+		}
+	}()
+	return out
+}
+
+// untilEnd reads frames up to a root terminal lifecycle event.
+func untilEnd(t *testing.T, frames <-chan string) []string {
+	t.Helper()
+	var out []string
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatalf("stream ended after %d frames", len(out))
+			}
+			out = append(out, f)
+			if strings.Contains(f, `"method":"lifecycle"`) && strings.Contains(f, `"namespace":[]`) &&
+				(strings.Contains(f, `"event":"completed"`) || strings.Contains(f, `"event":"failed"`)) {
+				return out
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no run end after %d frames", len(out))
+		}
+	}
+}
+
+// A client that read part of a live agent-protocol run on A resumes on B
+// with its last seq (both instances host the backend; the run is A's):
+// it gets every later frame exactly once, the same frames as A's reader,
+// and a cancel sent to B ends the run.
+func TestAgentResumeOnOtherInstance(t *testing.T) {
+	ns := natsServer(t)
+	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const filter = `"channels":["lifecycle","messages","values"]`
+	onA := agentSSE(t, a.URL, "resume", "{"+filter+"}")
+	res := agentCommand(t, a.URL, "resume", `{"id":1,"method":"run.start","params":{"assistant_id":"stream","input":{"messages":[{"role":"user","content":"go"}]},"config":{"configurable":{"hang":true,"deltas":3}}}}`)
+	run, _ := res["result"].(map[string]any)["run_id"].(string)
+	if run == "" {
+		t.Fatalf("run.start: %v", res)
+	}
+	var seen []string
+	for !strings.Contains(strings.Join(seen, ""), `"content-block-delta"`) {
+		select {
+		case f := <-onA:
+			seen = append(seen, f)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("before the hang: %v", seen)
+		}
+	}
+	if len(seen) < 4 {
+		t.Fatalf("before the hang: %v", seen)
+	}
+	last := strings.Fields(seen[len(seen)-3])[0] // the client saw up to here
+	onB := agentSSE(t, b.URL, "resume", "{"+filter+`,"since":`+last+"}")
+	resp, err := httpClient.Post(b.URL+"/threads/resume/runs/"+run+"/cancel", "application/json", nil)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("cancel on B: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	restA := append(seen[len(seen)-2:], untilEnd(t, onA)...)
+	restB := untilEnd(t, onB)
+	if strings.Join(restB, "\n") != strings.Join(restA, "\n") {
+		t.Fatalf("resumed on B after seq %s:\n%s\nA:\n%s", last, strings.Join(restB, "\n"), strings.Join(restA, "\n"))
+	}
+	if !strings.Contains(restA[len(restA)-1], "cancelled: ") {
+		t.Fatalf("the run's end: %s", restA[len(restA)-1])
 	}
 }

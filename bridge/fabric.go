@@ -38,19 +38,22 @@ const (
 // connection, the replay stream over <prefix>.events.>, the thread-owner
 // KV bucket and the thread store.
 type Fabric struct {
-	cfg      NATSConfig
-	log      *slog.Logger
-	embedded *server.Server
-	dirLock  *os.File // the data dir's lock, held while the embedded server runs
-	nc       *nats.Conn
-	url      string        // what nc connected to
-	opts     []nats.Option // nc's options, for Dial
-	js       jetstream.JetStream
-	events   jetstream.Stream // the replay stream's handle: its name, for message gets
-	kv       jetstream.KeyValue
-	leaseKV  jetstream.KeyValue // nil when Alone (lease.go)
-	store    *natsThreadStore
-	floors   *seqFloors // each thread's last seq, past the log (seqfloor.go)
+	// connectedAt is when nc last connected (unix nanoseconds): silence
+	// heard across a reconnect is the connection's, not a run owner's.
+	connectedAt atomic.Int64
+	cfg         NATSConfig
+	log         *slog.Logger
+	embedded    *server.Server
+	dirLock     *os.File // the data dir's lock, held while the embedded server runs
+	nc          *nats.Conn
+	url         string        // what nc connected to
+	opts        []nats.Option // nc's options, for Dial
+	js          jetstream.JetStream
+	events      jetstream.Stream // the replay stream's handle: its name, for message gets
+	kv          jetstream.KeyValue
+	leaseKV     jetstream.KeyValue // nil when Alone (lease.go)
+	store       *natsThreadStore
+	floors      *seqFloors // each thread's last seq, past the log (seqfloor.go)
 
 	pubq      pubQueue
 	batcher   batcher   // the publish loop's
@@ -66,6 +69,7 @@ type Fabric struct {
 // StartFabric starts (or joins) NATS and ensures the JetStream assets.
 func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.Logger) (*Fabric, error) {
 	f := &Fabric{cfg: cfg, log: log, pubq: pubQueue{max: cfg.PublishQueue, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, stop: make(chan struct{})}
+	f.connectedAt.Store(time.Now().UnixNano())
 	url := cfg.URL
 	opts := []nats.Option{
 		nats.Name("interlingua"),
@@ -78,7 +82,10 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			f.connectedAt.Store(time.Now().UnixNano())
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+		}),
 		nats.ReconnectBufSize(cfg.ReconnectBufferBytes),
 	}
 	sec, err := natsSecurity(cfg)
@@ -978,3 +985,12 @@ func appendBatchElem(b []byte, ev *canonical.Event) (elem, grown []byte, err err
 // batchHdrMax is the most bytes an EventBatch element's header takes: the
 // tag of field 1 and the length as a varint.
 const batchHdrMax = 1 + binary.MaxVarintLen32
+
+// heardSince is when this instance could last have started hearing every
+// message: its connection's last (re)connect; zero time while it is down.
+func (f *Fabric) heardSince() time.Time {
+	if !f.nc.IsConnected() {
+		return time.Time{}
+	}
+	return time.Unix(0, f.connectedAt.Load())
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,7 +21,7 @@ import (
 // (tail.go), deleting its replay-log consumer. A run of the thread whose
 // owner stops sending events and heartbeats ends with failed
 // (unavailable): with the end its client appended to the log, or after
-// twice nats.owner_timeout with one made here. The caller's API key may
+// 1.5 × nats.owner_timeout with one made here. The caller's API key may
 // hold max_observers observers at once. The events are shared with the
 // thread's other observers: read them, do not change them.
 func (b *Bridge) Observe(ctx context.Context, threadID string, since uint64) (canonical.Stream, error) {
@@ -89,15 +90,52 @@ type observer struct {
 	err     error // after what is owed
 	once    sync.Once
 	release func() // gives back the API key's observer slot
+	// onReady, when set (Notify), is called in place of signalling wake.
+	onReady atomic.Pointer[func()]
 	// stopOnCancel unregisters shut from the Observe context.
 	stopOnCancel func() bool
 }
 
 func (o *observer) notify() {
+	if f := o.onReady.Load(); f != nil {
+		(*f)()
+		return
+	}
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Notify implements canonical.Poller.
+func (o *observer) Notify(f func()) { o.onReady.Store(&f) }
+
+// Poll implements canonical.Poller.
+func (o *observer) Poll(out []*canonical.Event, max int) ([]*canonical.Event, error) {
+	if err := o.ctx.Err(); err != nil {
+		return out, canonical.AsError(err)
+	}
+	select {
+	case <-o.done:
+		return out, io.EOF
+	default:
+	}
+	return o.tail.read(o.ctx, o.r, out, max)
+}
+
+// LastSeq implements canonical.Observer.
+func (b *Bridge) LastSeq(ctx context.Context, thread string) (uint64, error) {
+	if b.fabric == nil {
+		return 0, canonical.Errorf(canonical.CodeUnavailable, "no fabric to observe from")
+	}
+	if err := b.CheckThread(ctx, thread); err != nil {
+		return 0, err
+	}
+	last, err := b.fabric.LastSeq(ctx, thread)
+	if err != nil {
+		return 0, natsFailure(b.log.With("thread", thread), canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log", err)
+	}
+	return last, nil
 }
 
 // Recv implements canonical.Stream.

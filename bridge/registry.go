@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/protocol"
@@ -80,8 +79,13 @@ func buildBackends(cfg Config, deps protocol.BackendDeps) (map[string]canonical.
 	return out, nil
 }
 
-// frontendFabric is what frontends see of the Fabric (protocol.Fabric).
-type frontendFabric struct{ *Fabric }
-
-func (f frontendFabric) Heartbeat() time.Duration    { return f.cfg.Heartbeat }
-func (f frontendFabric) OwnerTimeout() time.Duration { return f.cfg.OwnerTimeout }
+// AddRuntimes registers every protocol's runtime (Protocol.NewRuntime),
+// keeping its state in the fabric's thread store: requests placed on this
+// bridge may name them.
+func (b *Bridge) AddRuntimes() {
+	for _, p := range protocols.All {
+		if p.NewRuntime != nil {
+			b.AddRuntime(p.Name, p.NewRuntime(protocol.RuntimeDeps{Log: b.log.With("runtime", p.Name), Store: b.ThreadStore()}))
+		}
+	}
+}

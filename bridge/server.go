@@ -101,11 +101,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	s.bridge = NewBridge(NewRouter(cfg.Routes, backends, routeWrapper(backendDeps)), fabric, log)
 	lazy.Runner = s.bridge
-	for _, p := range protocols.All {
-		if p.NewRuntime != nil {
-			s.bridge.AddRuntime(p.Name, p.NewRuntime(protocol.RuntimeDeps{Log: log.With("runtime", p.Name), Store: fabric.ThreadStore()}))
-		}
-	}
+	s.bridge.AddRuntimes()
 	if err := s.bridge.StartCluster(cfg.HostBackends, cfg.NATS); err != nil {
 		fabric.Close()
 		return nil, err
@@ -139,8 +135,8 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	}
 	s.http.RegisterOnShutdown(s.bridge.inspect.Close) // the inspector's live streams end (nil-safe)
 	s.backends = backends
-	deps := protocol.FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, CancelThread: s.bridge.CancelThread, Tools: s.tools,
-		Fabric: frontendFabric{fabric}, Ready: func() bool { return !s.bridge.Draining() && fabric.Ready() },
+	deps := protocol.FrontendDeps{Log: log, Metrics: s.bridge.metrics, Runner: s.bridge, Observer: s.bridge, CheckThread: s.bridge.CheckThread, CancelThread: s.bridge.CancelThread, CancelRun: s.bridge.CancelRun, Tools: s.tools,
+		Store: fabric.ThreadStore(), Ready: func() bool { return !s.bridge.Draining() && fabric.Ready() },
 		OnShutdown: s.http.RegisterOnShutdown, OnClose: func(f func()) { s.closers = append(s.closers, f) }}
 	for _, p := range protocols.All {
 		if p.Mount == nil {

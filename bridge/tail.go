@@ -318,9 +318,16 @@ func (t *threadTail) expire() {
 	now := t.b.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	heard := t.b.fabric.heardSince()
+	if heard.IsZero() {
+		return // NATS is down here: the owners' silence is not theirs
+	}
 	var ended []*canonical.Event
 	for id, r := range t.runs {
-		if now.Sub(r.lastSeen) < 2*t.timeout {
+		// Silence counts from the run's last sign of life, or from this
+		// instance's last reconnect: an outage of its own connection is
+		// no owner's silence.
+		if now.Sub(latest(r.lastSeen, heard)) < t.timeout+t.timeout/2 {
 			continue
 		}
 		// The run's client appends its end to the log when the owner goes
@@ -329,7 +336,7 @@ func (t *threadTail) expire() {
 		// tail appends nothing: what it reads is the log, which may have
 		// lost a run's last events (a replay stream without a leader
 		// stores nothing), and seqs after its end may be taken. A run
-		// still without an end after twice the timeout ends here alone,
+		// still without an end after half a timeout more ends here alone,
 		// after every seq of the thread held, not only the run's.
 		delete(t.runs, id)
 		evs := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
@@ -510,4 +517,12 @@ func (t *threadTail) close() {
 	_ = t.hbSub.Unsubscribe()
 	t.wg.Wait()
 	t.b.deleteObserverConsumer(t.cons, t.thread)
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

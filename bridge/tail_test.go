@@ -225,3 +225,56 @@ func TestObserversOpeningATailAtOnce(t *testing.T) {
 	}
 	waitFor(t, func() bool { return streamConsumers(t, inst) == 0 })
 }
+
+// A reader with no goroutine of its own polls an observer: Poll returns
+// what is ready, never waiting, and the Notify function tells it when to
+// poll again; it gets every event of a run from LastSeq on, in order.
+func TestObserverPolledWithNotify(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "polled"
+	first := streamRun(t, inst, thread, 3)
+	var last uint64
+	waitFor(t, func() bool {
+		var err error
+		last, err = inst.Bridge().LastSeq(t.Context(), thread)
+		return err == nil && last == first
+	})
+	o, err := inst.Bridge().Observe(t.Context(), thread, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	p := o.(canonical.Poller)
+	ready := make(chan struct{}, 1)
+	p.Notify(func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	})
+	if evs, err := p.Poll(nil, 10); err != nil || len(evs) != 0 {
+		t.Fatalf("a poll with nothing ready: %d events, %v", len(evs), err)
+	}
+	end := streamRun(t, inst, thread, 300)
+	want := last + 1
+	for want <= end {
+		evs, err := p.Poll(nil, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.GetSeq() != want {
+				t.Fatalf("seq %d, want %d", ev.GetSeq(), want)
+			}
+			want++
+		}
+		if len(evs) == 0 {
+			select {
+			case <-ready:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("not notified; at seq %d of %d", want-1, end)
+			}
+		}
+	}
+}

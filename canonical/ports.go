@@ -77,6 +77,21 @@ type Tools interface {
 // Runs whose owner vanishes end with failed (CodeUnavailable).
 type Observer interface {
 	Observe(ctx context.Context, thread string, since uint64) (Stream, error)
+	// LastSeq is the thread's last seq in the replay log (0: none): an
+	// Observe from it gives the events that come after.
+	LastSeq(ctx context.Context, thread string) (uint64, error)
+}
+
+// Poller is implemented by the streams Observe returns: a reader with no
+// goroutine of its own polls them. Poll appends what is ready, up to max
+// events, without waiting for more (it may read the replay log to catch
+// up); the function given to Notify, before the first Poll, is called
+// without blocking when more may be ready. A stream is read with Recv or
+// with Poll, not both.
+type Poller interface {
+	Stream
+	Poll(out []*Event, max int) ([]*Event, error)
+	Notify(func())
 }
 
 // Runtime is the run logic of a protocol that keeps thread state (the agent

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,11 +28,13 @@ const (
 var replaySem = make(chan struct{}, replaySlots)
 
 // replayable lists the protocols a capture can be replayed as: those with
-// a frontend and a client.
+// a frontend and a client, but for one whose frontend keeps thread state
+// through the bridge (a runtime: the agent protocol's reads its streams
+// from the replay log), which a replay's private server has not.
 func replayable() []string {
 	var out []string
 	for _, p := range protocols.All {
-		if p.Mount != nil && p.Client != nil {
+		if p.Mount != nil && p.Client != nil && p.NewRuntime == nil {
 			out = append(out, p.Name)
 		}
 	}
@@ -58,8 +61,8 @@ func (in *Inspector) serveReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	as := r.URL.Query().Get("as")
 	p := protocols.Get(as)
-	if p == nil || p.Mount == nil || p.Client == nil {
-		refuse(w, r, http.StatusBadRequest, canonical.CodeInvalidArgument, "replay: as="+quote(as)+" is not a frontend protocol with a client (GET /v1/inspect/protocols)")
+	if p == nil || !slices.Contains(replayable(), as) {
+		refuse(w, r, http.StatusBadRequest, canonical.CodeInvalidArgument, "replay: as="+quote(as)+" is not a protocol a capture can be replayed as (GET /v1/inspect/protocols)")
 		return
 	}
 	select {
@@ -250,4 +253,8 @@ type noObserver struct{}
 
 func (noObserver) Observe(context.Context, string, uint64) (canonical.Stream, error) {
 	return nil, canonical.Errorf(canonical.CodeUnimplemented, "a replay has no thread to observe")
+}
+
+func (noObserver) LastSeq(context.Context, string) (uint64, error) {
+	return 0, canonical.Errorf(canonical.CodeUnimplemented, "a replay has no thread to observe")
 }

@@ -27,8 +27,22 @@ func LoadUpstream(mount func(*http.ServeMux, FrontendDeps) error, opts map[strin
 			node = &n
 		}
 		return load.FrontendUpstream(sc, h2c, func(mux *http.ServeMux, r canonical.Runner, h *load.Hooks) error {
-			return mount(mux, FrontendDeps{Runner: r, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
-				OnShutdown: h.OnShutdown, OnClose: h.OnClose, Options: node})
+			deps := FrontendDeps{Runner: r, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(),
+				OnShutdown: h.OnShutdown, OnClose: h.OnClose, Options: node}
+			if sc.Bridge == nil {
+				return mount(mux, deps)
+			}
+			b, err := sc.Bridge(r)
+			if err != nil {
+				return err
+			}
+			deps.Runner, deps.Observer, deps.Store, deps.CheckThread, deps.CancelRun = b.Runner, b.Observer, b.Store, b.CheckThread, b.CancelRun
+			if err := mount(mux, deps); err != nil {
+				b.Close()
+				return err
+			}
+			h.OnClose(b.Close) // after the frontend's own close hooks
+			return nil
 		}, backend)
 	}
 }

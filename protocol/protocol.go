@@ -16,9 +16,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/interlingua-dev/interlingua/bench/load"
@@ -133,9 +131,13 @@ type FrontendDeps struct {
 	// them (each ends cancelled); the caller has checked the thread is
 	// the caller's.
 	CancelThread func(thread string)
-	Tools        canonical.Tools
-	// Fabric is the instance's NATS side; nil in servers without one.
-	Fabric Fabric
+	// CancelRun cancels one run of a thread wherever it runs; the caller
+	// has checked the thread is the caller's.
+	CancelRun func(thread, run string)
+	Tools     canonical.Tools
+	// Store is the bridge's thread store, shared by the instances; nil in
+	// servers without a fabric.
+	Store canonical.ThreadStore
 	// Ready reports whether the instance takes new runs (not draining,
 	// its NATS connection up), for readiness endpoints of the protocol's.
 	Ready func() bool
@@ -152,23 +154,6 @@ type FrontendDeps struct {
 	// Metrics are the server's; a frontend that counts protocol events
 	// (slow-consumer cut-offs) takes its counters from here.
 	Metrics *metrics.Metrics
-}
-
-// Fabric is what a frontend that keeps thread state of its own (the agent
-// protocol's) uses of the instance's NATS side.
-type Fabric interface {
-	// ThreadStore holds thread state shared by the instances.
-	ThreadStore() canonical.ThreadStore
-	// Alone says that no other instance can share this one's NATS.
-	Alone() bool
-	// Dial opens a NATS connection of the frontend's own.
-	Dial(name string, extra ...nats.Option) (*nats.Conn, error)
-	// Prefix is the instances' subject prefix.
-	Prefix() string
-	// Heartbeat is how often a run's owner says it is alive, and
-	// OwnerTimeout how long its silence may last.
-	Heartbeat() time.Duration
-	OwnerTimeout() time.Duration
 }
 
 // DecodeOptions decodes an options node into an adapter's Config. Unknown

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,7 +15,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
-	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
@@ -321,6 +319,11 @@ func (p *numberedRunner) Run(context.Context, *canonical.Request) (canonical.Str
 	return s, nil
 }
 
+// Start makes it a backend.
+func (p *numberedRunner) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
+	return p.Run(ctx, req)
+}
+
 func (p *numberedRunner) Target(name string) (canonical.TargetInfo, bool) {
 	return canonical.TargetInfo{Name: name, Backend: "numbered"}, name == "numbered"
 }
@@ -365,10 +368,10 @@ func (s *numberedStream) Close() error { return nil }
 // downstream frontend waits for the client's, rather than drop events.
 func TestAgentToAgentWholeRun(t *testing.T) {
 	const deltas = 12_000
-	upstream := newServer(t, agent.Config{Runner: &numberedRunner{deltas: deltas}})
+	numbered, _ := startBridge(t, bridgeOpts{backend: &numberedRunner{deltas: deltas}, targets: []string{"numbered"}})
+	upstream := newServer(t, agent.Config{Runner: numbered})
 	for _, transport := range []string{"sse", "websocket"} {
-		be := map[string]canonical.Backend{"up": newBackend(t, upstream.URL, transport)}
-		runner := bridge.NewBridge(bridge.NewRouter([]bridge.Route{{Target: "numbered", Backend: "up"}}, be, nil), nil, slog.New(slog.DiscardHandler))
+		runner, _ := startBridge(t, bridgeOpts{backend: newBackend(t, upstream.URL, transport), targets: []string{"numbered"}})
 		front := newServer(t, agent.Config{Runner: runner})
 		thread := "whole-" + transport
 		st := front.openSSE(t, thread, `{"channels":["lifecycle","messages"]}`, nil)
@@ -411,7 +414,8 @@ func TestAgentToAgentWholeRun(t *testing.T) {
 // the run.start answer is awaited.
 func TestBackendWebSocketDropsReplay(t *testing.T) {
 	const deltas = 500
-	upstream := newServer(t, agent.Config{Runner: &numberedRunner{deltas: deltas}})
+	numbered, _ := startBridge(t, bridgeOpts{backend: &numberedRunner{deltas: deltas}, targets: []string{"numbered"}})
+	upstream := newServer(t, agent.Config{Runner: numbered})
 	for run := range 2 {
 		b, err := agent.NewBackend(agent.BackendConfig{URL: upstream.URL, Transport: "websocket", MaxPendingEvents: 100, Timeout: wait})
 		if err != nil {

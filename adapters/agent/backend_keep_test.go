@@ -60,7 +60,7 @@ func wantStreamRun(t *testing.T, name string, events []*canonical.Event, deltas 
 func TestBackendKeptStreamIsDrained(t *testing.T) {
 	// A UUID: the backend's upstream thread is the client's own id.
 	const thread, theirs = "0196f3a0-7c1e-7000-8000-00000000d8a1", 20_000
-	s, client := newTightServer(t, agent.Config{BufferEvents: 1000})
+	s, client := newTightServer(t, agent.Config{})
 	counted := &countingTransport{RoundTripper: client.Transport}
 	b := keepBackend(t, agent.BackendConfig{URL: s.URL, HTTPClient: &http.Client{Transport: counted}})
 	wantStreamRun(t, "run 1", collect(t, b, streamRequest(thread, "1", 30)), 30)

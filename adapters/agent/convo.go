@@ -13,13 +13,12 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// convo is a thread's state as the agent runtime keeps it: its record, its
-// conversation decoded for the next run's input, and the checkpoints let
-// go whose records the next save removes. A step (addMessages, checkpoint)
-// reports the events it makes through emit, which the keeper of the convo
-// turns into its own: wire events in a thread's buffer, or canonical
-// events of the run (Runtime). Its methods are called under the keeper's
-// lock.
+// convo is a thread's state as the agent runtime (Runtime) keeps it: its
+// record, its conversation decoded for the next run's input, and the
+// checkpoints let go whose records the next save removes. A step
+// (addMessages, checkpoint) reports the events it makes through emit,
+// which the runtime turns into canonical events of the run. Its methods
+// are called by the run that has the thread's turn.
 type convo struct {
 	rec     threadRecord
 	history historyCache // rec.Values["messages"] as canonical input nodes

@@ -114,10 +114,14 @@ type doneBlock struct {
 // number, or null), a member of another type being an error, and names
 // case-sensitive; of repeated names the last wins whole.
 type wireEnvelope struct {
-	Type   string
-	Seq    uint64 // noSeq when absent or null
-	Method string
-	Params wireParams
+	Type string
+	Seq  uint64 // noSeq when absent or null
+	// PrevSeq is the seq of the thread's frame before this one when it is
+	// not Seq-1 (ours: events that made no frame came between); noSeq
+	// when absent.
+	PrevSeq uint64
+	Method  string
+	Params  wireParams
 }
 
 // noSeq marks an absent seq (no seq of the protocol's, a js-uint, is it).
@@ -172,7 +176,7 @@ type wireDeltaIn struct {
 // the text buffer.
 func (env *wireEnvelope) reset(frame []byte) {
 	p := &env.Params
-	*env = wireEnvelope{Seq: noSeq, Params: wireParams{lastNode: p.lastNode, lastNS: p.lastNS, text: p.text, Data: frameData{frame: frame}}}
+	*env = wireEnvelope{Seq: noSeq, PrevSeq: noSeq, Params: wireParams{lastNode: p.lastNode, lastNS: p.lastNS, text: p.text, Data: frameData{frame: frame}}}
 }
 
 // frameReader reads the frames of a Decoder through one JSON decoder.
@@ -221,6 +225,10 @@ func (env *wireEnvelope) UnmarshalJSONFrom(dec *json.Decoder) error {
 		case "seq":
 			var err error
 			env.Seq, err = readUint(dec)
+			return err
+		case "prev_seq":
+			var err error
+			env.PrevSeq, err = readUint(dec)
 			return err
 		case "method":
 			err := r.mustString()
@@ -599,12 +607,13 @@ func (d *Decoder) feed(frame []byte, out []*canonical.Event) ([]*canonical.Event
 // wanted reports whether an event with seq is the run's next to decode:
 // checkSeq decides an event by its seq: skip it (the replay of what came
 // before the run, or a repeat), or fail the run when events between the
-// last one decoded and it never came.
-func (d *Decoder) checkSeq(seq uint64) (skip bool, err error) {
+// last one decoded and it never came: unless the frame says the seq
+// before it is the last decoded (prev, noSeq when it says nothing).
+func (d *Decoder) checkSeq(seq, prev uint64) (skip bool, err error) {
 	if seq <= d.floor() {
 		return true, nil
 	}
-	if d.Contiguous && d.lastSeq != 0 && seq != d.lastSeq+1 {
+	if d.Contiguous && d.lastSeq != 0 && seq != d.lastSeq+1 && prev != d.lastSeq {
 		return true, canonical.Errorf(canonical.CodeDataLoss, "agent upstream: event %d came after event %d: the events between were lost", seq, d.lastSeq)
 	}
 	return false, nil
@@ -772,7 +781,7 @@ func (d *Decoder) feedEvent(env *wireEnvelope, data map[string]json.Value, out [
 		return out, nil
 	}
 	if env.Seq != noSeq {
-		if skip, err := d.checkSeq(env.Seq); skip {
+		if skip, err := d.checkSeq(env.Seq, env.PrevSeq); skip {
 			return out, err
 		}
 		d.decoded(env.Seq, true)
@@ -1514,3 +1523,5 @@ func (d *SSEDecoder) End(out []*canonical.Event) ([]*canonical.Event, error) {
 	}
 	return out, nil
 }
+
+func nsKey(ns []string) string { return strings.Join(ns, "\x00") }

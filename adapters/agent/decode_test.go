@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -355,6 +356,38 @@ func TestDecoderReadsEnvelope(t *testing.T) {
 		_, err := (&Decoder{}).Feed([]byte(f), nil)
 		if canonical.AsError(err).Code != canonical.CodeInvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", f, err)
+		}
+	}
+}
+
+// A reader of every event tells a seq the server skipped from events lost:
+// a frame whose prev_seq is the last decoded follows it, whatever its seq;
+// a jump without one, or with another prev_seq, is data_loss.
+func TestDecoderPrevSeq(t *testing.T) {
+	values := func(seq, prev int) string {
+		p := ""
+		if prev > 0 {
+			p = fmt.Sprintf(`,"prev_seq":%d`, prev)
+		}
+		return fmt.Sprintf(`{"type":"event","seq":%d%s,"method":"values","params":{"namespace":[],"data":{"n":%d}}}`, seq, p, seq)
+	}
+	for _, tc := range []struct {
+		frames []string
+		loss   bool
+	}{
+		{[]string{values(1, 0), values(2, 0), values(4, 2), values(5, 0)}, false},
+		{[]string{values(1, 0), values(2, 0), values(4, 0)}, true},
+		{[]string{values(1, 0), values(2, 0), values(5, 3)}, true},
+	} {
+		d := &Decoder{Contiguous: true}
+		var err error
+		for _, f := range tc.frames {
+			if _, err = d.Feed([]byte(f), nil); err != nil {
+				break
+			}
+		}
+		if loss := canonical.CodeOf(err) == canonical.CodeDataLoss; loss != tc.loss {
+			t.Errorf("%v: err %v, want data_loss %v", tc.frames, err, tc.loss)
 		}
 	}
 }

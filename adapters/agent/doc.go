@@ -43,15 +43,15 @@
 // naming the field; camelCase spellings of the rename table are accepted
 // on input, snake_case is sent.
 //
-// Events: one seq counter per thread (event_id is its decimal string),
-// counting every event of the thread, including those the frontend itself
-// synthesizes. A bounded ring buffer per thread replays with no gap and no
-// duplicate before live delivery (the reader is registered and positioned
-// under one lock); the latest values event of each namespace is pinned
-// beyond the ring, so a replay starts with the current state. A since (or
-// a reconnect) older than the buffer gets the in-band report {"type":
-// "error","id":null,"error":"invalid_argument","since","min_available_seq"}
-// first, then the oldest buffered events. Canonical events map to wire
+// Events: a thread's events are the bridge's, in its one seq space
+// (event_id is the seq's decimal string), and every stream reads them
+// from the bridge's replay log (canonical.Observer), on any instance:
+// replay and live delivery meet with no gap and no duplicate there. A
+// stream without since replays what the log holds of the thread. A since
+// (or a reconnect) older than what the log holds gets the in-band report
+// {"type":"error","id":null,"error":"invalid_argument","since",
+// "min_available_seq"}
+// first, then the oldest events it holds. Canonical events map to wire
 // events per the reference's choices: text-delta, reasoning-delta,
 // data-delta (base64 cut at 3-byte boundaries so slices concatenate),
 // tool-call-delta after a tool_call_chunk start; content-block-finish
@@ -68,56 +68,35 @@
 // canonical state update (node and values). state.get's checkpoint is a
 // CheckpointRef {id, ns} with ns "" (the root), as LangGraph writes it.
 //
-// When the backend is a plain model, the bridge is the agent runtime: the
-// thread's state is its message list (LangChain message dicts) plus any
-// other keys a client put there; each step (input, each message, each tool
-// result, an injected message, a fork) saves a checkpoint and emits
-// updates, values and checkpoints events; state.fork and run.start with
+// Every run names the agent runtime (Runtime, a canonical.Runtime), which
+// the bridge runs beside the backend on the instance that hosts it. When
+// the backend is a plain model, the runtime keeps the thread's state: its
+// message list (LangChain message dicts) plus any other keys a client put
+// there; each step (input, each message, each tool result, an injected
+// message, a fork) saves a checkpoint and adds updates, values and
+// checkpoints events to the run; state.fork and run.start with
 // config.configurable.checkpoint_id restart from a checkpoint; a backend's
 // input request is an interrupt that input.respond (or run.start with
 // input) answers with a new run whose canonical Request.resume maps each
-// interrupt id to its response, after an input.answered event. Thread
-// state lives in the bridge's thread store (Config.Store, a
-// canonical.ThreadStore), so any instance can serve a thread and a thread
-// that left memory is read back: a head record "agent" (the values, the
-// whole conversation, once; status, counters, pending interrupts and the
+// interrupt id to its response, after an input.answered event. Each event
+// the runtime returns carries its agent-protocol frames (extension
+// agent.wire), made by the run's Encoder, which has the whole run: a
+// stream joining mid-message still gets content-block-finish with the
+// whole block; a values event whose state is over 256 KiB names its
+// checkpoint instead, and a stream reads the state from its record. The
+// runs of a thread take turns in the runtime (the bridge's thread lease
+// puts them on one instance), which is the enqueue strategy; interrupt and
+// rollback cancel the run going on first. Thread state lives in the
+// bridge's thread store: a head record "agent" (the values, the whole
+// conversation, once; status, counters, pending interrupts, messages
+// injected during a run, the last runs' namespace statuses and the
 // checkpoint ids in order) and one record "agent.ckpt.<id>" per
 // checkpoint, written once. No record has a size cap: the store keeps
-// large values in its object store, and a save the store refuses (its
-// nats.thread_max_bytes) is logged and retried by the next save, never
-// trimmed. The head is written with optimistic concurrency; two instances
-// saving one thread merge (messages, checkpoints and interrupts unioned by
-// id). Records expire nats.thread_ttl after their last write: the head is
-// rewritten at every run, a checkpoint only when made, so an active
-// thread's checkpoints older than the TTL are gone (read back without
-// them).
-//
-// With Config.Cluster (cluster.go), any instance serves a thread live: the
-// instance running the thread's runs numbers its events and publishes them
-// on <prefix>.agent.events.<thread>; every other instance holding the
-// thread mirrors them into its buffer, so SSE streams and WebSocket
-// subscriptions anywhere see the same frames with the same seqs, and a
-// client resuming on another instance with its last seq gets the rest
-// exactly once (an instance that sees a jump first asks the owner for the
-// buffered events it lacks; one that loads the thread takes the owner's
-// whole buffer and pinned states, so it replays what the owner replays
-// from any seq). Commands sent to any
-// instance — run.start, input.respond, input.inject, state.*,
-// agent.getTree and the REST cancel — are executed by the instance running
-// the thread's runs (request/reply on <prefix>.agent.cmd.<thread>), so runs
-// queue in one place; when no instance runs it, the receiving one does,
-// after reloading the thread's record if another instance saved it. A
-// command that makes this instance the owner is answered only once the
-// NATS server has its subscription, so the client's next command, sent
-// anywhere, reaches it. The owner stays the owner after its runs while
-// the thread is in its memory (BufferKeep), it is not shutting down and
-// its NATS connection has not been lost: the conversation's next run
-// starts there without a round trip to find out. While a thread's run
-// runs, its instance says so on the events subject every
-// Cluster.Heartbeat; an instance following the thread that hears neither
-// event nor heartbeat for Cluster.OwnerTimeout (the owner was killed)
-// appends a failed root lifecycle event for the runs it shows running, so
-// its readers see the run end instead of waiting for ever.
+// large values in its object store. The runtime saves the head as a run
+// starts and before its end is sent; input.inject during a run writes the
+// head over its revision, and the runtime merges that in. Records expire
+// nats.thread_ttl after their last write. The state commands read the
+// store, so any instance answers them.
 //
 // A backend that
 // reports state itself (the agent backend marks its events; others are
@@ -174,60 +153,35 @@
 //     block reconciles it when it extends the deltas).
 //   - The backend needs meta.applied_through_seq in the run.start answer to
 //     skip the replay of earlier runs of the thread (the JS server and this
-//     frontend send it); without it, events of earlier runs still buffered
+//     frontend send it); without it, events of earlier runs still held
 //     upstream are decoded too: use a fresh thread per run.
 //   - input.inject into an active run is applied to the state when the run
 //     ends (a plain model cannot take input mid-call). goto is forwarded to
 //     agent backends and ignored by plain models.
 //   - CheckpointSummary.step is a uint: the input checkpoint (step -1) is
 //     listed with step 0 (its metadata keeps the -1).
-//   - Two runs started on the same idle thread at the same moment on two
-//     instances both run (neither finds the other's command subscription
-//     yet); their seqs collide and each instance keeps its own events
-//     under those seqs. The state survives (the head's merge keeps both turns).
+//   - The state commands read the thread's record as the runtime last
+//     saved it (as a run starts, and before its end is sent): during a
+//     run, state.get shows the state it started with.
+//   - A reconnect's missed_events counts every event the log let go after
+//     last_event_id, of any channel.
 //
 // # Limits (Config; each zero is its default)
 //
-// BufferEvents (10,000 events per thread), BufferBytes (32 MiB of frames
-// per thread: past it the oldest events leave as past BufferEvents, the
-// newest staying whatever its size; each values event holds the whole
-// state), MaxBufferBytes (256 MiB of frames in all threads' buffers: past
-// it idle threads leave memory, the longest idle first, as a new thread
-// comes in), BufferKeep (10 min after the last connection), SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also
-// per WebSocket message), MaxThreads (1,000 in memory; at the bound an idle thread leaves memory,
-// its state kept in the store), MaxThreadsPerKey (MaxThreads/4 per API key,
-// so one key cannot lock others out), MaxQueuedRuns (8),
-// MaxCheckpoints (100 per thread, the newest; older ones are removed from
-// memory and the store), StoreTimeout (5 s to read a thread, and per
-// save), MaxBlockBytes (16 MiB per content block;
-// a larger block fails the run with ResourceExhausted), MaxSubscriptions
-// (64 per WebSocket), WriteTimeout (30 s per SSE write). A WebSocket's send
-// queue holds 256 frames: a replay waits for room (backpressure), and a
-// client that stops reading is cut off by internal/wsconn (1008).
-//
-// Readers apply backpressure: a run's events wait, rather than push out of
-// the buffer an event that an attached SSE stream or WebSocket has not yet
-// read, until it reads on or leaves; a client that stops reading is cut off
-// (WriteTimeout, or 1008) and the run goes on. A reader counts from the
-// moment its position is in the buffer: at once when it attaches with no
-// since or a since the buffer holds, and after its gap report (from the
-// oldest buffered event on) when its since is older. Not held back: events
-// appended by a command or as a run starts (input.inject's step on an idle
-// thread, a fork's checkpoint, answered interrupts: at most three events
-// each), events mirrored from the
-// instance running a run (a reader on another instance falls behind as
-// before and gets the gap report), and a run being cancelled (by its
-// client, or by the frontend's Close): readers behind then get the gap
-// report. The pump waits by bytes as by events, counting a step's values
-// event as the whole state: a held reader never takes the buffer past
-// BufferBytes. When one event's frames and steps come to more than the
-// buffer holds (BufferEvents under a dozen or so, or a state near
-// BufferBytes: each step's values event is the whole state), the pump waits for
-// its readers to have read the whole buffer and no more, and what it
-// stores can still overtake a reader that has not read it yet: that reader
-// gets the gap report, then the current state (pinned) and the events
-// from the oldest buffered on. The pinned states are beyond BufferBytes,
-// one per namespace.
+// SubscriptionKeep (5 min), MaxRequestBytes (4 MiB, also per WebSocket
+// message), MaxQueuedRuns (8 runs waiting or going on per thread on an
+// instance), MaxStateCache (64 MiB of states read back for large values
+// events), StoreTimeout (5 s per read or write of the store),
+// MaxSubscriptions (64 per WebSocket), WriteTimeout (30 s per SSE write).
+// A WebSocket's send queue holds 256 frames: a replay waits for room
+// (backpressure), and a client that stops reading is cut off by
+// internal/wsconn (1008). Readers hold no run back: each reads the replay
+// log at its own pace, and one that stops reading is cut off. Every stream
+// and WebSocket is an observer of the thread, counted in its API key's
+// max_observers. The runtime's RuntimeConfig bounds checkpoints
+// (MaxCheckpoints, 100 per thread, the newest; older ones are removed
+// from the store) and one content block (MaxBlockBytes, 16 MiB; a larger
+// block fails the run with ResourceExhausted).
 //
 // The backend's BackendConfig bounds one upstream event (MaxEventBytes,
 // 4 MiB), the WebSocket events held before the command's answer

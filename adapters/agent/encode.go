@@ -47,8 +47,12 @@ type wireEvent struct {
 	custom string
 	// status is the lifecycle status of a lifecycle event.
 	status string
-	start  int // offsets of data in the scratch buffer while encoding
-	end    int
+	// skip is how many of the thread's events right before this one make
+	// no frame (Runtime): the frame says which seq came before it
+	// ("prev_seq"), so a reader of every event tells a skip from a loss.
+	skip  int
+	start int // offsets of data in the scratch buffer while encoding
+	end   int
 }
 
 // tokenWriter writes to an Encoder, keeping the first error (nothing is
@@ -88,8 +92,10 @@ func (s *appendSink) Write(p []byte) (int, error) {
 
 // newFrame returns the event envelope of w with seq (section 3.4):
 // {"type":"event", "event_id" (the seq in decimal, a string), "seq",
-// "method", "params": {"namespace", "timestamp", "node" (on messages and
-// tools events, where the SDK reads it; omitted when empty), "data"}}.
+// "prev_seq" (ours, when the thread's seq before this frame's made no
+// frame; Extensible), "method", "params": {"namespace", "timestamp",
+// "node" (on messages and tools events, where the SDK reads it; omitted
+// when empty), "data"}}.
 //
 // The envelope is our framing around data, which the Encoder or the
 // runtime wrote as JSON already: its strings are quoted by the JSON
@@ -115,6 +121,10 @@ func newFrame(seq uint64, w *wireEvent) []byte {
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `","seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
+	if w.skip > 0 && uint64(w.skip) < seq {
+		b = append(b, `,"prev_seq":`...)
+		b = strconv.AppendUint(b, seq-1-uint64(w.skip), 10)
+	}
 	b = append(b, `,"method":`...)
 	b = json.AppendQuote(b, w.method)
 	b = append(b, `,"params":{"namespace":[`...)

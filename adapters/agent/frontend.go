@@ -7,13 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
@@ -22,47 +19,26 @@ import (
 
 // Config configures the frontend. Zero fields take the documented defaults.
 type Config struct {
-	// Runner starts runs; required.
+	// Runner starts runs; required. Every run names the agent runtime
+	// (Runtime), which the bridge runs beside the backend.
 	Runner canonical.Runner
+	// Observer serves a thread's events from the replay log; required:
+	// every event stream and subscription reads it.
+	Observer canonical.Observer
+	// Store holds thread state (record.go), which the runtime writes and
+	// the state commands read; required.
+	Store canonical.ThreadStore
 	// Logger receives the frontend's records. Default discards.
 	Logger *slog.Logger
-	// Store holds thread state (a head record and one record per
-	// checkpoint, record.go), so any instance can serve a thread and a
-	// thread left memory (MaxThreads, BufferKeep) is read back. Nil keeps
-	// state in memory only (and threads with state are then never evicted
-	// from memory). The daemon wires the bridge's thread store here.
-	Store canonical.ThreadStore
 	// CheckThread, when set, is asked before any use of a thread: it claims
 	// a new thread for the caller's API key or refuses (not found) a thread
 	// of another key. The daemon wires the bridge's tenant check here.
 	CheckThread func(ctx context.Context, thread string) error
-	// StoreTimeout bounds reading a thread from the store, and one save.
-	// Default 5s.
+	// CancelRun cancels a run of a thread on whichever instance runs it;
+	// nil: only the runs started here can be cancelled.
+	CancelRun func(thread, run string)
+	// StoreTimeout bounds one read or write of the store. Default 5s.
 	StoreTimeout time.Duration
-	// Alone says that no other frontend uses Store: a thread's first save,
-	// which creates its record, is then made beside the run like every
-	// later one, instead of before run.start is answered so that another
-	// instance asked for the thread meanwhile finds it.
-	Alone bool
-	// BufferEvents is the per-thread replay buffer (ring) size. Default
-	// 10,000 events; the latest values event of each namespace is kept
-	// beyond it.
-	BufferEvents int
-	// BufferBytes bounds the frames a thread's buffer holds, in bytes:
-	// past it the oldest events leave, as past BufferEvents (the newest
-	// stays whatever its size). A values event holds the whole state, so a
-	// long conversation's were most of a thread's memory. Default 32 MiB;
-	// the pinned values events are beyond it.
-	BufferBytes int
-	// MaxBufferBytes bounds the frames all threads' buffers hold together,
-	// in bytes: past it, when a new thread comes into memory, idle
-	// threads leave memory (their state stays in the Store, and is read
-	// back whole), the longest idle first, until the rest fit. Threads in
-	// use are bounded each by BufferBytes. Default 256 MiB.
-	MaxBufferBytes int
-	// BufferKeep is how long an idle thread (no connection, no run) keeps
-	// its buffer in memory. Default 10 minutes.
-	BufferKeep time.Duration
 	// SubscriptionKeep is how long a closed WebSocket's subscriptions can
 	// be restored with subscription.reconnect. Default 5 minutes.
 	SubscriptionKeep time.Duration
@@ -80,34 +56,19 @@ type Config struct {
 	// MaxRequestBytes bounds a command or stream request body (and a
 	// WebSocket message). Default 4 MiB.
 	MaxRequestBytes int64
-	// MaxThreads bounds the threads held in memory (each buffers up to
-	// BufferEvents frames, most a few hundred bytes, BufferBytes at
-	// most). Default 1,000. At the
-	// bound an idle thread (no stream, run or queued run) leaves memory for
-	// a new one; its state stays in the Store.
-	MaxThreads int
-	// MaxThreadsPerKey bounds one API key's threads in memory, so that one
-	// key cannot hold every place of MaxThreads and lock other keys out of
-	// new threads. Default MaxThreads/4.
-	MaxThreadsPerKey int
-	// MaxQueuedRuns bounds the runs queued behind a thread's active run.
-	// Default 8.
+	// MaxQueuedRuns bounds the runs this instance has started on a thread
+	// and that have not ended (they take turns). Default 8.
 	MaxQueuedRuns int
-	// MaxCheckpoints bounds the checkpoints a thread keeps. Default 100.
-	MaxCheckpoints int
-	// MaxBlockBytes bounds one content block the encoder keeps for its
-	// content-block-finish. Default 16 MiB.
-	MaxBlockBytes int
 	// MaxSubscriptions bounds the subscriptions of one WebSocket. Default 64.
 	MaxSubscriptions int
+	// MaxStateCache bounds the states read back for large values events,
+	// kept for the instance's readers, in bytes (one over a quarter of it
+	// is not kept). Default 64 MiB.
+	MaxStateCache int
 	// WebSocket configures each WebSocket (limits, pings). SendQueue
 	// defaults to 256 frames: a replay waits for room (backpressure), and a
 	// client that stops reading is cut off (1008).
 	WebSocket wsconn.Config
-	// Cluster, when set, lets any instance serve any thread: events are
-	// mirrored between the instances holding a thread and commands reach
-	// the instance running its runs (cluster.go). Nil: one instance.
-	Cluster *Cluster
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -117,20 +78,13 @@ func (c *Config) defaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.StoreTimeout = cmp.Or(c.StoreTimeout, 5*time.Second)
-	c.BufferEvents = cmp.Or(c.BufferEvents, 10_000)
-	c.BufferBytes = cmp.Or(c.BufferBytes, 32<<20)
-	c.MaxBufferBytes = cmp.Or(c.MaxBufferBytes, 256<<20)
-	c.BufferKeep = cmp.Or(c.BufferKeep, 10*time.Minute)
 	c.SubscriptionKeep = cmp.Or(c.SubscriptionKeep, 5*time.Minute)
 	c.Heartbeat = cmp.Or(c.Heartbeat, 5*time.Second)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, 30*time.Second)
 	c.MaxRequestBytes = cmp.Or(c.MaxRequestBytes, 4<<20)
-	c.MaxThreads = cmp.Or(c.MaxThreads, 1_000)
-	c.MaxThreadsPerKey = cmp.Or(c.MaxThreadsPerKey, max(c.MaxThreads/4, 1))
 	c.MaxQueuedRuns = cmp.Or(c.MaxQueuedRuns, 8)
-	c.MaxCheckpoints = cmp.Or(c.MaxCheckpoints, 100)
-	c.MaxBlockBytes = cmp.Or(c.MaxBlockBytes, 16<<20)
 	c.MaxSubscriptions = cmp.Or(c.MaxSubscriptions, 64)
+	c.MaxStateCache = cmp.Or(c.MaxStateCache, 64<<20)
 	c.WebSocket.SendQueue = cmp.Or(c.WebSocket.SendQueue, 256)
 	c.WebSocket.MaxMessageBytes = cmp.Or(c.WebSocket.MaxMessageBytes, c.MaxRequestBytes)
 	if c.WebSocket.Logger == nil {
@@ -139,32 +93,24 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Cluster != nil {
-		cl := *c.Cluster
-		cl.defaults()
-		c.Cluster = &cl
-	}
 }
 
-// Validate reports a missing Runner and negative limits.
+// Validate reports missing ports and negative limits.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Runner == nil {
-		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Runner is required"))
+	for name, missing := range map[string]bool{"Runner": c.Runner == nil, "Observer": c.Observer == nil, "Store": c.Store == nil} {
+		if missing {
+			errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.%s is required", name))
+		}
 	}
 	for name, v := range map[string]int64{
-		"BufferEvents": int64(c.BufferEvents), "BufferBytes": int64(c.BufferBytes), "MaxBufferBytes": int64(c.MaxBufferBytes), "MaxThreads": int64(c.MaxThreads), "MaxThreadsPerKey": int64(c.MaxThreadsPerKey), "MaxQueuedRuns": int64(c.MaxQueuedRuns),
-		"MaxCheckpoints": int64(c.MaxCheckpoints), "MaxBlockBytes": int64(c.MaxBlockBytes),
-		"MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
-		"StoreTimeout": int64(c.StoreTimeout), "BufferKeep": int64(c.BufferKeep), "SubscriptionKeep": int64(c.SubscriptionKeep),
+		"MaxQueuedRuns": int64(c.MaxQueuedRuns), "MaxSubscriptions": int64(c.MaxSubscriptions), "MaxRequestBytes": c.MaxRequestBytes,
+		"MaxStateCache": int64(c.MaxStateCache), "StoreTimeout": int64(c.StoreTimeout), "SubscriptionKeep": int64(c.SubscriptionKeep),
 		"Heartbeat": int64(c.Heartbeat), "WriteTimeout": int64(c.WriteTimeout),
 	} {
 		if v < 0 {
 			errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.%s is negative (%d); zero means the default", name, v))
 		}
-	}
-	if c.Cluster != nil && c.Cluster.Conn == nil {
-		errs = append(errs, canonical.Errorf(canonical.CodeInvalidArgument, "agent: Config.Cluster.Conn is required with a Cluster"))
 	}
 	if err := c.WebSocket.Validate(); err != nil {
 		errs = append(errs, err)
@@ -173,37 +119,36 @@ func (c Config) Validate() error {
 }
 
 // Frontend serves the LangChain agent streaming protocol: thread event
-// streams over SSE and WebSocket and commands over HTTP and WebSocket.
+// streams over SSE and WebSocket, and commands over HTTP and WebSocket.
+// It keeps no thread of its own: runs go to the bridge with the agent
+// runtime named (which keeps the state in the thread store, and numbers
+// its events in the thread's seqs), streams read the bridge's replay log,
+// and the state commands read the store; so any instance serves any
+// thread.
 type Frontend struct {
 	cfg    Config
-	outbox *outbox // the default mirror publisher; nil without a Cluster or with Cluster.Publish
-	origin string  // this frontend on the fabric (mirrored events carry it)
-	echo   []byte  // how this frontend's own mirror messages start
+	states stateCache
 
-	runCtx    context.Context // parent of every run; cancelled by Close
+	runCtx    context.Context // parent of every run started here; cancelled by Close
 	cancelRun context.CancelFunc
 
-	// buffered is the frames all threads' buffers hold (MaxBufferBytes).
-	buffered atomic.Int64
-
-	mu      sync.Mutex
-	threads map[string]*Thread
-	// keyThreads counts the threads in memory per API key name ("" with
-	// auth off, which MaxThreadsPerKey does not bound); threadKey is the
-	// key that brought each thread (by id) into memory.
-	keyThreads map[string]int
-	threadKey  map[string]string
-	closing    chan struct{} // closed by Shutdown: streams and sockets end
-	// closingCtx is cancelled with closing (for context-based waits).
+	mu sync.Mutex
+	// runs are the runs started here that have not ended, by id, and
+	// queued counts them per thread (MaxQueuedRuns).
+	runs   map[string]*localRun
+	queued map[string]int
+	// subs are the WebSocket subscriptions, by id, for
+	// subscription.reconnect.
+	subs          map[string]*subRec
+	closing       chan struct{} // closed by Shutdown: streams and sockets end
 	closingCtx    context.Context
 	closingCancel context.CancelFunc
 	shutdown      bool
 	closed        atomic.Bool // no run starts after Close
-	closeOutbox   sync.Once
 	// runMu orders wg.Add against Close's wg.Wait (taken alone, never
 	// while holding another lock of the frontend's): see track.
 	runMu sync.Mutex
-	wg    sync.WaitGroup // run pumps, saves, SSE streams
+	wg    sync.WaitGroup // runs' readers, SSE streams
 }
 
 // NewFrontend returns a frontend; it fails on an invalid Config.
@@ -214,18 +159,9 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
-	origin := newOrigin()
-	var ob *outbox
-	if c := cfg.Cluster; c != nil && c.Publish == nil {
-		ob = newOutbox(c.Conn, c.MirrorQueue)
-		c.Publish = ob.publish
-	}
-	f := &Frontend{outbox: ob, cfg: cfg, origin: origin, echo: []byte(`{"o":"` + origin + `"`), runCtx: ctx, cancelRun: cancel, threads: map[string]*Thread{}, keyThreads: map[string]int{}, threadKey: map[string]string{}, closing: make(chan struct{}),
-		closingCtx: cctx, closingCancel: ccancel}
-	if cfg.Cluster != nil {
-		f.wg.Add(1)
-		go f.watchOwners()
-	}
+	f := &Frontend{cfg: cfg, runCtx: ctx, cancelRun: cancel, runs: map[string]*localRun{}, queued: map[string]int{},
+		subs: map[string]*subRec{}, closing: make(chan struct{}), closingCtx: cctx, closingCancel: ccancel}
+	f.states = stateCache{store: cfg.Store, log: cfg.Logger, timeout: cfg.StoreTimeout, max: cfg.MaxStateCache, data: map[string][]byte{}}
 	return f, nil
 }
 
@@ -254,49 +190,24 @@ func (f *Frontend) Shutdown() {
 		f.shutdown = true
 		close(f.closing)
 		f.closingCancel()
-		// Idle threads stop taking commands: new runs start on the
-		// instances that stay.
-		for _, t := range f.threads {
-			t.mu.Lock()
-			t.ownLocked()
-			t.mu.Unlock()
-		}
 	}
 }
 
-// Close shuts down, cancels every run and waits for the frontend's
-// goroutines.
+// Close shuts down, cancels every run started here and waits for the
+// frontend's goroutines.
 func (f *Frontend) Close() {
 	f.Shutdown()
 	f.runMu.Lock()
 	f.closed.Store(true)
 	f.runMu.Unlock()
-	f.mu.Lock()
-	for _, t := range f.threads {
-		t.mu.Lock()
-		if t.idle != nil {
-			t.idle.Stop()
-			t.idle = nil
-		}
-		t.mu.Unlock()
-	}
-	f.mu.Unlock()
 	f.cancelRun()
 	f.wg.Wait()
-	f.mu.Lock()
-	for _, t := range f.threads {
-		t.unfollow()
-	}
-	f.mu.Unlock()
-	if f.outbox != nil {
-		f.closeOutbox.Do(f.outbox.close)
-	}
 }
 
 func (f *Frontend) isClosed() bool { return f.closed.Load() }
 
-// track adds one to what Close waits for (a run's pump, a save, an SSE
-// stream); false, adding nothing, once Close has begun.
+// track adds one to what Close waits for (a run's reader, an SSE stream);
+// false, adding nothing, once Close has begun.
 func (f *Frontend) track() bool {
 	f.runMu.Lock()
 	defer f.runMu.Unlock()
@@ -307,215 +218,27 @@ func (f *Frontend) track() bool {
 	return true
 }
 
-var errTooManyThreads = canonical.Errorf(canonical.CodeResourceExhausted, "too many threads in memory (MaxThreads)")
-
-// thread returns the thread id, loading it from the store or (with
-// create) creating it when it is not in memory; nil when unknown.
-func (f *Frontend) thread(ctx context.Context, id string, create bool) (*Thread, error) {
-	if f.cfg.CheckThread != nil {
-		if err := f.cfg.CheckThread(ctx, id); err != nil {
-			if !create && canonical.AsError(err).Code == canonical.CodeNotFound {
-				// Another key's thread reads as one nobody used: the
-				// answer says no more than that this key has no such
-				// thread (a new run on it is refused: not found).
-				return nil, nil
-			}
-			return nil, err
-		}
+// checkThread claims a new thread for the caller's API key, or refuses
+// another key's (not found).
+func (f *Frontend) checkThread(ctx context.Context, thread string) error {
+	if f.cfg.CheckThread == nil {
+		return nil
 	}
-	f.mu.Lock()
-	if t := f.threads[id]; t != nil {
-		f.mu.Unlock()
-		return t, nil
-	}
-	f.mu.Unlock()
-	var rec *threadRecord
-	var rev uint64
-	if store := f.cfg.Store; store != nil {
-		sctx, cancel := context.WithTimeout(ctx, f.cfg.StoreTimeout)
-		var err error
-		rec, rev, err = readRecord(sctx, store, id, nil, f.cfg.Logger)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-	}
-	if rec == nil && !create {
-		return nil, nil
-	}
-	f.mu.Lock()
-	if t := f.threads[id]; t != nil {
-		f.mu.Unlock()
-		return t, nil
-	}
-	key := ""
-	if p := canonical.PrincipalFrom(ctx); p != nil {
-		key = p.Name
-	}
-	if err := f.roomLocked(key); err != nil {
-		f.mu.Unlock()
-		return nil, err
-	}
-	t := newThread(f, id)
-	f.threadKey[id] = key
-	f.keyThreads[key]++
-	t.rt.rev = rev
-	if rec != nil {
-		t.rt.known, t.rt.rec = true, *rec
-		t.seq = rec.Seq
-		if len(rec.Values) > 0 && rec.Seq > 0 {
-			// The current state opens the new buffer, as the state at the
-			// record's seq: it takes no new seq, so the next event here is
-			// the one every instance numbers rec.Seq+1.
-			t.seq = rec.Seq - 1
-			w := wireEvent{method: methodValues, namespace: []string{}, timeMs: f.cfg.Now().UnixMilli(), data: jsonOrNull(valuesJSON(rec.Values, nil))}
-			t.storeLocked(record{seq: rec.Seq, method: w.method, ns: w.namespace, frame: newFrame(rec.Seq, &w)})
-		}
-	}
-	// Whoever finds the thread in the map waits on t.mu until it has
-	// caught up with the instance running its runs, if any.
-	t.mu.Lock()
-	f.threads[id] = t
-	f.mu.Unlock()
-	t.followLocked()
-	t.maybeIdleLocked()
-	t.mu.Unlock()
-	return t, nil
+	return f.cfg.CheckThread(ctx, thread)
 }
 
-// unfollow ends the thread's subscriptions (it leaves memory).
-func (t *Thread) unfollow() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.unfollowLocked()
-}
-
-func (t *Thread) unfollowLocked() {
-	for _, s := range []*nats.Subscription{t.evSub, t.cmdSub} {
-		if s != nil {
-			_ = s.Unsubscribe()
+// readState reads a thread's record from the store: nil when it has none
+// (or another key's, which reads the same).
+func (f *Frontend) readState(ctx context.Context, thread string) (*threadRecord, uint64, error) {
+	if err := f.checkThread(ctx, thread); err != nil {
+		if canonical.CodeOf(err) == canonical.CodeNotFound {
+			return nil, 0, nil
 		}
+		return nil, 0, err
 	}
-	t.evSub, t.cmdSub = nil, nil
-}
-
-// roomLocked makes room in memory for a new thread of key: at the key's
-// bound (MaxThreadsPerKey) one of its own idle threads leaves, at the
-// frontend's (MaxThreads) any idle thread does; when none is idle the new
-// thread is refused. Called with f.mu held.
-func (f *Frontend) roomLocked(key string) error {
-	if key != "" && f.keyThreads[key] >= f.cfg.MaxThreadsPerKey {
-		if !f.evictIdleLocked(key) {
-			return canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d threads in use (MaxThreadsPerKey)", key, f.cfg.MaxThreadsPerKey)
-		}
-	}
-	if len(f.threads) >= f.cfg.MaxThreads && !f.evictIdleLocked("") {
-		return errTooManyThreads
-	}
-	f.trimBuffersLocked()
-	return nil
-}
-
-// trimBuffersLocked evicts idle threads, the longest idle first, while all
-// threads' buffers hold more than MaxBufferBytes. Called with f.mu held.
-func (f *Frontend) trimBuffersLocked() {
-	limit := int64(f.cfg.MaxBufferBytes)
-	if f.buffered.Load() <= limit {
-		return
-	}
-	type idleThread struct {
-		t     *Thread
-		since time.Time
-	}
-	var idle []idleThread
-	for _, t := range f.threads {
-		t.mu.Lock()
-		if t.idle != nil { // idle, its eviction timer set
-			idle = append(idle, idleThread{t, t.idleSince})
-		}
-		t.mu.Unlock()
-	}
-	slices.SortFunc(idle, func(a, b idleThread) int { return a.since.Compare(b.since) })
-	for _, it := range idle {
-		if f.buffered.Load() <= limit {
-			return
-		}
-		it.t.mu.Lock()
-		it.t.evictLocked()
-		it.t.mu.Unlock()
-	}
-}
-
-// BufferedBytes is the frames all threads' buffers hold (see
-// MaxBufferBytes).
-func (f *Frontend) BufferedBytes() int64 { return f.buffered.Load() }
-
-// evictIdleLocked removes from memory one idle thread (of key, unless key
-// is empty); false when there is none. Called with f.mu held.
-func (f *Frontend) evictIdleLocked(key string) bool {
-	for _, t := range f.threads {
-		if key != "" && f.threadKey[t.id] != key {
-			continue
-		}
-		t.mu.Lock()
-		ok := t.evictLocked()
-		t.mu.Unlock()
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-// evict removes an idle thread from memory.
-func (f *Frontend) evict(t *Thread) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.idle = nil // fired
-	t.evictLocked()
-}
-
-// evictLocked removes the thread from memory unless it is in use (a
-// stream, a run, a queued run) or its state is not all in the store (no
-// store, or a save under way): what leaves memory is read back whole.
-// Called with f.mu and t.mu held.
-func (t *Thread) evictLocked() bool {
-	f := t.f
-	if t.conns > 0 || t.rt.active != nil || len(t.rt.queue) > 0 || f.threads[t.id] != t ||
-		t.rt.saving || (t.rt.known && f.cfg.Store == nil) {
-		return false
-	}
-	if t.idle != nil {
-		t.idle.Stop()
-		t.idle = nil
-	}
-	delete(f.threads, t.id)
-	f.buffered.Add(-int64(t.counted))
-	t.counted, t.gone = 0, true
-	key := f.threadKey[t.id]
-	delete(f.threadKey, t.id)
-	if f.keyThreads[key]--; f.keyThreads[key] <= 0 {
-		delete(f.keyThreads, key)
-	}
-	t.unfollowLocked()
-	return true
-}
-
-// connOpen and connClose count the streams holding a thread in memory.
-func (t *Thread) connOpen() {
-	t.mu.Lock()
-	t.conns++
-	t.maybeIdleLocked()
-	t.mu.Unlock()
-}
-
-func (t *Thread) connClose() {
-	t.mu.Lock()
-	t.conns--
-	t.maybeIdleLocked()
-	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.StoreTimeout)
+	defer cancel()
+	return readRecord(ctx, f.cfg.Store, thread, nil, f.cfg.Logger)
 }
 
 // httpError writes a transport-level failure: {"error","message"} (1.2).
@@ -530,11 +253,7 @@ func httpError(w http.ResponseWriter, status int, code, msg string) {
 
 func canonicalHTTPError(w http.ResponseWriter, err error) {
 	ce := canonical.AsError(err)
-	status := httpStatus(ce.Code)
-	if errors.Is(err, errTooManyThreads) {
-		status = http.StatusServiceUnavailable
-	}
-	httpError(w, status, wireCode(ce.Code), ce.Message)
+	httpError(w, httpStatus(ce.Code), wireCode(ce.Code), ce.Message)
 }
 
 // readBody reads a request body within MaxRequestBytes.
@@ -566,18 +285,13 @@ func (f *Frontend) serveCommands(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, errorFrame(id, pe))
 		return
 	}
-	cmd.principal = canonical.PrincipalFrom(r.Context())
-	th, err := f.thread(r.Context(), r.PathValue("thread_id"), cmd.method == "run.start")
-	if err != nil {
-		writeJSON(w, errorFrame(int64(cmd.id), asProtoError(err)))
-		return
-	}
-	result, applied, pe := f.execute(th, cmd)
+	thread := r.PathValue("thread_id")
+	result, applied, pe := f.execute(r.Context(), thread, cmd)
 	if pe != nil {
 		writeJSON(w, errorFrame(int64(cmd.id), pe))
 		return
 	}
-	writeJSON(w, successFrame(cmd.id, result, th.id, applied))
+	writeJSON(w, successFrame(cmd.id, result, thread, applied))
 }
 
 func writeJSON(w http.ResponseWriter, b []byte) {
@@ -589,28 +303,22 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 // serveState is LangGraph's GET /threads/{id}/state (hydration; 404 when
 // the thread has no state).
 func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
-	th, err := f.thread(r.Context(), r.PathValue("thread_id"), false)
+	thread := r.PathValue("thread_id")
+	rec, _, err := f.readState(r.Context(), thread)
 	if err != nil {
 		canonicalHTTPError(w, err)
 		return
 	}
-	if th == nil {
+	if rec == nil {
 		httpError(w, http.StatusNotFound, errNoSuchRun, "thread not found")
-		return
-	}
-	f.refresh(th)
-	th.mu.Lock()
-	if !th.rt.known {
-		th.mu.Unlock()
-		httpError(w, http.StatusNotFound, errNoSuchRun, "thread has no state")
 		return
 	}
 	// The rest is written apart: the values are the whole conversation,
 	// and appendString may grow the array it writes to, whatever its size.
 	rest := []byte(`,"next":[],"tasks":[],"metadata":{},"created_at":null,"checkpoint":`)
-	if h := th.rt.rec.Head; h != "" {
+	if h := rec.Head; h != "" {
 		rest = append(rest, `{"thread_id":`...)
-		rest = appendString(rest, th.id)
+		rest = appendString(rest, thread)
 		rest = append(rest, `,"checkpoint_ns":"","checkpoint_id":`...)
 		rest = appendString(rest, h)
 		rest = append(rest, '}')
@@ -618,10 +326,9 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 		rest = append(rest, "null"...)
 	}
 	rest = append(rest, `,"interrupts":`...)
-	rest = append(appendInterrupts(rest, th.rt.rec.Interrupts), '}')
-	b := make([]byte, 0, len(`{"values":`)+stateBytes(th.rt.rec.Values)+len(rest)+1) // +1: writeJSON's newline
-	b = appendValuesJSON(append(b, `{"values":`...), th.rt.rec.Values, nil)
-	th.mu.Unlock()
+	rest = append(appendInterrupts(rest, rec.Interrupts), '}')
+	b := make([]byte, 0, len(`{"values":`)+stateBytes(rec.Values)+len(rest)+1) // +1: writeJSON's newline
+	b = appendValuesJSON(append(b, `{"values":`...), rec.Values, nil)
 	writeJSON(w, append(b, rest...))
 }
 
@@ -641,92 +348,66 @@ func appendInterrupts(b []byte, in []interruptRec) []byte {
 }
 
 // serveCancel is LangGraph's POST /threads/{id}/runs/{run_id}/cancel: it
-// cancels the run if it is active or queued. The run ends with a failed
-// lifecycle event whose error starts "cancelled: ".
+// cancels the run if it is going on or waiting for its turn. The run ends
+// with a failed lifecycle event whose error starts "cancelled: ". A run of
+// the thread that the record does not show ended is cancelled wherever it
+// runs (an id no run has is answered as one that ended: the record keeps
+// the last runs, not every id).
 func (f *Frontend) serveCancel(w http.ResponseWriter, r *http.Request) {
-	th, err := f.thread(r.Context(), r.PathValue("thread_id"), false)
+	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
+	if f.cancelLocal(thread, run) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	rec, _, err := f.readState(r.Context(), thread)
 	if err != nil {
 		canonicalHTTPError(w, err)
 		return
 	}
-	run := r.PathValue("run_id")
-	if th != nil {
-		if th.cancelRun(run) {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		// The run may be on another instance.
-		cmd := append([]byte(`{"id":0,"method":"`+cancelMethod+`","params":{"run_id":`), appendString(nil, run)...)
-		if _, _, pe, ok := f.forward(th, append(cmd, "}}"...), canonical.PrincipalFrom(r.Context())); ok {
-			if pe == nil {
-				w.WriteHeader(http.StatusNoContent)
-			} else {
-				httpError(w, http.StatusNotFound, pe.Code, pe.Message)
-			}
-			return
-		}
+	if rec != nil && !rec.ended(run) && f.cfg.CancelRun != nil {
+		// Started on another instance, or not yet in the record: the
+		// bridge tells whichever instance runs it.
+		f.cfg.CancelRun(thread, run)
+		w.WriteHeader(http.StatusNoContent)
+		return
 	}
 	httpError(w, http.StatusNotFound, errNoSuchRun, "no active or queued run "+strconv.Quote(run))
 }
 
-// cancelRun cancels run if it is the thread's active run, or removes it
-// from the queue; false when it is neither.
-func (t *Thread) cancelRun(run string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if a := t.rt.active; a != nil && a.pr.id == run {
-		a.cancel()
-		return true
-	}
-	for i, q := range t.rt.queue {
-		if q.id == run {
-			t.rt.queue = append(t.rt.queue[:i], t.rt.queue[i+1:]...)
-			t.ownLocked()
-			return true
-		}
-	}
-	return false
-}
-
-// streamThread is the thread of a stream request (SSE or WebSocket),
-// created if new; while shutting down, or when the thread cannot be had,
-// it answers the request itself and returns false.
-func (f *Frontend) streamThread(w http.ResponseWriter, r *http.Request) (*Thread, bool) {
+// streamOpen answers a stream request itself while shutting down, or when
+// the thread is another key's; false then.
+func (f *Frontend) streamOpen(w http.ResponseWriter, r *http.Request) bool {
 	select {
 	case <-f.closing:
 		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
-		return nil, false
+		return false
 	default:
 	}
-	th, err := f.thread(r.Context(), r.PathValue("thread_id"), true)
-	if err != nil {
+	if err := f.checkThread(r.Context(), r.PathValue("thread_id")); err != nil {
 		canonicalHTTPError(w, err)
-		return nil, false
+		return false
 	}
-	return th, true
+	return true
 }
-
-// sseBatch is how many events an SSE stream takes from the buffer at once.
-const sseBatch = 256
 
 // streamSince reads an SSE stream request's since: the request's own, or
 // else Last-Event-ID; bad names the rule broken.
-func streamSince(p params, r *http.Request) (since uint64, has bool, bad string) {
+func streamSince(p params, r *http.Request) (since uint64, bad string) {
 	if p.has("since") {
 		s, ok := uintParam(p["since"])
 		if !ok {
-			return 0, false, "event stream request: since must be a non-negative integer"
+			return 0, "event stream request: since must be a non-negative integer"
 		}
-		return s, true, ""
+		return s, ""
 	}
 	if h := r.Header.Get("Last-Event-ID"); h != "" {
 		s, ok := seqText(h)
 		if !ok {
-			return 0, false, "Last-Event-ID must be a decimal seq below 2^53"
+			return 0, "Last-Event-ID must be a decimal seq below 2^53"
 		}
-		return s, true, ""
+		return s, ""
 	}
-	return 0, false, ""
+	return 0, ""
 }
 
 func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
@@ -744,34 +425,31 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, pe.Code, pe.Message)
 		return
 	}
-	since, hasSince, bad := streamSince(p, r)
+	since, bad := streamSince(p, r)
 	if bad != "" {
 		httpError(w, http.StatusBadRequest, errInvalidArgument, bad)
 		return
 	}
-	th, ok := f.streamThread(w, r)
-	if !ok {
+	if !f.streamOpen(w, r) {
 		return
 	}
 	if !f.track() {
 		httpError(w, http.StatusServiceUnavailable, errUnknownError, "server is shutting down")
 		return
 	}
-	th.connOpen()
-	s := &sseStream{f: f, th: th, flt: flt, ended: make(chan struct{})}
+	s := &sseStream{f: f, flt: flt, ended: make(chan struct{})}
 	s.state.Store(writerRunning) // the handler is the first writer
-	var first []record
-	var g *gap
-	s.rd, first, g = th.attach(since, hasSince, s.kick)
-	// The pinned states attach returns are not filtered; what read
-	// returns is.
-	first = slices.DeleteFunc(first, func(rec record) bool { return !flt.match(&rec) })
-	s.hb = time.AfterFunc(f.cfg.Heartbeat, s.heartbeat)
-	if !s.open(w, r) {
-		s.close()
+	// The reader lives as long as the stream, past the handler when the
+	// connection is taken over (the caller's key stays in its context).
+	tail, err := f.openTail(context.WithoutCancel(r.Context()), r.PathValue("thread_id"), since, s.kick)
+	if err != nil {
+		f.wg.Done()
+		canonicalHTTPError(w, err)
 		return
 	}
-	if !s.write(first, g) {
+	s.tail = tail
+	s.hb = time.AfterFunc(f.cfg.Heartbeat, s.heartbeat)
+	if !s.open(w, r) {
 		s.close()
 		return
 	}

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,17 +34,67 @@ import (
 const wait = 10 * time.Second
 
 // newRunner is a bridge over the scripted backend (its targets), with the
-// calculator tool, and no fabric.
-func newRunner(t testing.TB) canonical.Runner {
+// calculator tool, on an embedded NATS server (its replay log and thread
+// store), running the agent runtime.
+func newRunner(t testing.TB) *bridge.Bridge {
+	t.Helper()
+	b, _ := startBridge(t, bridgeOpts{})
+	return b
+}
+
+// bridgeOpts configure startBridge: the data folder (a new one when
+// empty), the runtime's config, and the backend "scripted" with its
+// targets (the scripted backend's when nil).
+type bridgeOpts struct {
+	dir string
+	// logBytes bounds the replay log (nats.replay_max_bytes), so that it
+	// lets go of a thread's oldest events.
+	logBytes int64
+	runtime  agent.RuntimeConfig
+	backend  canonical.Backend
+	targets  []string
+}
+
+// startBridge starts a bridge on an embedded NATS server in o.dir,
+// running the agent runtime; stop (also the test's cleanup) stops it.
+func startBridge(t testing.TB, o bridgeOpts) (b *bridge.Bridge, stop func()) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	tools := bridge.NewToolRegistry(bridge.ToolsConfig{Allow: []string{"calculator"}, Timeout: 5 * time.Second}, nil, "interlingua", log)
+	if o.backend == nil {
+		tools := bridge.NewToolRegistry(bridge.ToolsConfig{Allow: []string{"calculator"}, Timeout: 5 * time.Second}, nil, "interlingua", log)
+		o.backend, o.targets = scripted.New(scripted.Config{Tools: tools}), scripted.Targets
+	}
+	c := bridge.DefaultConfig()
+	c.DataDir = cmp.Or(o.dir, t.TempDir())
+	c.NATS.ReplayMaxBytes = o.logBytes
+	c.Defaults()
+	fabric, err := bridge.StartFabric(context.Background(), c.NATS, c.DataDir, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var routes []bridge.Route
-	for _, tg := range scripted.Targets {
+	for _, tg := range o.targets {
 		routes = append(routes, bridge.Route{Target: tg, Backend: "scripted"})
 	}
-	be := map[string]canonical.Backend{"scripted": scripted.New(scripted.Config{Tools: tools})}
-	return bridge.NewBridge(bridge.NewRouter(routes, be, nil), nil, log)
+	b = bridge.NewBridge(bridge.NewRouter(routes, map[string]canonical.Backend{"scripted": o.backend}, nil), fabric, log)
+	b.AddRuntime("agent", agent.NewRuntime(fabric.ThreadStore(), log, o.runtime))
+	if err := b.StartCluster(nil, c.NATS); err != nil {
+		fabric.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			b.StopAccepting()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			b.Drain(ctx, time.Second)
+			b.StopCluster()
+			fabric.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return b, stop
 }
 
 // server is a frontend on an httptest server; hc is its client
@@ -52,13 +103,25 @@ type server struct {
 	URL string
 	fe  *agent.Frontend
 	hc  *http.Client
+	b   *bridge.Bridge
 }
 
+// overBridge is cfg with the ports of its Runner, a bridge (newRunner's
+// when cfg has none).
+func overBridge(t testing.TB, cfg agent.Config) (agent.Config, *bridge.Bridge) {
+	b, _ := cfg.Runner.(*bridge.Bridge)
+	if b == nil {
+		b = newRunner(t)
+	}
+	cfg.Runner, cfg.Observer, cfg.Store, cfg.CheckThread, cfg.CancelRun = b, b, b.ThreadStore(), b.CheckThread, b.CancelRun
+	return cfg, b
+}
+
+// newServer is a frontend with cfg over a bridge (newRunner's, unless
+// cfg's Runner is one).
 func newServer(t testing.TB, cfg agent.Config) *server {
 	t.Helper()
-	if cfg.Runner == nil {
-		cfg.Runner = newRunner(t)
-	}
+	cfg, b := overBridge(t, cfg)
 	fe, err := agent.NewFrontend(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +134,7 @@ func newServer(t testing.TB, cfg agent.Config) *server {
 		ts.Close()
 		fe.Close()
 	})
-	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient}
+	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient, b: b}
 }
 
 // command posts one command and returns the decoded response.
@@ -297,19 +360,57 @@ func TestReplaySince1000(t *testing.T) {
 	}
 }
 
-// TestReplayGap: a subscriber whose since is older than the buffer gets the
-// missed-events report first, then the current state and the buffer.
+// awaitLastEnd waits for the thread's last event to be a run's end, and
+// returns its seq: a reader of a small log (smallLog) that follows a long
+// run from its start may find events gone before it reads them.
+func (s *server) awaitLastEnd(t *testing.T, thread string) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		last, err := s.b.LastSeq(t.Context(), thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last > 0 {
+			st := s.openSSE(t, thread, `{"channels":["lifecycle"],"since":`+strconv.FormatUint(last-1, 10)+`}`, nil)
+			select {
+			case e := <-st.events:
+				var env envelope
+				if json.Unmarshal(e.Data, &env) == nil && env.rootTerminal() {
+					st.Close()
+					return env.Seq
+				}
+			case <-time.After(100 * time.Millisecond):
+			}
+			st.Close()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no run of thread %q ended within the wait", thread)
+	return 0
+}
+
+// smallLog is a bridge whose replay log keeps about the last 256 KiB of
+// events: a thread's oldest events leave it.
+func smallLog(t *testing.T) *bridge.Bridge {
+	b, _ := startBridge(t, bridgeOpts{logBytes: 256 << 10})
+	return b
+}
+
+// TestReplayGap: a subscriber whose since is older than the replay log
+// gets the missed-events report first, then what the log holds.
 func TestReplayGap(t *testing.T) {
-	s := newServer(t, agent.Config{BufferEvents: 100})
-	_, last := s.runToEnd(t, "gap", "stream", user("go"), map[string]any{"deltas": 300})
+	s := newServer(t, agent.Config{Runner: smallLog(t)})
+	s.runStart(t, "gap", "stream", user("go"), map[string]any{"deltas": 8000})
+	last := s.awaitLastEnd(t, "gap")
 	st := s.openSSE(t, "gap", `{"channels":["values","messages","lifecycle","checkpoints","updates"],"since":10}`, nil)
 	first := st.next(false)
 	var gap envelope
 	if err := json.Unmarshal(first.Data, &gap); err != nil || first.ID != "" {
 		t.Fatalf("first frame %+v", first)
 	}
-	oldest := last - 100 + 1
-	if gap.Type != "error" || gap.Error != "invalid_argument" || gap.Since != 10 || gap.MinAvailableSeq != oldest ||
+	oldest := gap.MinAvailableSeq
+	if gap.Type != "error" || gap.Error != "invalid_argument" || gap.Since != 10 || oldest <= 11 || oldest > last ||
 		gap.Message != "events after seq 10 are no longer buffered" || !bytes.Contains(first.Data, []byte(`"id":null`)) {
 		t.Fatalf("gap report = %s", first.Data)
 	}
@@ -323,7 +424,7 @@ func TestReplayGap(t *testing.T) {
 // TestPinnedValuesOnSubscribe: a subscriber joining a long run after the
 // state left the buffer still starts with the current state.
 func TestPinnedValuesOnSubscribe(t *testing.T) {
-	s := newServer(t, agent.Config{BufferEvents: 50})
+	s := newServer(t, agent.Config{})
 	// A slow run: its state (the input) leaves the 50-event buffer long
 	// before the run ends.
 	s.runStart(t, "pin", "stream", user("go"), map[string]any{"deltas": 5000, "delay_ms": 1})
@@ -596,15 +697,15 @@ func TestWebSocketSubscribeReplayOrder(t *testing.T) {
 // buffer restores the subscription, reports the missed events and sends
 // the in-band gap report before the replay (issue 36 #4).
 func TestWebSocketReconnectMissedEvents(t *testing.T) {
-	s := newServer(t, agent.Config{BufferEvents: 100})
+	s := newServer(t, agent.Config{Runner: smallLog(t)})
 	w := s.dialWS(t, "wsre")
 	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages", "lifecycle"}}})
 	sub := w.response(1)["result"].(map[string]any)["subscription_id"].(string)
-	w.send(map[string]any{"id": 2, "method": "run.start", "params": map[string]any{"assistant_id": "stream", "input": user("go"), "config": map[string]any{"configurable": map[string]any{"deltas": 300}}}})
+	w.send(map[string]any{"id": 2, "method": "run.start", "params": map[string]any{"assistant_id": "stream", "input": user("go"), "config": map[string]any{"configurable": map[string]any{"deltas": 8000}}}})
 	started := w.response(2)
 	run := started["result"].(map[string]any)["run_id"].(string)
 	w.c.Close() // dropped
-	s.awaitEnd(t, "wsre", uint64(started["meta"].(map[string]any)["applied_through_seq"].(float64)))
+	s.awaitLastEnd(t, "wsre")
 	w2 := s.dialWS(t, "wsre")
 	w2.send(map[string]any{"id": 1, "method": "subscription.reconnect", "params": map[string]any{"run_id": run, "last_event_id": "5", "subscriptions": []string{sub}}})
 	res := w2.read()
@@ -638,23 +739,22 @@ func TestWebSocketReconnectMissedEvents(t *testing.T) {
 	}
 }
 
-// TestWebSocketReconnectMissedEventsFiltered: missed_events counts only
-// the evicted events the restored subscriptions match. A lifecycle+values
-// subscription over a run whose evicted events are all message deltas
-// missed none (508 were reported before, issue 36 #4); one on messages
-// missed every delta evicted after last_event_id.
-func TestWebSocketReconnectMissedEventsFiltered(t *testing.T) {
-	s := newServer(t, agent.Config{BufferEvents: 100})
+// TestWebSocketReconnectMissedEventsOfAnyChannel: missed_events counts
+// the events after last_event_id the replay log let go, of any channel:
+// the log keeps nothing of them to tell which a subscription would have
+// matched. (The frontend's own buffer counted only those, issue 36 #4.)
+func TestWebSocketReconnectMissedEventsOfAnyChannel(t *testing.T) {
+	s := newServer(t, agent.Config{Runner: smallLog(t)})
 	w := s.dialWS(t, "wsref")
 	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"lifecycle", "values"}}})
 	states := w.response(1)["result"].(map[string]any)["subscription_id"].(string)
 	w.send(map[string]any{"id": 2, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages"}}})
 	deltas := w.response(2)["result"].(map[string]any)["subscription_id"].(string)
-	w.send(map[string]any{"id": 3, "method": "run.start", "params": map[string]any{"assistant_id": "stream", "input": user("go"), "config": map[string]any{"configurable": map[string]any{"deltas": 300}}}})
+	w.send(map[string]any{"id": 3, "method": "run.start", "params": map[string]any{"assistant_id": "stream", "input": user("go"), "config": map[string]any{"configurable": map[string]any{"deltas": 8000}}}})
 	started := w.response(3)
 	run := started["result"].(map[string]any)["run_id"].(string)
 	w.c.Close()
-	s.awaitEnd(t, "wsref", uint64(started["meta"].(map[string]any)["applied_through_seq"].(float64)))
+	s.awaitLastEnd(t, "wsref")
 	reconnect := func(id int, sub string) (missed, oldest float64) {
 		w2 := s.dialWS(t, "wsref")
 		w2.send(map[string]any{"id": id, "method": "subscription.reconnect", "params": map[string]any{"run_id": run, "last_event_id": "5", "subscriptions": []string{sub}}})
@@ -669,13 +769,12 @@ func TestWebSocketReconnectMissedEventsFiltered(t *testing.T) {
 		}
 		return r["missed_events"].(float64), gapReport["min_available_seq"].(float64)
 	}
-	if missed, oldest := reconnect(1, states); missed != 0 || oldest <= 100 {
-		t.Errorf("lifecycle+values: missed_events %v with the buffer from seq %v, want 0", missed, oldest)
-	}
-	// The run's events up to seq 5 are its start and first deltas; every
-	// later evicted one is a delta.
-	if missed, oldest := reconnect(1, deltas); missed != oldest-1-5 {
-		t.Errorf("messages: missed_events %v, want %v (seqs 6..%v)", missed, oldest-1-5, oldest-1)
+	// The log keeps no trace of the events it let go: missed_events counts
+	// them all, whatever the subscriptions' channels.
+	for i, sub := range []string{states, deltas} {
+		if missed, oldest := reconnect(1, sub); oldest <= 100 || missed != oldest-1-5 {
+			t.Errorf("subscription %d: missed_events %v with the log from seq %v, want %v (seqs 6..%v)", i, missed, oldest, oldest-1-5, oldest-1)
+		}
 	}
 }
 
@@ -750,9 +849,8 @@ func TestMultitask(t *testing.T) {
 // TestStateSharedThroughStore: two frontends share the thread store, so a
 // thread run on one is served by the other.
 func TestStateSharedThroughStore(t *testing.T) {
-	kv := startStore(t)
-	a := newServer(t, agent.Config{Store: kv})
-	b := newServer(t, agent.Config{Store: kv})
+	a := newServer(t, agent.Config{})
+	b := newServer(t, agent.Config{Runner: a.b})
 	a.runToEnd(t, "shared", "demo-agent", user("What is 6 * 7?"), nil)
 	res := b.command(t, "shared", 1, "state.get", map[string]any{"namespace": []string{}})
 	if res["type"] != "success" {
@@ -763,11 +861,13 @@ func TestStateSharedThroughStore(t *testing.T) {
 		t.Fatalf("messages on b: %v", msgs)
 	}
 	applied := res["meta"].(map[string]any)["applied_through_seq"].(float64)
-	// b's stream opens with the current state, with a seq after a's.
+	// b's stream replays the thread from the replay log: its last values
+	// event, the run's last, is the state a saw, and the command's
+	// applied_through_seq is the run's end.
 	st := b.openSSE(t, "shared", `{"channels":["values","lifecycle"]}`, nil)
-	e := st.envelope()
-	if e.Method != "values" || float64(e.Seq) <= applied-1 || !bytes.Contains(e.Params.Data, []byte("6 * 7 = 42.")) {
-		t.Fatalf("first event on b: %s seq %d", e.Method, e.Seq)
+	e := st.untilTerminal()
+	if v := e[len(e)-2]; v.Method != "values" || !bytes.Contains(v.Params.Data, []byte("6 * 7 = 42.")) || float64(e[len(e)-1].Seq) != applied {
+		t.Fatalf("b's replay ends %s %s, then seq %d; applied_through_seq %v", v.Method, v.Params.Data, e[len(e)-1].Seq, applied)
 	}
 	// A run on b continues the conversation; a reads it back.
 	b.runToEnd(t, "shared", "demo-agent", user("again"), nil)
@@ -786,9 +886,8 @@ func TestStateSharedThroughStore(t *testing.T) {
 // a turn; the second save meets the first's newer revision, merges, and
 // neither turn is lost (optimistic concurrency on the head record).
 func TestConcurrentSavesMerge(t *testing.T) {
-	kv := startStore(t)
-	a := newServer(t, agent.Config{Store: kv})
-	b := newServer(t, agent.Config{Store: kv})
+	a := newServer(t, agent.Config{})
+	b := newServer(t, agent.Config{Runner: a.b})
 	a.runToEnd(t, "both", "echo", user("one"), nil)
 	// b loads the thread (revision r), then a saves a turn (r+1) that b
 	// has not seen, then b saves its own turn over r: a conflict.
@@ -797,7 +896,7 @@ func TestConcurrentSavesMerge(t *testing.T) {
 	}
 	a.runToEnd(t, "both", "echo", user("two"), nil)
 	b.runToEnd(t, "both", "echo", user("three"), nil)
-	c := newServer(t, agent.Config{Store: kv}) // a fresh instance reads the record
+	c := newServer(t, agent.Config{Runner: a.b}) // a fresh frontend reads the record
 	res := c.command(t, "both", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
 	var said []string
@@ -816,8 +915,9 @@ func TestConcurrentSavesMerge(t *testing.T) {
 // each; those let go are removed), and a fresh instance reads back the
 // whole conversation and those checkpoints.
 func TestCheckpointsBeyondMaxAreRemoved(t *testing.T) {
-	store := startStore(t)
-	a := newServer(t, agent.Config{Store: store, MaxCheckpoints: 3})
+	br, _ := startBridge(t, bridgeOpts{runtime: agent.RuntimeConfig{MaxCheckpoints: 3}})
+	store := br.ThreadStore()
+	a := newServer(t, agent.Config{Runner: br})
 	for i := range 5 {
 		a.runToEnd(t, "long", "echo", user(fmt.Sprintf("turn %d", i)), nil)
 	}
@@ -842,7 +942,7 @@ func TestCheckpointsBeyondMaxAreRemoved(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Fatalf("checkpoint records %v, want %v", keys, want)
 	}
-	c := newServer(t, agent.Config{Store: store})
+	c := newServer(t, agent.Config{Runner: br}) // a fresh frontend reads the record
 	res = c.command(t, "long", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
 	if len(msgs) != 10 || !strings.Contains(fmt.Sprint(msgs[8]), "turn 4") {
@@ -860,17 +960,17 @@ func TestCheckpointsBeyondMaxAreRemoved(t *testing.T) {
 // instance after the NATS server restarted on the same data folder.
 func TestLargeThreadSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	store, _, stop := startFabricAt(t, dir)
-	big := strings.Repeat("0123456789 ", 120_000) // 1.32 MB
-	a := newServer(t, agent.Config{Store: store})
+	br, stop := startBridge(t, bridgeOpts{dir: dir})
+	big := strings.Repeat(strings.Repeat("0123456789", 1000)+" ", 132) // 1.32 MB, in 132 deltas (echo's words)
+	a := newServer(t, agent.Config{Runner: br})
 	a.runToEnd(t, "big.thread é", "echo", user(big), nil)
 	a.runToEnd(t, "big.thread é", "echo", user("after"), nil)
 	a.fe.Shutdown()
-	a.fe.Close() // waits for its saves
+	a.fe.Close()
 	stop()
 
-	store, _, _ = startFabricAt(t, dir)
-	b := newServer(t, agent.Config{Store: store})
+	br, _ = startBridge(t, bridgeOpts{dir: dir})
+	b := newServer(t, agent.Config{Runner: br})
 	res := b.command(t, "big.thread é", 1, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
 	var contents []string
@@ -960,18 +1060,18 @@ func startFabricAt(t testing.TB, dir string) (store canonical.ThreadStore, conne
 // thread from the store, whose checkpoints hold no values at all.
 func TestForkReadsCheckpointFromStore(t *testing.T) {
 	dir := t.TempDir()
-	store, _, stop := startFabricAt(t, dir)
-	a := newServer(t, agent.Config{Store: store})
+	br, stop := startBridge(t, bridgeOpts{dir: dir})
+	a := newServer(t, agent.Config{Runner: br})
 	a.runToEnd(t, "fork.thread", "echo", user("first"), nil)
 	res := a.command(t, "fork.thread", 1, "state.listCheckpoints", map[string]any{})
 	cps := res["result"].(map[string]any)["checkpoints"].([]any)
 	a.runToEnd(t, "fork.thread", "echo", user("second"), nil)
 	a.fe.Shutdown()
-	a.fe.Close() // waits for its saves
+	a.fe.Close()
 	stop()
 
-	store, _, _ = startFabricAt(t, dir)
-	b := newServer(t, agent.Config{Store: store})
+	br, _ = startBridge(t, bridgeOpts{dir: dir})
+	b := newServer(t, agent.Config{Runner: br})
 	after := cps[0].(map[string]any)["checkpoint_id"] // the newest checkpoint of the first turn
 	if after == nil {
 		after = cps[0].(map[string]any)["id"]
@@ -980,7 +1080,7 @@ func TestForkReadsCheckpointFromStore(t *testing.T) {
 	if res["type"] != "success" {
 		t.Fatalf("fork: %v", res)
 	}
-	b.awaitEnd(t, "fork.thread", 0)
+	b.awaitEnd(t, "fork.thread", uint64(res["meta"].(map[string]any)["applied_through_seq"].(float64)))
 	res = b.command(t, "fork.thread", 3, "state.get", map[string]any{"namespace": []string{}, "keys": []string{"messages"}})
 	msgs := res["result"].(map[string]any)["values"].(map[string]any)["messages"].([]any)
 	var contents []string

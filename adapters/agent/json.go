@@ -36,9 +36,6 @@ func appendJSON(b []byte, v any) []byte {
 // appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte { return appendJSON(b, s) }
 
-// appendNamespace appends ns as a JSON array of strings.
-func appendNamespace(b []byte, ns []string) []byte { return appendJSON(b, ns) }
-
 // appendValue appends a structpb value as JSON; nil is null.
 func appendValue(b []byte, v *structpb.Value) []byte { return appendJSON(b, plainValue(v)) }
 

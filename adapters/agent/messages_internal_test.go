@@ -67,16 +67,16 @@ func TestAppendMessages(t *testing.T) {
 			stored = json.Value([]string{`null`, `{"a":[1]}`, `"[x]"`, `7`, `[]`, ` [ ] `}[rng.IntN(6)])
 		default: // no key
 		}
-		th := &Thread{}
-		th.rt.rec.Values = map[string]json.Value{"other": json.Value(`1`)}
+		th := &convo{}
+		th.rec.Values = map[string]json.Value{"other": json.Value(`1`)}
 		if stored != nil {
-			th.rt.rec.Values["messages"] = stored
+			th.rec.Values["messages"] = stored
 		}
-		checkpoint := cloneValues(th.rt.rec.Values)
+		checkpoint := cloneValues(th.rec.Values)
 		before := bytes.Clone(stored)
 
-		th.rt.appendMessages(add)
-		got, want := th.rt.rec.Values["messages"], decodeAppend(stored, add)
+		th.appendMessages(add)
+		got, want := th.rec.Values["messages"], decodeAppend(stored, add)
 		if !stdjson.Valid(got) {
 			t.Fatalf("case %d: %q + %d messages = invalid JSON %q", i, stored, len(add), got)
 		}
@@ -90,7 +90,7 @@ func TestAppendMessages(t *testing.T) {
 		} else if !bytes.Equal(got, want) {
 			t.Fatalf("case %d: %q + %q = %q, want %q", i, stored, add, got, want)
 		}
-		if !bytes.Equal(checkpoint["messages"], before) || string(th.rt.rec.Values["other"]) != "1" {
+		if !bytes.Equal(checkpoint["messages"], before) || string(th.rec.Values["other"]) != "1" {
 			t.Fatalf("case %d: a checkpoint's messages changed to %q", i, checkpoint["messages"])
 		}
 	}
@@ -103,12 +103,12 @@ func BenchmarkAppendMessages(b *testing.B) {
 	history := joinArray(randomMessages(rng, 1000))
 	add := []json.Value{json.Value(`{"id":"m","type":"ai","content":"` + strings.Repeat("x", 200) + `"}`)}
 	b.Run("splice", func(b *testing.B) {
-		th := &Thread{}
+		th := &convo{}
 		b.SetBytes(int64(len(history)))
 		b.ReportAllocs()
 		for b.Loop() {
-			th.rt.rec.Values = map[string]json.Value{"messages": history}
-			th.rt.appendMessages(add)
+			th.rec.Values = map[string]json.Value{"messages": history}
+			th.appendMessages(add)
 		}
 	})
 	b.Run("decode", func(b *testing.B) {
@@ -130,37 +130,37 @@ func BenchmarkAppendMessages(b *testing.B) {
 func TestHistoryCache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for c := range 200 {
-		th := &Thread{}
-		th.rt.rec.Values = map[string]json.Value{}
+		th := &convo{}
+		th.rec.Values = map[string]json.Value{}
 		var earlier []json.Value
 		for step := range 30 {
 			switch k := rng.IntN(12); {
 			case k < 5:
-				th.rt.appendMessages(withBlocks(rng, randomMessages(rng, 1+rng.IntN(3))))
+				th.appendMessages(withBlocks(rng, randomMessages(rng, 1+rng.IntN(3))))
 			case k < 6:
-				th.rt.rec.Values["messages"] = joinArray(randomMessages(rng, rng.IntN(4)))
+				th.rec.Values["messages"] = joinArray(randomMessages(rng, rng.IntN(4)))
 			case k < 7 && len(earlier) > 0:
-				th.rt.rec.Values["messages"] = earlier[rng.IntN(len(earlier))]
+				th.rec.Values["messages"] = earlier[rng.IntN(len(earlier))]
 			case k < 8:
-				th.rt.rec.Values["messages"] = json.Value(" [ " + string(randomMessages(rng, 1)[0]) + " ]\n")
+				th.rec.Values["messages"] = json.Value(" [ " + string(randomMessages(rng, 1)[0]) + " ]\n")
 			case k < 9:
-				th.rt.rec.Values["messages"] = json.Value([]string{`null`, `{"a":[1]}`, `[]`, ` [ ] `}[rng.IntN(4)])
+				th.rec.Values["messages"] = json.Value([]string{`null`, `{"a":[1]}`, `[]`, ` [ ] `}[rng.IntN(4)])
 			case k < 11:
-				th.rt.rec.Values["messages"] = snapshotOf(th.rt.rec.Values["messages"], withBlocks(rng, randomMessages(rng, rng.IntN(3))))
+				th.rec.Values["messages"] = snapshotOf(th.rec.Values["messages"], withBlocks(rng, randomMessages(rng, rng.IntN(3))))
 			default:
-				delete(th.rt.rec.Values, "messages")
+				delete(th.rec.Values, "messages")
 			}
-			earlier = append(earlier, th.rt.rec.Values["messages"])
+			earlier = append(earlier, th.rec.Values["messages"])
 			if rng.IntN(3) == 0 {
 				continue // not every step is followed by a run
 			}
-			got := &canonical.Node{Children: th.rt.historyNodes()}
-			want := historyNode(th.rt.messages())
+			got := &canonical.Node{Children: th.historyNodes()}
+			want := historyNode(th.messages())
 			if !proto.Equal(got, want) {
-				t.Fatalf("case %d step %d: messages %s\nsent %v\nwant %v", c, step, th.rt.rec.Values["messages"], got, want)
+				t.Fatalf("case %d step %d: messages %s\nsent %v\nwant %v", c, step, th.rec.Values["messages"], got, want)
 			}
 			// A run appends its input to the history it is sent.
-			_ = append(slices.Clip(th.rt.historyNodes()), canonical.TextNode("user", "x"))
+			_ = append(slices.Clip(th.historyNodes()), canonical.TextNode("user", "x"))
 		}
 	}
 }
@@ -169,10 +169,10 @@ func TestHistoryCache(t *testing.T) {
 // bytes, with msgs appended (appendMessages's splice, which copies,
 // on a thread of its own, so no history cache sees it).
 func snapshotOf(stored json.Value, msgs []json.Value) json.Value {
-	th := &Thread{}
-	th.rt.rec.Values = map[string]json.Value{"messages": stored}
-	th.rt.appendMessages(msgs)
-	return th.rt.rec.Values["messages"]
+	th := &convo{}
+	th.rec.Values = map[string]json.Value{"messages": stored}
+	th.appendMessages(msgs)
+	return th.rec.Values["messages"]
 }
 
 // withBlocks gives some of msgs a content of text blocks instead of a string.
@@ -192,18 +192,18 @@ func BenchmarkHistory(b *testing.B) {
 	history := joinArray(randomMessages(rng, 1000))
 	add := []json.Value{json.Value(`{"id":"m","type":"ai","content":"done"}`)}
 	// cached is a thread whose history cache holds history's nodes.
-	cached := func() (*Thread, []*canonical.Node) {
-		th := &Thread{}
-		th.rt.rec.Values = map[string]json.Value{"messages": history}
-		return th, slices.Clip(th.rt.historyNodes())
+	cached := func() (*convo, []*canonical.Node) {
+		th := &convo{}
+		th.rec.Values = map[string]json.Value{"messages": history}
+		return th, slices.Clip(th.historyNodes())
 	}
 	b.Run("kept", func(b *testing.B) {
 		th, nodes := cached()
 		b.ReportAllocs()
 		for b.Loop() {
-			th.rt.rec.Values["messages"], th.rt.history = history, historyCache{history, nodes}
-			th.rt.appendMessages(add)
-			_ = th.rt.historyNodes()
+			th.rec.Values["messages"], th.history = history, historyCache{history, nodes}
+			th.appendMessages(add)
+			_ = th.historyNodes()
 		}
 	})
 	// A backend's snapshot: the history with one more message, in new
@@ -213,8 +213,8 @@ func BenchmarkHistory(b *testing.B) {
 		th, nodes := cached()
 		b.ReportAllocs()
 		for b.Loop() {
-			th.rt.rec.Values["messages"], th.rt.history = grown, historyCache{history, nodes}
-			_ = th.rt.historyNodes()
+			th.rec.Values["messages"], th.history = grown, historyCache{history, nodes}
+			_ = th.historyNodes()
 		}
 	})
 	b.Run("decoded", func(b *testing.B) {

@@ -3,7 +3,6 @@ package agent
 import (
 	"net/http"
 
-	"github.com/nats-io/nats.go"
 	"gopkg.in/yaml.v3"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -37,45 +36,21 @@ func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
 }
 
 func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
-	cfg := Config{Runner: d.Runner, CheckThread: d.CheckThread, Logger: d.Log.With("protocol", "agent")}
+	if d.Store == nil || d.Observer == nil {
+		return canonical.Errorf(canonical.CodeFailedPrecondition, "agent: the frontend needs the bridge's thread store and replay log")
+	}
+	cfg := Config{Runner: d.Runner, Observer: d.Observer, Store: d.Store, CheckThread: d.CheckThread, CancelRun: d.CancelRun,
+		Logger: d.Log.With("protocol", "agent")}
 	cfg.WebSocket.SlowConsumers = d.Metrics.SlowConsumers.WithLabelValues("websocket")
 	cfg.SlowSSE = d.Metrics.SlowConsumers.WithLabelValues("http")
-	var mirror *nats.Conn
-	if d.Fabric != nil {
-		cfg.Store, cfg.Alone = d.Fabric.ThreadStore(), d.Fabric.Alone()
-	}
-	if d.Fabric != nil && !d.Fabric.Alone() {
-		// Thread events mirrored between instances travel on a connection
-		// of their own that never receives what it publishes: a lone
-		// instance gets none of them back. An instance that can have no
-		// peers mirrors nothing: each event would cost a NATS message
-		// nobody reads, and each command on an idle thread two round trips
-		// asking for an owner elsewhere.
-		var err error
-		if mirror, err = d.Fabric.Dial("interlingua-agent", nats.NoEcho()); err != nil {
-			return err
-		}
-		cfg.Cluster = &Cluster{Conn: mirror, Prefix: d.Fabric.Prefix(),
-			Heartbeat: d.Fabric.Heartbeat(), OwnerTimeout: d.Fabric.OwnerTimeout()}
-	}
 	f, err := NewFrontend(cfg)
 	if err != nil {
-		if mirror != nil {
-			mirror.Close()
-		}
 		return err
 	}
 	if d.OnClose != nil {
-		d.OnClose(func() {
-			f.Close()
-			if mirror != nil {
-				mirror.Close()
-			}
-		})
+		d.OnClose(f.Close)
 	}
 	f.Mount(mux)
-	d.Metrics.GaugeFunc("interlingua_agent_buffered_bytes", "Bytes of agent-protocol events the threads in memory buffer for replay; past 256 MiB idle threads leave memory.",
-		func() float64 { return float64(f.BufferedBytes()) })
 	if d.OnShutdown != nil {
 		d.OnShutdown(f.Shutdown)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/subject"
 )
 
-// A thread is saved at the end of every run, and beside it after each
-// step (saveSoon), as records of the thread store: the head (the thread's
+// The runtime (Runtime) saves a thread as each run starts and before its
+// end is sent, as records of the thread store: the head (the thread's
 // values, its whole history, once) and one record per checkpoint, each
 // written once.
 
@@ -88,8 +88,15 @@ func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *thre
 var recordJSON = json.JoinOptions(json.FormatNilMapAsNull(true), json.FormatNilSliceAsNull(true),
 	json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true))
 
-// encodeHead is rec as its head record (the checkpoints by id).
-func encodeHead(rec *threadRecord) ([]byte, error) { return json.Marshal(rec, recordJSON) }
+// encodeHead is rec as its head record: its checkpoints by id.
+func encodeHead(rec *threadRecord) ([]byte, error) {
+	head := *rec
+	head.CheckpointIDs = make([]string, len(rec.Checkpoints))
+	for i := range rec.Checkpoints {
+		head.CheckpointIDs[i] = rec.Checkpoints[i].ID
+	}
+	return json.Marshal(&head, recordJSON)
+}
 
 // encodeCheckpoint is cp as its checkpoint record.
 func encodeCheckpoint(cp *checkpointRec) ([]byte, error) { return json.Marshal(cp, recordJSON) }

@@ -13,15 +13,15 @@ import (
 // goroutine started when there is something to write (events, a gap, a
 // heartbeat, the end) and gone once it is written, so a stream that waits
 // holds no goroutine of its own: on an HTTP/1.1 connection, taken over
-// from net/http (sse.Hijack), an idle stream costs the thread's reader, a
-// timer and sse.Conn's goroutine waiting for the peer to hang up. Over
+// from net/http (sse.Hijack), an idle stream costs its place in the
+// thread's tail (bridge), a timer and sse.Conn's goroutine waiting for the
+// peer to hang up. Over
 // HTTP/2 the handler waits for the stream's end instead, writing nothing
 // itself.
 type sseStream struct {
 	f    *Frontend
-	th   *Thread
 	flt  *filter
-	rd   *reader
+	tail *tailReader
 	sw   *sse.Writer
 	conn *sse.Conn                // nil: written through the handler's ResponseWriter
 	rc   *http.ResponseController // without conn: the write deadline
@@ -60,7 +60,7 @@ func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
 	var stopOther func() bool // the other watch: Close (a Conn) or the peer (w)
 	switch {
 	case err != nil:
-		f.cfg.Logger.Debug("sse stream not started", "thread", s.th.id, "err", err)
+		f.cfg.Logger.Debug("sse stream not started", "thread", s.tail.thread, "err", err)
 	case hijacked:
 		s.conn, s.sw = conn, sse.NewConnWriter(conn)
 		stopOther = context.AfterFunc(f.runCtx, func() { _ = conn.Close() })
@@ -85,8 +85,8 @@ func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // kick makes sure a writer will look at the stream: it starts one, or
-// tells the running one to look again. It never blocks (the thread calls
-// it under its lock).
+// tells the running one to look again. It never blocks (the thread's
+// tail calls it under its lock).
 func (s *sseStream) kick() {
 	for {
 		switch s.state.Load() {
@@ -153,12 +153,21 @@ func (s *sseStream) rest() bool {
 // heartbeat; false when the stream must end.
 func (s *sseStream) deliver() bool {
 	for !s.stop.Load() {
-		// The records written let go of their frames, which the buffer
-		// may have evicted (each values frame is the whole state).
+		// The records written let go of their frames (a values frame is
+		// the whole state).
 		clear(s.batch)
-		var g *gap
-		s.batch, g = s.th.read(s.rd, s.flt.match, sseBatch, s.batch[:0])
-		if len(s.batch) == 0 && g == nil {
+		batch, g, err := s.tail.read(s.flt.match, s.batch[:0])
+		s.batch = batch
+		if err != nil {
+			// The log cannot serve the stream (it lost events within
+			// what it holds, or cannot be read): the client is told, and
+			// resumes from its last event.
+			s.deadline()
+			_ = s.sw.Data(errorFrame(-1, asProtoError(err)))
+			_ = s.sw.Flush()
+			return false
+		}
+		if len(s.batch) == 0 && g == nil && !s.tail.more {
 			break
 		}
 		if !s.write(s.batch, g) {
@@ -175,7 +184,7 @@ func (s *sseStream) deliver() bool {
 		}
 		s.hb.Reset(s.f.cfg.Heartbeat)
 	}
-	if cap(s.batch) > sseBatch { // an idle stream keeps no large batch
+	if cap(s.batch) > readBatch { // an idle stream keeps no large batch
 		s.batch = nil
 	}
 	return true
@@ -210,8 +219,7 @@ func (s *sseStream) write(recs []record, g *gap) bool {
 func (s *sseStream) close() {
 	s.hb.Stop()
 	s.unwatch()
-	s.th.detach(s.rd)
-	s.th.connClose()
+	s.tail.close()
 	switch {
 	case s.conn == nil:
 	case s.finish.Load():

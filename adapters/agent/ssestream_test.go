@@ -77,7 +77,8 @@ func TestSSEStreamOutlivesItsHandler(t *testing.T) {
 // (HTTP/2), the handler carries the stream as before: heartbeats, a run's
 // events, and its end when the client goes.
 func TestSSEStreamOverHTTP2(t *testing.T) {
-	fe, err := agent.NewFrontend(agent.Config{Runner: newRunner(t), Heartbeat: 50 * time.Millisecond})
+	cfg, _ := overBridge(t, agent.Config{Heartbeat: 50 * time.Millisecond})
+	fe, err := agent.NewFrontend(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

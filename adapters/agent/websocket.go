@@ -20,19 +20,34 @@ import (
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 // wsConn is one thread WebSocket: in-band commands, subscriptions that
-// persist across runs, and one cursor over the thread's events. Every frame
-// is sent under mu, so a subscribe response precedes its replay, and the
-// replay precedes the live events (which all have a higher seq than the
-// cursor the replay stopped at).
+// persist across runs, and one reader of the thread's events from the
+// replay log, live from the connection's start. Every frame is sent under
+// mu, so a subscribe response precedes its replay, and the replay (up to
+// where the live reader is) precedes the live events.
 type wsConn struct {
-	f  *Frontend
-	th *Thread
-	c  *wsconn.Conn
+	f      *Frontend
+	thread string
+	c      *wsconn.Conn
+	ctx    context.Context // the upgrade request's values (the caller's key)
 
 	mu   sync.Mutex
 	subs map[string]*filter
-	rd   *reader
+	live *tailReader
+	wake chan struct{} // a token when live has news
 }
+
+// subRec is a WebSocket subscription, kept so subscription.reconnect can
+// restore it on another connection: while its connection is open (owner
+// set), and for SubscriptionKeep after.
+type subRec struct {
+	thread  string
+	f       *filter
+	owner   *wsConn
+	expires time.Time
+}
+
+// maxSubsKept bounds the subscriptions kept for reconnect.
+const maxSubsKept = 1 << 16
 
 // matchAny matches the union of the connection's subscriptions: a live
 // event is sent at most once per connection however many match.
@@ -51,30 +66,40 @@ func (f *Frontend) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUpgradeRequired, errInvalidArgument, "GET on a thread stream is a WebSocket upgrade; use POST for SSE")
 		return
 	}
-	th, ok := f.streamThread(w, r)
-	if !ok {
+	if !f.streamOpen(w, r) {
+		return
+	}
+	ctx := context.WithoutCancel(r.Context()) // past the handler: see wsconn.Upgrade
+	thread := r.PathValue("thread_id")
+	cn := &wsConn{f: f, thread: thread, ctx: ctx, subs: map[string]*filter{}, wake: make(chan struct{}, 1)}
+	last, err := f.cfg.Observer.LastSeq(ctx, thread)
+	if err == nil {
+		cn.live, err = f.openTail(ctx, thread, last, cn.kick)
+	}
+	if err != nil {
+		canonicalHTTPError(w, err)
 		return
 	}
 	c, err := wsconn.Upgrade(&upgrader, w, r, nil, f.cfg.WebSocket)
 	if err != nil {
+		cn.live.close()
 		return // the upgrader has answered
 	}
-	th.connOpen()
-	go f.serveConn(context.WithoutCancel(r.Context()), th, c) // past the handler: see wsconn.Upgrade
+	cn.c = c
+	go cn.serve()
 }
 
-// serveConn serves an upgraded connection to th until it ends; reqCtx
-// keeps the upgrade request's values (the caller's key).
-func (f *Frontend) serveConn(reqCtx context.Context, th *Thread, c *wsconn.Conn) {
-	defer th.connClose()
-	th.mu.Lock()
-	rd := &reader{cursor: th.seq, wake: make(chan struct{}, 1)}
-	th.readers[rd] = struct{}{}
-	th.mu.Unlock()
-	defer th.detach(rd)
-	cn := &wsConn{f: f, th: th, c: c, subs: map[string]*filter{}, rd: rd}
+func (cn *wsConn) kick() {
+	select {
+	case cn.wake <- struct{}{}:
+	default:
+	}
+}
 
-	ctx, cancel := context.WithCancel(reqCtx)
+// serve serves the connection until it ends.
+func (cn *wsConn) serve() {
+	f := cn.f
+	ctx, cancel := context.WithCancel(cn.ctx)
 	stopOnShutdown := context.AfterFunc(f.closingCtx, cancel)
 	defer stopOnShutdown()
 	pumpDone := make(chan struct{})
@@ -82,8 +107,11 @@ func (f *Frontend) serveConn(reqCtx context.Context, th *Thread, c *wsconn.Conn)
 	cn.readLoop(ctx)
 	cancel()
 	<-pumpDone
-	th.releaseSubs(cn, f.cfg.Now())
-	_ = c.Close(wsconn.CloseGoingAway, "")
+	cn.mu.Lock()
+	cn.live.close()
+	cn.mu.Unlock()
+	f.releaseSubs(cn, f.cfg.Now())
+	_ = cn.c.Close(wsconn.CloseGoingAway, "")
 }
 
 // readLoop reads and executes commands until the connection ends.
@@ -98,7 +126,6 @@ func (cn *wsConn) readLoop(ctx context.Context) {
 			cn.send(errorFrame(id, pe)) // the connection keeps working
 			continue
 		}
-		cmd.principal = canonical.PrincipalFrom(ctx)
 		switch cmd.method {
 		case "subscription.subscribe":
 			cn.subscribe(cmd)
@@ -107,11 +134,11 @@ func (cn *wsConn) readLoop(ctx context.Context) {
 		case "subscription.reconnect":
 			cn.reconnect(cmd)
 		default:
-			result, applied, pe := cn.f.execute(cn.th, cmd)
+			result, applied, pe := cn.f.execute(ctx, cn.thread, cmd)
 			if pe != nil {
 				cn.send(errorFrame(int64(cmd.id), pe))
 			} else {
-				cn.send(successFrame(cmd.id, result, cn.th.id, applied))
+				cn.send(successFrame(cmd.id, result, cn.thread, applied))
 			}
 		}
 	}
@@ -131,14 +158,16 @@ func (cn *wsConn) sendFrame(frame []byte) error {
 	return cn.c.SendWait(context.Background(), websocket.TextMessage, frame)
 }
 
-// pump sends live events after the cursor that match a subscription.
+// pump sends live events that match a subscription. A reader the log
+// cannot serve ends the connection's live events with an error frame.
 func (cn *wsConn) pump(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	var batch []record
 	for {
 		cn.mu.Lock()
 		var g *gap
-		batch, g = cn.th.read(cn.rd, cn.matchAny, sseBatch, batch[:0])
+		var err error
+		batch, g, err = cn.live.read(cn.matchAny, batch[:0])
 		if g != nil {
 			_ = cn.sendFrame(errorFrame(-1, gapError(g)))
 		}
@@ -147,18 +176,64 @@ func (cn *wsConn) pump(ctx context.Context, done chan<- struct{}) {
 				break
 			}
 		}
+		if err != nil {
+			_ = cn.sendFrame(errorFrame(-1, asProtoError(err)))
+		}
 		cn.mu.Unlock()
-		if len(batch) > 0 || g != nil {
+		if err != nil {
+			return
+		}
+		if len(batch) > 0 || g != nil || cn.live.more {
 			continue
 		}
 		select {
-		case <-cn.rd.wake:
+		case <-cn.wake:
 		case <-ctx.Done():
 			return
 		case <-cn.c.Done():
 			return
 		}
 	}
+}
+
+// replay reads the thread's events after since up to where the live
+// reader is, that match; g reports events the log no longer holds. Called
+// with cn.mu held, so the live reader stays where it is.
+func (cn *wsConn) replay(since uint64, match func(*record) bool) (out []record, g *gap, err error) {
+	upTo := cn.live.at
+	if since >= upTo {
+		return nil, nil, nil
+	}
+	ready := make(chan struct{}, 1)
+	t, err := cn.f.openTail(cn.ctx, cn.thread, since, func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.close()
+	upToMatch := func(r *record) bool { return r.seq <= upTo && match(r) }
+	for t.at < upTo {
+		n := t.at
+		var lapsed *gap
+		if out, lapsed, err = t.read(upToMatch, out); err != nil {
+			return nil, nil, err
+		}
+		if lapsed != nil {
+			g = lapsed
+		}
+		if t.at == n { // the log has not served them yet
+			select {
+			case <-ready:
+			case <-time.After(cn.f.cfg.StoreTimeout):
+				return nil, nil, canonical.Errorf(canonical.CodeUnavailable, "the replay log did not serve the thread's events %d to %d", n+1, upTo)
+			}
+		}
+	}
+	return out, g, nil
 }
 
 func newSubscriptionID() string { return "sub-" + nuid.Next() }
@@ -186,17 +261,17 @@ func (cn *wsConn) subscribe(cmd *command) {
 		return
 	}
 	id := newSubscriptionID()
-	th := cn.th
-	th.mu.Lock()
-	if !th.addSubLocked(id, flt, cn, cn.f.cfg.Now()) {
-		th.mu.Unlock()
-		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.subscribe: the thread has too many subscriptions.")))
+	if !cn.f.addSub(id, cn.thread, flt, cn) {
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.subscribe: the server keeps too many subscriptions.")))
 		return
 	}
-	applied := th.seq
-	replay := th.replayLocked(since, cn.rd.cursor, flt.match, nil)
-	th.mu.Unlock()
-	cn.answerSubscription(cmd.id, id, flt, replay, applied)
+	replay, g, err := cn.replay(since, flt.match)
+	if err != nil {
+		cn.f.dropSub(id)
+		_ = cn.sendFrame(errorFrame(int64(cmd.id), asProtoError(err)))
+		return
+	}
+	cn.answerSubscription(cmd.id, id, flt, replay, g)
 }
 
 // subscribeResult is subscription.subscribe's result.
@@ -218,11 +293,15 @@ type namespaceStatus struct {
 }
 
 // answerSubscription registers a subscription on the connection, answers
-// its command (with the number of events replayed) and sends the replay.
-func (cn *wsConn) answerSubscription(cmdID uint64, id string, flt *filter, replay []record, applied uint64) {
+// its command (with the number of events replayed) and sends the gap
+// report, if any, and the replay. Called with cn.mu held.
+func (cn *wsConn) answerSubscription(cmdID uint64, id string, flt *filter, replay []record, g *gap) {
 	cn.subs[id] = flt
 	res := &subscribeResult{SubscriptionID: id, ReplayedEvents: len(replay)}
-	_ = cn.sendFrame(successFrame(cmdID, appendJSON(nil, res), cn.th.id, applied))
+	_ = cn.sendFrame(successFrame(cmdID, appendJSON(nil, res), cn.thread, cn.live.at))
+	if g != nil && cn.sendFrame(errorFrame(-1, gapError(g))) != nil {
+		return
+	}
 	for i := range replay {
 		if cn.sendFrame(replay[i].frame) != nil {
 			return
@@ -243,150 +322,46 @@ func (cn *wsConn) unsubscribe(cmd *command) {
 		return
 	}
 	delete(cn.subs, id)
-	cn.th.mu.Lock()
-	delete(cn.th.subs, id)
-	applied := cn.th.seq
-	cn.th.mu.Unlock()
-	_ = cn.sendFrame(successFrame(cmd.id, []byte(`{}`), cn.th.id, applied))
+	cn.f.dropSub(id)
+	_ = cn.sendFrame(successFrame(cmd.id, []byte(`{}`), cn.thread, cn.live.at))
 }
 
-// reconnect implements subscription.reconnect: the CDDL shape {run_id,
-// last_event_id?, subscriptions?}, and the Python shape (recognised by a
-// since key) {channels, namespaces?, depth?, since, subscription_id?}.
-func (cn *wsConn) reconnect(cmd *command) {
-	p := cmd.params
-	if p.has("since") {
-		cn.reconnectPython(cmd)
-		return
-	}
-	th := cn.th
-	run, present, ok := p.str("run_id")
-	if !ok || !present || run == "" {
-		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect requires a run_id.")))
-		return
-	}
-	var after uint64
-	if s, present, ok := p.str("last_event_id"); !ok {
-		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: last_event_id must be a string.")))
-		return
-	} else if present {
-		v, ok := seqText(s)
-		if !ok {
-			cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, fmt.Sprintf("subscription.reconnect: last_event_id %q is not an event id of this server (a decimal seq below 2^53).", s))))
-			return
-		}
-		after = v
-	}
-	var ids []string
-	if p.has("subscriptions") && !decodeInto(p["subscriptions"], &ids) {
-		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: subscriptions must be an array of subscription ids.")))
-		return
-	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	th.mu.Lock()
-	ri := th.runInfo(run)
-	if ri == nil {
-		th.mu.Unlock()
-		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errNoSuchRun, fmt.Sprintf("subscription.reconnect: no run %q on thread %q.", run, th.id))))
-		return
-	}
-	applied := th.seq
-	now := cn.f.cfg.Now()
-	restored := true
-	var flts []*filter
-	for _, id := range ids {
-		if f, ok := cn.subs[id]; ok {
-			flts = append(flts, f)
-			continue
-		}
-		rs, ok := th.subs[id]
-		if !ok || (rs.owner == nil && now.After(rs.expires)) || len(cn.subs) >= cn.f.cfg.MaxSubscriptions {
-			restored = false
-			continue
-		}
-		rs.owner, rs.expires = cn, time.Time{} // the subscription moves to this connection
-		cn.subs[id] = rs.f
-		flts = append(flts, rs.f)
-	}
-	match := func(r *record) bool {
-		for _, f := range flts {
-			if f.match(r) {
-				return true
+// addSub registers a live subscription; false when the frontend keeps too
+// many (MaxSubscriptions bounds each connection; this bounds connections
+// that come and go).
+func (f *Frontend) addSub(id, thread string, flt *filter, owner *wsConn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.subs) >= maxSubsKept {
+		now := f.cfg.Now()
+		for k, v := range f.subs {
+			if v.owner == nil && now.After(v.expires) {
+				delete(f.subs, k)
 			}
 		}
-		return false
-	}
-	var missed uint64
-	var lapsed *gap // events after last_event_id no longer buffered: reported in band, as on every path
-	if oldest := th.oldest(); after+1 < oldest {
-		missed = th.missedLocked(after, match)
-		lapsed = &gap{since: after, minAvail: oldest}
-	}
-	replay := th.replayLocked(after, cn.rd.cursor, match, nil)
-	res := &reconnectResult{Restored: restored, MissedEvents: missed, CurrentNamespaces: make([]namespaceStatus, 0, len(ri.order))}
-	for _, k := range ri.order {
-		s := ri.status[k]
-		res.CurrentNamespaces = append(res.CurrentNamespaces, namespaceStatus{Namespace: s.ns, Status: s.status})
-	}
-	th.mu.Unlock()
-	_ = cn.sendFrame(successFrame(cmd.id, appendJSON(nil, res), cn.th.id, applied))
-	if lapsed != nil && cn.sendFrame(errorFrame(-1, gapError(lapsed))) != nil {
-		return
-	}
-	for i := range replay {
-		if cn.sendFrame(replay[i].frame) != nil {
-			return
+		if len(f.subs) >= maxSubsKept {
+			return false
 		}
 	}
+	f.subs[id] = &subRec{thread: thread, f: flt, owner: owner}
+	return true
 }
 
-// reconnectPython is langgraph-api's subscription.reconnect: a subscribe
-// that replays from since, or resume_gap when the buffer no longer reaches
-// back.
-func (cn *wsConn) reconnectPython(cmd *command) {
-	p := cmd.params
-	flt, pe := parseFilter(p, "subscription.reconnect")
-	if pe != nil {
-		cn.send(errorFrame(int64(cmd.id), pe))
-		return
+func (f *Frontend) dropSub(id string) {
+	f.mu.Lock()
+	delete(f.subs, id)
+	f.mu.Unlock()
+}
+
+// releaseSubs keeps a closed connection's subscriptions for reconnect.
+func (f *Frontend) releaseSubs(owner *wsConn, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, v := range f.subs {
+		if v.owner == owner {
+			v.owner, v.expires = nil, now.Add(f.cfg.SubscriptionKeep)
+		} else if v.owner == nil && now.After(v.expires) {
+			delete(f.subs, k)
+		}
 	}
-	since, ok := uintParam(p["since"])
-	if !ok {
-		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: since must be an integer >= 0.")))
-		return
-	}
-	id, _, ok := p.str("subscription_id")
-	if !ok {
-		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: subscription_id must be a string.")))
-		return
-	}
-	if id == "" {
-		id = newSubscriptionID()
-	}
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	th := cn.th
-	th.mu.Lock()
-	if oldest := th.oldest(); since+1 < oldest {
-		th.mu.Unlock()
-		_ = cn.sendFrame(errorFrame(int64(cmd.id), &protoError{Code: errResumeGap,
-			Message: fmt.Sprintf("events after seq %d are no longer buffered", since),
-			Extra:   []extraField{{"since", int64(since)}, {"min_available_seq", int64(oldest)}}}))
-		return
-	}
-	if _, exists := cn.subs[id]; !exists && len(cn.subs) >= cn.f.cfg.MaxSubscriptions {
-		th.mu.Unlock()
-		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: too many subscriptions (MaxSubscriptions).")))
-		return
-	}
-	if !th.addSubLocked(id, flt, cn, cn.f.cfg.Now()) {
-		th.mu.Unlock()
-		_ = cn.sendFrame(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: the thread has too many subscriptions.")))
-		return
-	}
-	applied := th.seq
-	replay := th.replayLocked(since, cn.rd.cursor, flt.match, nil)
-	th.mu.Unlock()
-	cn.answerSubscription(cmd.id, id, flt, replay, applied)
 }

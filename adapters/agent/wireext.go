@@ -14,7 +14,7 @@ func wireRecords(ev *canonical.Event, out []record) []record {
 	for _, v := range list {
 		f := v.GetStructValue().GetFields()
 		w := wireEvent{method: f["m"].GetStringValue(), namespace: ev.GetNamespace(), node: ev.GetGraphNode(),
-			timeMs: int64(f["t"].GetNumberValue()), custom: f["c"].GetStringValue(), status: f["s"].GetStringValue()}
+			timeMs: int64(f["t"].GetNumberValue()), custom: f["c"].GetStringValue(), status: f["s"].GetStringValue(), skip: int(f["k"].GetNumberValue())}
 		if w.namespace == nil {
 			w.namespace = []string{}
 		}

@@ -74,3 +74,5 @@ func TestObserveRefusedWhenExhausted(t *testing.T) {
 		t.Fatalf("got %d %s, want 429 %s", resp.StatusCode, body, want)
 	}
 }
+
+func (quietObserver) LastSeq(context.Context, string) (uint64, error) { return 0, nil }

@@ -33,8 +33,8 @@ func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
 	}
 	cfg.Runner, cfg.CheckThread, cfg.CancelThread, cfg.Observer = d.Runner, d.CheckThread, d.CancelThread, d.Observer
 	cfg.Logger = d.Log.With("protocol", "responses")
-	if d.Fabric != nil {
-		cfg.Store = d.Fabric.ThreadStore()
+	if d.Store != nil {
+		cfg.Store = d.Store
 	}
 	f := NewFrontend(cfg)
 	f.Mount(mux)

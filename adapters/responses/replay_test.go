@@ -107,3 +107,7 @@ func testReplayStoredFallback(t *testing.T, obs canonical.Observer) {
 		t.Fatalf("output %s, want %s", got, want)
 	}
 }
+
+func (silentObserver) LastSeq(context.Context, string) (uint64, error) { return 0, nil }
+
+func (tailObserver) LastSeq(context.Context, string) (uint64, error) { return 0, nil }

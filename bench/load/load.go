@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // Load is a protocol's part in the load harness. Fields a protocol has no
@@ -92,6 +94,22 @@ type Script struct {
 	Interval time.Duration
 	// Streams is the number of concurrent streams.
 	Streams int
+	// Bridge, when set, puts a bridge of the harness's around the
+	// upstream's producer: a frontend that runs its runs through the
+	// bridge (a protocol with a runtime, which reads the replay log) gets
+	// it. Nil: the frontend calls the producer itself.
+	Bridge func(r canonical.Runner) (*Bridged, error)
+}
+
+// Bridged is a bridge around a producer (Script.Bridge): the ports a
+// frontend on it uses, and how to stop it.
+type Bridged struct {
+	Runner      canonical.Runner
+	Observer    canonical.Observer
+	Store       canonical.ThreadStore
+	CheckThread func(ctx context.Context, thread string) error
+	CancelRun   func(thread, run string)
+	Close       func()
 }
 
 // Upstream is a running reference upstream. Its stamp book is keyed by

@@ -103,6 +103,13 @@ func TestErrorCodesThroughEveryFrontend(t *testing.T) {
 		for _, before := range []bool{true, false} {
 			phase := map[bool]string{true: "before", false: "mid"}[before]
 			t.Run(p+"/"+phase, func(t *testing.T) {
+				if protocols.Get(p).NewRuntime != nil {
+					// Its frontend runs through the bridge's runtime and
+					// reads the replay log: a runner alone cannot serve it.
+					// The matrix's error cases (refused-*, mid-stream
+					// failures) check its codes through the whole stack.
+					t.Skip("a frontend on the bridge's runtime and replay log")
+				}
 				for _, code := range canonical.AllCodes[1:] {
 					srv := mountFrontend(t, p, codeRunner{code: code, before: before})
 					cl, err := newClient(p, clientOptions{base: srv.URL, target: "t"})

@@ -323,6 +323,7 @@ func (s *stack) startDriver(f *bridge.Fabric, nc bridge.NATSConfig) error {
 	router := bridge.NewRouter([]bridge.Route{{Target: backendCanonical + ".*", Backend: backendCanonical}},
 		map[string]canonical.Backend{backendCanonical: be}, nil)
 	s.driverBridge = bridge.NewBridge(router, f, s.log)
+	s.driverBridge.AddRuntimes() // runs placed here may name a protocol's runtime
 	return s.driverBridge.StartCluster([]string{backendCanonical}, nc)
 }
 

@@ -213,9 +213,14 @@ func TestRuntimeRunsTakeTurns(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := start(ctx, "run-b"); canonical.CodeOf(err) != canonical.CodeDeadlineExceeded {
-		t.Fatalf("a second run started while the first went on: %v", err)
+	waiting, err := start(ctx, "run-b") // returns at once; its first Recv waits for the turn
+	if err != nil {
+		t.Fatal(err)
 	}
+	if ev, err := waiting.Recv(); canonical.CodeOf(err) != canonical.CodeDeadlineExceeded {
+		t.Fatalf("a second run started while the first went on: %v %v", ev, err)
+	}
+	_ = waiting.Close()
 	_ = first.Close()
 	second, err := start(context.Background(), "run-c")
 	if err != nil {
