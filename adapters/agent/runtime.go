@@ -561,46 +561,6 @@ func attachWire(ev *canonical.Event, ws []wireEvent) {
 	ev.Extensions[wireExt] = wireList(ws, ev, "")
 }
 
-// wireList is ws as wireExt holds them: a list of objects {"m": method,
-// "d": data (JSON, a string; absent for a values event whose state is
-// its checkpoint's "ref"), "t": timestamp (ms)}, with "ns" and "node"
-// where they are not the event's, "c" a custom event's name and "s" a
-// lifecycle event's status (the frontend's filters and run statuses), "k"
-// the events before it that made no frame (wireEvent.skip).
-func wireList(ws []wireEvent, ev *canonical.Event, ref string) *structpb.Value {
-	list := make([]*structpb.Value, len(ws))
-	for i := range ws {
-		w := &ws[i]
-		f := map[string]*structpb.Value{"m": structpb.NewStringValue(w.method), "t": structpb.NewNumberValue(float64(w.timeMs))}
-		if w.data != nil {
-			f["d"] = structpb.NewStringValue(string(w.data))
-		} else if ref != "" {
-			f["ref"] = structpb.NewStringValue(ref)
-		}
-		if !slices.Equal(w.namespace, ev.GetNamespace()) {
-			ns := make([]*structpb.Value, len(w.namespace))
-			for j, seg := range w.namespace {
-				ns[j] = structpb.NewStringValue(seg)
-			}
-			f["ns"] = structpb.NewListValue(&structpb.ListValue{Values: ns})
-		}
-		if w.node != ev.GetGraphNode() {
-			f["node"] = structpb.NewStringValue(w.node)
-		}
-		if w.custom != "" {
-			f["c"] = structpb.NewStringValue(w.custom)
-		}
-		if w.status != "" {
-			f["s"] = structpb.NewStringValue(w.status)
-		}
-		if w.skip > 0 {
-			f["k"] = structpb.NewNumberValue(float64(w.skip))
-		}
-		list[i] = structpb.NewStructValue(&structpb.Struct{Fields: f})
-	}
-	return structpb.NewListValue(&structpb.ListValue{Values: list})
-}
-
 // Recv implements canonical.Stream.
 func (s *runtimeRun) Recv() (*canonical.Event, error) {
 	if !s.opened {

@@ -1,39 +1,149 @@
 package agent
 
 import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
+
+// The wire extension (wireExt) holds an event's agent-protocol wire
+// events as one string: each a sequence of fields, each its length in
+// decimal, a colon, then its text (a netstring without the comma). A
+// string, not a structpb list of objects: every event of an agent run
+// carries one, and the objects' maps were a fifth of an agent-to-agent
+// benchmark's CPU, decoding the replay log's messages. Every field is
+// UTF-8 (the event's strings, and JSON the encoder wrote), as a proto
+// string must be.
+//
+// A wire event's fields, in order: flags (wireHasData, wireHasRef,
+// wireHasNode, wireHasNS), the timestamp (ms), skip, method, custom name,
+// status, then those the flags name: node, namespace (a JSON array),
+// ref (the checkpoint of a values event without data), data. Node and
+// namespace are written only where they are not the event's.
+const (
+	wireHasData = 1 << iota
+	wireHasRef
+	wireHasNode
+	wireHasNS
+)
+
+// wireList is ws as wireExt holds them; ref is the checkpoint of a
+// values event whose data is left out.
+func wireList(ws []wireEvent, ev *canonical.Event, ref string) *structpb.Value {
+	var b []byte
+	for i := range ws {
+		w := &ws[i]
+		flags := 0
+		switch {
+		case w.data != nil:
+			flags |= wireHasData
+		case ref != "":
+			flags |= wireHasRef
+		}
+		if w.node != ev.GetGraphNode() {
+			flags |= wireHasNode
+		}
+		if !slices.Equal(w.namespace, ev.GetNamespace()) {
+			flags |= wireHasNS
+		}
+		b = appendWireInt(b, int64(flags))
+		b = appendWireInt(b, w.timeMs)
+		b = appendWireInt(b, int64(w.skip))
+		b = appendWireField(b, w.method)
+		b = appendWireField(b, w.custom)
+		b = appendWireField(b, w.status)
+		if flags&wireHasNode != 0 {
+			b = appendWireField(b, w.node)
+		}
+		if flags&wireHasNS != 0 {
+			b = appendWireField(b, string(appendJSON(nil, w.namespace)))
+		}
+		if flags&wireHasRef != 0 {
+			b = appendWireField(b, ref)
+		}
+		if flags&wireHasData != 0 {
+			b = appendWireField(b, string(w.data))
+		}
+	}
+	return structpb.NewStringValue(string(b))
+}
+
+func appendWireField(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	return append(append(b, ':'), s...)
+}
+
+func appendWireInt(b []byte, n int64) []byte {
+	return appendWireField(b, strconv.FormatInt(n, 10))
+}
+
+// wireReader reads wireList's fields; ok turns false at the first field
+// that is not one.
+type wireReader struct {
+	s  string
+	ok bool
+}
+
+func (r *wireReader) field() string {
+	i := strings.IndexByte(r.s, ':')
+	n, err := strconv.Atoi(r.s[:max(i, 0)])
+	if i < 0 || err != nil || n < 0 || n > len(r.s)-i-1 {
+		r.ok, r.s = false, ""
+		return ""
+	}
+	f := r.s[i+1 : i+1+n]
+	r.s = r.s[i+1+n:]
+	return f
+}
+
+func (r *wireReader) int() int64 {
+	n, err := strconv.ParseInt(r.field(), 10, 64)
+	if err != nil {
+		r.ok = false
+	}
+	return n
+}
 
 // wireRecords appends the agent-protocol events ev carries (wireExt, the
 // agent runtime's encoding) to out, framed with ev's seq: one record each,
 // its frame ready to send, but for a values event whose state is its
 // checkpoint's (ref set, frame nil: the reader reads the record). An
-// event the runtime did not encode carries none.
+// event the runtime made no frame of carries none; one the extension of
+// which does not read is left out.
 func wireRecords(ev *canonical.Event, out []record) []record {
-	list := ev.GetExtensions()[wireExt].GetListValue().GetValues()
-	for _, v := range list {
-		f := v.GetStructValue().GetFields()
-		w := wireEvent{method: f["m"].GetStringValue(), namespace: ev.GetNamespace(), node: ev.GetGraphNode(),
-			timeMs: int64(f["t"].GetNumberValue()), custom: f["c"].GetStringValue(), status: f["s"].GetStringValue(), skip: int(f["k"].GetNumberValue())}
+	r := wireReader{s: ev.GetExtensions()[wireExt].GetStringValue(), ok: true}
+	for r.ok && r.s != "" {
+		flags := r.int()
+		w := wireEvent{namespace: ev.GetNamespace(), node: ev.GetGraphNode(), timeMs: r.int(), skip: int(r.int()),
+			method: r.field(), custom: r.field(), status: r.field()}
 		if w.namespace == nil {
 			w.namespace = []string{}
 		}
-		if ns := f["ns"].GetListValue(); ns != nil {
-			w.namespace = make([]string, len(ns.GetValues()))
-			for i, seg := range ns.GetValues() {
-				w.namespace[i] = seg.GetStringValue()
+		if flags&wireHasNode != 0 {
+			w.node = r.field()
+		}
+		if flags&wireHasNS != 0 {
+			w.namespace = nil // not into the event's array
+			if json.Unmarshal([]byte(r.field()), &w.namespace) != nil || w.namespace == nil {
+				r.ok = false
 			}
 		}
-		if n, ok := f["node"]; ok {
-			w.node = n.GetStringValue()
-		}
 		rec := record{seq: ev.GetSeq(), method: w.method, custom: w.custom, ns: w.namespace, run: ev.GetRunId(), status: w.status}
-		if d, ok := f["d"]; ok {
-			w.data = []byte(d.GetStringValue())
-			rec.frame = newFrame(ev.GetSeq(), &w)
+		if flags&wireHasRef != 0 {
+			rec.ref, rec.wire = r.field(), &w
 		} else {
-			rec.ref = f["ref"].GetStringValue()
-			rec.wire = &w
+			if flags&wireHasData != 0 {
+				w.data = []byte(r.field())
+			}
+			rec.frame = newFrame(ev.GetSeq(), &w)
+		}
+		if !r.ok {
+			break
 		}
 		out = append(out, rec)
 	}
