@@ -844,11 +844,7 @@ func upstreamBridge(target string) func(r canonical.Runner) (*load.Bridged, erro
 		}
 		return &load.Bridged{Runner: b, Observer: b, Store: b.ThreadStore(), CheckThread: b.CheckThread, CancelRun: b.CancelRun,
 			Close: func() {
-				b.StopAccepting()
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				b.Drain(ctx, time.Second)
-				b.StopCluster()
+				b.Stop(5*time.Second, time.Second)
 				f.Close()
 				_ = os.RemoveAll(dir)
 			}}, nil

@@ -172,6 +172,18 @@ func (b *Bridge) StopAccepting() {
 	b.cluster.runSubs = nil
 }
 
+// Stop stops a bridge that has no server of its own (a test's, the bench
+// harness's): it takes no new run, lets the runs in flight end for up to
+// wait, then cancels them and waits up to grace (Drain), and stops its
+// cluster side. Its fabric is the caller's to close.
+func (b *Bridge) Stop(wait, grace time.Duration) {
+	b.StopAccepting()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	b.Drain(ctx, grace)
+	b.StopCluster()
+}
+
 // StopCluster stops commands and heartbeats and waits for the pumps of runs
 // owned for other instances (Drain ends those runs first).
 func (b *Bridge) StopCluster() {

@@ -85,11 +85,7 @@ func startBridge(t testing.TB, o bridgeOpts) (b *bridge.Bridge, stop func()) {
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			b.StopAccepting()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			b.Drain(ctx, time.Second)
-			b.StopCluster()
+			b.Stop(5*time.Second, time.Second)
 			fabric.Close()
 		})
 	}

@@ -387,10 +387,7 @@ func (s *stack) close() {
 	if s.driverBridge != nil {
 		// Runs a frontend failed to cancel would hang forever: cancel
 		// what is left, then stop.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		s.driverBridge.Drain(ctx, 3*time.Second)
-		cancel()
-		s.driverBridge.StopCluster()
+		s.driverBridge.Stop(time.Second, 3*time.Second)
 	}
 	if s.cancel != nil {
 		s.cancel()
