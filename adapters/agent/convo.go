@@ -354,11 +354,12 @@ func (c *convo) observeModel(a *runAcc, ev *canonical.Event) {
 	}
 }
 
-// checkpointIDs is the set of the thread's checkpoint ids.
-func (c *convo) checkpointIDs() map[string]bool {
-	have := make(map[string]bool, len(c.rec.Checkpoints))
-	for _, cp := range c.rec.Checkpoints {
-		have[cp.ID] = true
+// checkpointList is the thread's checkpoint ids, oldest first, as its
+// head record lists them.
+func (c *convo) checkpointList() []string {
+	ids := make([]string, len(c.rec.Checkpoints))
+	for i := range c.rec.Checkpoints {
+		ids[i] = c.rec.Checkpoints[i].ID
 	}
-	return have
+	return ids
 }

@@ -227,8 +227,8 @@ func (f *Frontend) checkThread(ctx context.Context, thread string) error {
 	return f.cfg.CheckThread(ctx, thread)
 }
 
-// readState reads a thread's record from the store: nil when it has none
-// (or another key's, which reads the same).
+// readState reads a thread's record from the store, its checkpoints
+// with it: nil when it has none (or another key's, which reads the same).
 func (f *Frontend) readState(ctx context.Context, thread string) (*threadRecord, uint64, error) {
 	if err := f.checkThread(ctx, thread); err != nil {
 		if canonical.CodeOf(err) == canonical.CodeNotFound {
@@ -238,7 +238,14 @@ func (f *Frontend) readState(ctx context.Context, thread string) (*threadRecord,
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.StoreTimeout)
 	defer cancel()
-	return readRecord(ctx, f.cfg.Store, thread, nil, f.cfg.Logger)
+	rec, rev, err := readHead(ctx, f.cfg.Store, thread, 0, f.cfg.Logger)
+	if rec == nil || err != nil {
+		return nil, rev, err
+	}
+	if err := readCheckpoints(ctx, f.cfg.Store, rec, f.cfg.Logger); err != nil {
+		return nil, 0, err
+	}
+	return rec, rev, nil
 }
 
 // httpError writes a transport-level failure: {"error","message"} (1.2).

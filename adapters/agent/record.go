@@ -21,26 +21,22 @@ const headKey = "agent"
 // own, any string) encoded as one key token.
 func checkpointKey(id string) string { return "agent.ckpt." + subject.Key(id) }
 
-// readRecord reads a thread's head record and the checkpoints it lists,
-// but those in skip (the caller has them). It returns a nil record for a
-// thread the store does not hold (rev 0) or whose head is unreadable (rev
-// its revision: a save replaces it).
-func readRecord(ctx context.Context, store canonical.ThreadStore, thread string, skip map[string]bool, log *slog.Logger) (*threadRecord, uint64, error) {
+// readHead reads a thread's head record, without its checkpoints
+// (readCheckpoints). It returns a nil record for a thread the store does
+// not hold (rev 0), for a head that is unreadable (rev its revision: a save
+// replaces it), and, not decoding it, for a head still at revision held
+// (the caller has it; 0: none).
+func readHead(ctx context.Context, store canonical.ThreadStore, thread string, held uint64, log *slog.Logger) (*threadRecord, uint64, error) {
 	head, rev, err := store.Get(ctx, thread, headKey)
-	if canonical.CodeOf(err) == canonical.CodeNotFound {
+	switch {
+	case canonical.CodeOf(err) == canonical.CodeNotFound:
 		return nil, 0, nil
-	}
-	if err != nil {
+	case err != nil:
 		return nil, 0, err
-	}
-	rec := decodeHead(head, thread, log)
-	if rec == nil {
+	case held != 0 && rev == held:
 		return nil, rev, nil
 	}
-	if err := readCheckpoints(ctx, store, rec, skip, log); err != nil {
-		return nil, 0, err
-	}
-	return rec, rev, nil
+	return decodeHead(head, thread, log), rev, nil
 }
 
 // decodeHead decodes a head record; nil (logged) when unreadable.
@@ -53,14 +49,11 @@ func decodeHead(head []byte, thread string, log *slog.Logger) *threadRecord {
 	return rec
 }
 
-// readCheckpoints reads the checkpoints rec lists, but those in skip, into
-// rec.Checkpoints. A listed checkpoint the store lacks (it expired, or
-// another instance let it go meanwhile) or cannot decode is left out.
-func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *threadRecord, skip map[string]bool, log *slog.Logger) error {
+// readCheckpoints reads the checkpoints rec lists into rec.Checkpoints. A
+// listed checkpoint the store lacks (it expired, or another instance let
+// it go meanwhile) or cannot decode is left out.
+func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *threadRecord, log *slog.Logger) error {
 	for _, id := range rec.CheckpointIDs {
-		if skip[id] {
-			continue
-		}
 		b, _, err := store.Get(ctx, rec.Thread, checkpointKey(id))
 		if canonical.CodeOf(err) == canonical.CodeNotFound {
 			log.Debug("a listed checkpoint is not in the store", "thread", rec.Thread, "checkpoint", id)
@@ -88,14 +81,19 @@ func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *thre
 var recordJSON = json.JoinOptions(json.FormatNilMapAsNull(true), json.FormatNilSliceAsNull(true),
 	json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true))
 
-// encodeHead is rec as its head record: its checkpoints by id.
-func encodeHead(rec *threadRecord) ([]byte, error) {
-	head := *rec
-	head.CheckpointIDs = make([]string, len(rec.Checkpoints))
-	for i := range rec.Checkpoints {
-		head.CheckpointIDs[i] = rec.Checkpoints[i].ID
+// encodeHead is rec as its head record, its checkpoints by id
+// (CheckpointIDs: a head read without its checkpoints is written back with
+// them listed as they were).
+func encodeHead(rec *threadRecord) ([]byte, error) { return json.Marshal(rec, recordJSON) }
+
+// readCheckpointValues reads a checkpoint's values from its record (a
+// fork's, and a values event's that names its checkpoint).
+func readCheckpointValues(ctx context.Context, store canonical.ThreadStore, thread, id string) (map[string]json.Value, error) {
+	b, _, err := store.Get(ctx, thread, checkpointKey(id))
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(&head, recordJSON)
+	return checkpointValues(b)
 }
 
 // encodeCheckpoint is cp as its checkpoint record.

@@ -416,26 +416,20 @@ func (s *runtimeRun) load(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
 	defer cancel()
 	th := s.th
-	head, rev, err := s.r.store.Get(ctx, th.id, headKey)
+	rec, rev, err := readHead(ctx, s.r.store, th.id, th.rev, s.r.log)
 	switch {
-	case canonical.CodeOf(err) == canonical.CodeNotFound:
-		head, rev = nil, 0
 	case err != nil:
 		return err
-	case rev == th.rev:
+	case rev != 0 && rev == th.rev:
 		return nil // the kept state is the stored one
 	}
 	th.rev = rev
 	th.c.history, th.c.dropped = historyCache{}, nil
 	th.c.rec = threadRecord{Thread: th.id, Values: map[string]json.Value{}}
-	if head == nil {
-		return nil
-	}
-	rec := decodeHead(head, th.id, s.r.log)
 	if rec == nil {
-		return nil // unreadable: a save replaces it
+		return nil // none yet, or unreadable: a save replaces it
 	}
-	if err := readCheckpoints(ctx, s.r.store, rec, nil, s.r.log); err != nil {
+	if err := readCheckpoints(ctx, s.r.store, rec, s.r.log); err != nil {
 		return err
 	}
 	th.c.rec = *rec
@@ -453,11 +447,8 @@ func (s *runtimeRun) fork(ctx context.Context, id string) error {
 	if values == nil {
 		ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
 		defer cancel()
-		b, _, err := s.r.store.Get(ctx, s.th.id, checkpointKey(id))
-		if err != nil {
-			return err
-		}
-		if values, err = checkpointValues(b); err != nil {
+		var err error
+		if values, err = readCheckpointValues(ctx, s.r.store, s.th.id, id); err != nil {
 			return err
 		}
 	}
@@ -756,6 +747,7 @@ func (s *runtimeRun) save(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		rec := th.c.rec
 		rec.Version, rec.Thread, rec.Updated = stateVersion, th.id, s.r.cfg.Now().UTC()
+		rec.CheckpointIDs = th.c.checkpointList()
 		head, err := encodeHead(&rec)
 		if err != nil {
 			return err
@@ -768,7 +760,8 @@ func (s *runtimeRun) save(ctx context.Context) error {
 		if canonical.CodeOf(err) != canonical.CodeAborted || attempt == 4 {
 			return err
 		}
-		theirs, rev, err := readRecord(ctx, store, th.id, th.c.checkpointIDs(), s.r.log)
+		// Only their head: the merge takes nothing else of theirs.
+		theirs, rev, err := readHead(ctx, store, th.id, 0, s.r.log)
 		if err != nil {
 			return err
 		}

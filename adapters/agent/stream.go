@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // record is one agent-protocol event of a thread, framed with its seq:
@@ -248,12 +247,9 @@ func (c *stateCache) get(ctx context.Context, thread, ref string) []byte {
 func (c *stateCache) read(ctx context.Context, thread, ref string) []byte {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	b, _, err := c.store.Get(ctx, thread, checkpointKey(ref))
+	values, err := readCheckpointValues(ctx, c.store, thread, ref)
 	if err == nil {
-		var values map[string]json.Value
-		if values, err = checkpointValues(b); err == nil {
-			return valuesJSON(values, nil)
-		}
+		return valuesJSON(values, nil)
 	}
 	c.log.Warn("a values event's state could not be read", "thread", thread, "checkpoint", ref, "err", err)
 	return nil
