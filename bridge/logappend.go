@@ -146,45 +146,84 @@ func (f *Fabric) readThreadLog(ctx context.Context, thread string, span logSpan)
 	return fetchSpan(ctx, cons, span, lastMsg.Sequence)
 }
 
-// fetchSpan reads span from cons, up to stream message last.
+// fetchSpan reads span from cons, up to stream message last. Each fetch
+// waits at most logFetchWait; one that gives nothing while the consumer
+// has nothing pending means the log let go of the rest (replay_max_bytes
+// discards the oldest while a reader reads), and the read ends there
+// rather than wait for messages that will not come.
 func fetchSpan(ctx context.Context, cons jetstream.Consumer, span logSpan, last uint64) ([]*canonical.Event, uint64, error) {
 	var out []*canonical.Event
 	next := span.start
 	for {
-		batch, err := cons.Fetch(256, jetstream.FetchContext(ctx))
+		fctx, cancel := context.WithTimeout(ctx, logFetchWait)
+		batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
 		if err != nil {
+			cancel()
 			return nil, next, err
 		}
+		got := 0
 		for m := range batch.Messages() {
-			meta, err := m.Metadata()
+			got++
+			evs, seq, err := decodeLogMsg(m)
 			if err != nil {
+				cancel()
 				return nil, next, err
 			}
-			evs, err := DecodeEvents(m.Data())
-			if err != nil {
-				return nil, next, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
-			}
-			next = meta.Sequence.Stream + 1
+			next = seq + 1
 			for _, ev := range evs {
 				if s := ev.GetSeq(); s > span.after && s < span.before {
 					if span.max > 0 && len(out) == span.max {
-						return out, meta.Sequence.Stream, nil // this message again, for the rest
+						cancel()
+						return out, seq, nil // this message again, for the rest
 					}
 					out = append(out, ev)
 				}
 			}
 			if len(evs) > 0 && evs[len(evs)-1].GetSeq() >= span.before {
-				return out, meta.Sequence.Stream, nil // this message again, for what is at or past before
+				cancel()
+				return out, seq, nil // this message again, for what is at or past before
 			}
-			if meta.Sequence.Stream >= last {
+			if seq >= last {
+				cancel()
 				return out, next, nil
 			}
 		}
-		if err := batch.Error(); err != nil {
-			return nil, next, err
-		}
+		cancel()
 		if err := ctx.Err(); err != nil {
 			return nil, next, err
 		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, next, err
+		}
+		if got == 0 {
+			if done, err := drained(ctx, cons); err != nil || done {
+				return out, last + 1, err
+			}
+		}
 	}
+}
+
+// logFetchWait bounds one fetch of a replay-log read.
+const logFetchWait = 2 * time.Second
+
+// decodeLogMsg is a replay-log message's events and stream sequence.
+func decodeLogMsg(m jetstream.Msg) ([]*canonical.Event, uint64, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return nil, 0, err
+	}
+	evs, err := DecodeEvents(m.Data())
+	if err != nil {
+		return nil, 0, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
+	}
+	return evs, meta.Sequence.Stream, nil
+}
+
+// drained reports whether cons has nothing more to deliver.
+func drained(ctx context.Context, cons jetstream.Consumer) (bool, error) {
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0, nil
 }

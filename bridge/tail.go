@@ -36,6 +36,9 @@ const (
 	// catchUpPatience is how long a reader behind the window tries again
 	// a replay log it cannot read (readLog).
 	catchUpPatience = 30 * time.Second
+	// feedStopWait is how long close waits for the feed to stop by itself
+	// before it stops the feed's iterator from outside.
+	feedStopWait = 5 * time.Second
 )
 
 // threadTail is a thread's live events on this instance, shared by every
@@ -62,6 +65,11 @@ type threadTail struct {
 	hb    chan *nats.Msg
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	// feedCtx ends the feed's wait for the next message (stopFeed); fed
+	// is closed when the feed has returned.
+	feedCtx  context.Context
+	stopFeed context.CancelFunc
+	fed      chan struct{}
 
 	mu      sync.Mutex
 	win     window
@@ -211,19 +219,29 @@ func (t *threadTail) open(ctx context.Context) error {
 		b.deleteObserverConsumer(t.cons, t.thread)
 		return natsFailure(b.log, canonical.CodeUnavailable, "the thread's live events could not be subscribed to", err)
 	}
+	t.feedCtx, t.stopFeed = context.WithCancel(context.Background())
+	t.fed = make(chan struct{})
 	t.wg.Add(2)
 	go t.feed()
 	go t.watch()
 	return nil
 }
 
-// feed moves the log's new messages into the window.
+// feed moves the log's new messages into the window. It stops the
+// iterator itself when it returns: nats.go's ordered consumer replaces its
+// subscription inside Next (a reset, after a missed message or
+// heartbeat), and a Stop from another goroutine during that reset stops
+// the old one, leaving Next waiting on the new one for ever (nats.go
+// v1.55 jetstream/ordered.go, resetMessages). So close ends the wait
+// through feedCtx, and only the feed's own goroutine stops the iterator.
 func (t *threadTail) feed() {
 	defer t.wg.Done()
+	defer close(t.fed)
+	defer t.it.Stop()
 	for {
-		m, err := t.it.Next()
+		m, err := t.it.Next(jetstream.NextContext(t.feedCtx))
 		if err != nil {
-			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			if t.feedCtx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				t.end(natsFailure(t.b.log.With("thread", t.thread), canonical.CodeUnavailable, "the replay log could not be read", err))
 			}
 			return
@@ -513,8 +531,15 @@ func (r *tailReader) hole(seq uint64) error {
 // close stops the feed and the heartbeats and deletes the consumer.
 func (t *threadTail) close() {
 	close(t.stop)
-	t.it.Stop()
+	t.stopFeed()
 	_ = t.hbSub.Unsubscribe()
+	select {
+	case <-t.fed:
+	case <-time.After(feedStopWait):
+		// A reset retrying a server that is away: its backoff ends when
+		// the iterator stops.
+		t.it.Stop()
+	}
 	t.wg.Wait()
 	t.b.deleteObserverConsumer(t.cons, t.thread)
 }
