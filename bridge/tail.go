@@ -268,7 +268,9 @@ func (t *threadTail) end(err error) {
 // has gone quiet.
 func (t *threadTail) watch() {
 	defer t.wg.Done()
-	tick := time.NewTicker(t.timeout / 2)
+	// A quarter timeout: a silent owner's runs end within 1.75 timeouts
+	// of its last sign of life (expire waits 1.5).
+	tick := time.NewTicker(t.timeout / 4)
 	defer tick.Stop()
 	for {
 		select {
