@@ -28,9 +28,14 @@ type convo struct {
 
 	maxCheckpoints int // the checkpoints kept
 	maxBlockBytes  int // the text of one block a message keeps
-	now            func() time.Time
+	// inlineValues bounds the state a values event carries (0: none);
+	// past it the event carries none (its checkpoint's record has it),
+	// and the state is not made as JSON for it.
+	inlineValues int
+	now          func() time.Time
 	// emit receives each event a step makes: its method (updates,
-	// values, checkpoints), its data as JSON, and the run it is of.
+	// values, checkpoints), its data as JSON (nil for values past
+	// inlineValues), and the run it is of.
 	emit func(method string, data []byte, run string)
 }
 
@@ -151,7 +156,14 @@ func (c *convo) checkpoint(source, node, run string) {
 	rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: id, Parent: parent, Step: step, Source: source, Node: node, Time: c.now().UTC(), Values: cloneValues(rec.Values)})
 	c.trimCheckpoints()
 	rec.Head = id
-	c.emit(methodValues, valuesJSON(rec.Values, nil), run)
+	var values []byte
+	// stateBytes is at most the JSON's length: a state past the bound by
+	// it is past it as JSON, and a long conversation is not copied whole
+	// at each step for nothing.
+	if c.inlineValues == 0 || stateBytes(rec.Values) <= c.inlineValues {
+		values = valuesJSON(rec.Values, nil)
+	}
+	c.emit(methodValues, values, run)
 	b := append([]byte(`{"id":`), appendString(nil, id)...)
 	if parent != "" {
 		b = append(b, `,"parent_id":`...)

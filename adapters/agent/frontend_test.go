@@ -1118,3 +1118,33 @@ func httpHandlers() int {
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), "net/http.serverHandler.ServeHTTP")
 }
+
+// A state past the runtime's inline bound (256 KiB) reaches a subscriber
+// whole: its values frames carry the state read back from the checkpoint
+// records the events name, the last one every message of the run.
+func TestLargeValuesReachSubscribersWhole(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	big := strings.Repeat(strings.Repeat("abcdefghij", 1000)+" ", 30) // 300 KB, in 30 deltas
+	st := s.openSSE(t, "large-values", `{"channels":["values","lifecycle"]}`, nil)
+	s.runStart(t, "large-values", "echo", user(big), nil)
+	var last envelope
+	values := 0
+	for _, e := range st.untilTerminal() {
+		if e.Method == "values" {
+			last = e
+			values++
+		}
+	}
+	var state struct {
+		Messages []struct {
+			Type    string `json:"type"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(last.Params.Data, &state); err != nil {
+		t.Fatalf("last values frame's data (%d bytes) does not decode: %v", len(last.Params.Data), err)
+	}
+	if values != 2 || len(state.Messages) != 2 || state.Messages[0].Content != big || !strings.Contains(state.Messages[1].Content, strings.TrimSpace(big)) {
+		t.Fatalf("%d values frames; the last holds %d messages of %v bytes; want 2 frames, the human message and its echo whole", values, len(state.Messages), len(last.Params.Data))
+	}
+}

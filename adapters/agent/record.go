@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 
@@ -94,6 +95,27 @@ func readCheckpointValues(ctx context.Context, store canonical.ThreadStore, thre
 		return nil, err
 	}
 	return checkpointValues(b)
+}
+
+// readCheckpointValuesJSON reads a checkpoint's values from its record as
+// the JSON object the record holds, not decoded (a values frame's data):
+// a reader of a long conversation's state holds the record and the
+// object, not a decoded copy and a re-encoded one besides.
+func readCheckpointValuesJSON(ctx context.Context, store canonical.ThreadStore, thread, id string) ([]byte, error) {
+	b, _, err := store.Get(ctx, thread, checkpointKey(id))
+	if err != nil {
+		return nil, err
+	}
+	var stored struct {
+		Values json.Value `json:"values"`
+	}
+	if err := json.Unmarshal(b, &stored, recordJSON); err != nil { // as checkpointValues reads it
+		return nil, canonical.Errorf(canonical.CodeDataLoss, "checkpoint record does not decode: %v", err)
+	}
+	if v := bytes.TrimSpace(stored.Values); len(v) == 0 || string(v) == "null" { // none: an empty state
+		return []byte("{}"), nil
+	}
+	return stored.Values, nil
 }
 
 // encodeCheckpoint is cp as its checkpoint record.

@@ -132,7 +132,7 @@ func (r *Runtime) ref(id string) *runtimeThread {
 	th := r.threads[id]
 	if th == nil {
 		th = &runtimeThread{id: id, turn: make(chan struct{}, 1)}
-		th.c = convo{maxCheckpoints: r.cfg.MaxCheckpoints, maxBlockBytes: r.cfg.MaxBlockBytes, now: r.cfg.Now}
+		th.c = convo{maxCheckpoints: r.cfg.MaxCheckpoints, maxBlockBytes: r.cfg.MaxBlockBytes, inlineValues: r.cfg.InlineValues, now: r.cfg.Now}
 		r.threads[id] = th
 	}
 	if th.refs == 0 {
@@ -466,7 +466,7 @@ func (s *runtimeRun) emit(method string, data []byte, _ string) {
 	case methodValues:
 		snap := &canonical.StateSnapshot{}
 		ev.Extensions = map[string]*structpb.Value{runtimeCheckpointExt: structpb.NewStringValue(c.rec.Head)}
-		if len(data) <= s.r.cfg.InlineValues {
+		if data != nil && len(data) <= s.r.cfg.InlineValues {
 			snap.Values = rawValue(data)
 		} else {
 			s.large = true

@@ -247,9 +247,9 @@ func (c *stateCache) get(ctx context.Context, thread, ref string) []byte {
 func (c *stateCache) read(ctx context.Context, thread, ref string) []byte {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	values, err := readCheckpointValues(ctx, c.store, thread, ref)
+	values, err := readCheckpointValuesJSON(ctx, c.store, thread, ref)
 	if err == nil {
-		return valuesJSON(values, nil)
+		return values
 	}
 	c.log.Warn("a values event's state could not be read", "thread", thread, "checkpoint", ref, "err", err)
 	return nil
