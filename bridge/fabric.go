@@ -886,6 +886,23 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	return max(last, floor), nil
 }
 
+// oldestSeq is the seq of the oldest event of thread the replay log
+// holds (0 for none).
+func (f *Fabric) oldestSeq(ctx context.Context, thread string) (uint64, error) {
+	m, err := f.events.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(f.ThreadSubjects(thread)))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	evs, err := DecodeEvents(m.Data)
+	if err != nil || len(evs) == 0 {
+		return 0, fmt.Errorf("replay log message %d: %v events, %v", m.Sequence, len(evs), err)
+	}
+	return evs[0].GetSeq(), nil
+}
+
 // NoteLastSeq records that thread's seqs up to seq are given, so they are
 // never given again once the replay log has let go of them
 // (seqfloor.go). It does not wait for the write.

@@ -123,3 +123,55 @@ func consecutive(seqs []uint64, from, to uint64) bool {
 	}
 	return true
 }
+
+// A reader catching up from the log (behind the tail's window) whose next
+// events the log lets go of meanwhile (its oldest, as replay_max_bytes
+// discards them) is told out_of_range, naming the events gone and the
+// oldest held, not data_loss: the log lost nothing it still claims to
+// hold, and a frontend resumes such a reader from the oldest (the agent
+// protocol's gap report).
+func TestReplayReaderOvertakenByTheLogsBound(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread = "overtaken"
+	var runs []string
+	var firsts, lasts []uint64
+	for _, deltas := range []int{1500, 2} {
+		evs, code := postRun(t, inst.URL, `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":`+strconv.Itoa(deltas)+`},"inputs":[]}`)
+		if code != 200 || len(evs) == 0 {
+			t.Fatalf("run of %d deltas: status %d, %d events", deltas, code, len(evs))
+		}
+		runs = append(runs, evs[0].GetRunId())
+		firsts, lasts = append(firsts, evs[0].GetSeq()), append(lasts, evs[len(evs)-1].GetSeq())
+	}
+	_, stream := replayStream(t, ns.ClientURL())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	waitFor(t, func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, "interlingua.events."+subject.Token(thread)+".>")
+		return err == nil && m.Header.Get("Interlingua-Last-Seq") == strconv.FormatUint(lasts[1], 10)
+	})
+	s, err := inst.Bridge().Observe(ctx, thread, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const read = 1024 // one catch-up step's events (bridge.catchUpEvents)
+	for i := range read {
+		ev, err := s.Recv()
+		if err != nil || ev.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d: %v, %v", i+1, ev.GetSeq(), err)
+		}
+	}
+	// The log lets go of the first run, the rest of which the reader has
+	// not read.
+	err = stream.Purge(ctx, jetstream.WithPurgeSubject("interlingua.events."+subject.Token(thread)+"."+subject.Token(runs[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Recv()
+	want := fmt.Sprintf("events %d to %d", read+1, firsts[1]-1)
+	if codeOf(err) != canonical.CodeOutOfRange || !strings.Contains(err.Error(), want) {
+		t.Fatalf("after the log let go of what the reader had not read: %v; want out_of_range naming %s", err, want)
+	}
+}

@@ -476,7 +476,7 @@ func (t *threadTail) catchUp(ctx context.Context, r *tailReader, before uint64, 
 	r.backlog = r.backlog[:0]
 	for _, ev := range evs {
 		if ev.GetSeq() != r.next {
-			if r.err = r.hole(ev.GetSeq()); r.err != nil {
+			if r.err = t.hole(ctx, r, ev.GetSeq()); r.err != nil {
 				break
 			}
 		}
@@ -485,7 +485,7 @@ func (t *threadTail) catchUp(ctx context.Context, r *tailReader, before uint64, 
 	}
 	if len(evs) == 0 && r.next < before {
 		// The log has nothing more before the window.
-		if r.err = r.hole(before); r.err == nil {
+		if r.err = t.hole(ctx, r, before); r.err == nil {
 			r.next = before
 		}
 	}
@@ -518,16 +518,22 @@ func (t *threadTail) readLog(ctx context.Context, r *tailReader, before uint64) 
 // means the log has let go of events (they aged out, replay_max_age, or
 // were discarded for replay_max_bytes, oldest first) or never got them (a
 // write given up on). The reader is told rather than given the events
-// around the hole as if they followed each other. A replay from the start
-// (since 0) begins with the oldest event the log holds.
-func (r *tailReader) hole(seq uint64) error {
-	switch {
-	case r.next != r.since+1:
-		return canonical.Errorf(canonical.CodeDataLoss, "the replay log lacks the thread's events %d to %d", r.next, seq-1)
-	case r.since > 0:
-		return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes): the oldest after %d is %d", r.next, seq-1, r.since, seq)
+// around the hole as if they followed each other: out_of_range when the
+// log holds none of the thread's events before seq (it let them go; a
+// reader that fell behind meets this too), data_loss when it holds
+// earlier ones. A replay from the start (since 0) begins with the oldest
+// event the log holds.
+func (t *threadTail) hole(ctx context.Context, r *tailReader, seq uint64) error {
+	fresh := r.next == r.since+1 // nothing read yet
+	if fresh && r.since == 0 {
+		return nil
 	}
-	return nil
+	if !fresh {
+		if oldest, err := t.b.fabric.oldestSeq(ctx, t.thread); err != nil || oldest < seq {
+			return canonical.Errorf(canonical.CodeDataLoss, "the replay log lacks the thread's events %d to %d", r.next, seq-1)
+		}
+	}
+	return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes): the oldest after %d is %d", r.next, seq-1, r.next-1, seq)
 }
 
 // close stops the feed and the heartbeats and deletes the consumer.
