@@ -201,9 +201,6 @@ func Normalize(t *cv1.Transcript) *cv1.Transcript {
 	return t
 }
 
-// Equal reports whether two transcripts are equal.
-func Equal(a, b *cv1.Transcript) bool { return proto.Equal(a, b) }
-
 // String renders t as indented proto JSON, long texts shortened.
 func String(t *cv1.Transcript) string {
 	t = proto.Clone(t).(*cv1.Transcript)

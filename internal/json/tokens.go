@@ -5,15 +5,8 @@ import "github.com/go-json-experiment/json/jsontext"
 // Null is the token of JSON null.
 var Null = jsontext.Null
 
-// Int is the token of the JSON number n.
-func Int(n int64) Token { return jsontext.Int(n) }
-
 // Uint is the token of the JSON number n.
 func Uint(n uint64) Token { return jsontext.Uint(n) }
-
-// Float is the token of the JSON number n (a NaN or infinity is an error
-// when written).
-func Float(n float64) Token { return jsontext.Float(n) }
 
 // AppendUnquote appends the text of the JSON string src (quoted, as a
 // Decoder's ReadValue returns it) to dst; invalid UTF-8 becomes U+FFFD
