@@ -324,7 +324,11 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		backend: rt.Backend, forOther: forOther, leased: lease != nil}
 	r.clientSeen.Store(b.now().UnixNano())
 	if b.fabric != nil {
-		r.pub = b.fabric.publisher(r.threadID, r.id, forOther)
+		// A run's events wait for room in the publish queue, never dropped
+		// from it, when the replay log holds its client's only copy: a run
+		// owned for another instance, and a run a runtime executes (its
+		// frontend's clients read the log).
+		r.pub = b.fabric.publisher(r.threadID, r.id, forOther || req.GetRuntime() != "")
 	}
 	b.mu.Lock()
 	if b.draining {

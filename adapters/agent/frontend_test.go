@@ -50,9 +50,12 @@ type bridgeOpts struct {
 	// logBytes bounds the replay log (nats.replay_max_bytes), so that it
 	// lets go of a thread's oldest events.
 	logBytes int64
-	runtime  agent.RuntimeConfig
-	backend  canonical.Backend
-	targets  []string
+	// publishQueue bounds the events queued for the replay log
+	// (nats.publish_queue).
+	publishQueue int
+	runtime      agent.RuntimeConfig
+	backend      canonical.Backend
+	targets      []string
 }
 
 // startBridge starts a bridge on an embedded NATS server in o.dir,
@@ -67,6 +70,7 @@ func startBridge(t testing.TB, o bridgeOpts) (b *bridge.Bridge, stop func()) {
 	c := bridge.DefaultConfig()
 	c.DataDir = cmp.Or(o.dir, t.TempDir())
 	c.NATS.ReplayMaxBytes = o.logBytes
+	c.NATS.PublishQueue = o.publishQueue
 	c.Defaults()
 	fabric, err := bridge.StartFabric(context.Background(), c.NATS, c.DataDir, log)
 	if err != nil {
@@ -1146,5 +1150,34 @@ func TestLargeValuesReachSubscribersWhole(t *testing.T) {
 	}
 	if values != 2 || len(state.Messages) != 2 || state.Messages[0].Content != big || !strings.Contains(state.Messages[1].Content, strings.TrimSpace(big)) {
 		t.Fatalf("%d values frames; the last holds %d messages of %v bytes; want 2 frames, the human message and its echo whole", values, len(state.Messages), len(last.Params.Data))
+	}
+}
+
+// A run's events reach its readers whole when they come faster than the
+// replay log takes them: the agent frontend's readers have no copy but the
+// log's, so the run waits for room in the bounded publish queue (as a run
+// owned for another instance does) rather than have events dropped from it
+// (a run of 3,000 unpaced deltas through a queue of 8 lost events, and its
+// reader got data_loss).
+func TestRunWaitsForTheReplayLog(t *testing.T) {
+	br, _ := startBridge(t, bridgeOpts{publishQueue: 8})
+	s := newServer(t, agent.Config{Runner: br})
+	st := s.openSSE(t, "flood", `{"channels":["messages","lifecycle"]}`, nil)
+	s.runStart(t, "flood", "stream", user("go"), map[string]any{"deltas": 3000})
+	deltas := 0
+	for {
+		e := st.envelope()
+		if e.Type != "event" {
+			t.Fatalf("after %d deltas: %s %s", deltas, e.Error, e.Message)
+		}
+		if e.Method == "messages" && strings.Contains(string(e.Params.Data), `"content-block-delta"`) {
+			deltas++
+		}
+		if e.rootTerminal() {
+			if e.status() != "completed" || deltas != 3000 {
+				t.Fatalf("run ended %s after %d deltas, want completed after 3000", e.status(), deltas)
+			}
+			return
+		}
 	}
 }
