@@ -133,8 +133,9 @@ type NATSConfig struct {
 	// this instance (NATS carries them to observers and the replay log
 	// only) wait to be published together with the next ones, in one
 	// message. Default 1ms; negative publishes each burst at once. Events
-	// of a run owned for another instance never wait, nor do those queued
-	// when a run ends.
+	// of a run owned for another instance or executed by a runtime (the
+	// agent protocol's, whose clients read the log) never wait, nor do
+	// those queued when a run ends.
 	PublishDelay time.Duration `yaml:"publish_delay"`
 	// ReconnectBufferBytes bounds what is buffered while NATS reconnects.
 	// Default 8 MiB.
