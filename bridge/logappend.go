@@ -155,44 +155,16 @@ func fetchSpan(ctx context.Context, cons jetstream.Consumer, span logSpan, last 
 	var out []*canonical.Event
 	next := span.start
 	for {
-		fctx, cancel := context.WithTimeout(ctx, logFetchWait)
-		batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
-		if err != nil {
-			cancel()
+		var got int
+		var done bool
+		var err error
+		if out, next, got, done, err = fetchBatch(ctx, cons, span, last, out, next); err != nil {
 			return nil, next, err
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			evs, seq, err := decodeLogMsg(m)
-			if err != nil {
-				cancel()
-				return nil, next, err
-			}
-			next = seq + 1
-			for _, ev := range evs {
-				if s := ev.GetSeq(); s > span.after && s < span.before {
-					if span.max > 0 && len(out) == span.max {
-						cancel()
-						return out, seq, nil // this message again, for the rest
-					}
-					out = append(out, ev)
-				}
-			}
-			if len(evs) > 0 && evs[len(evs)-1].GetSeq() >= span.before {
-				cancel()
-				return out, seq, nil // this message again, for what is at or past before
-			}
-			if seq >= last {
-				cancel()
-				return out, next, nil
-			}
+		if done {
+			return out, next, nil
 		}
-		cancel()
 		if err := ctx.Err(); err != nil {
-			return nil, next, err
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, next, err
 		}
 		if got == 0 {
@@ -201,6 +173,45 @@ func fetchSpan(ctx context.Context, cons jetstream.Consumer, span logSpan, last 
 			}
 		}
 	}
+}
+
+// fetchBatch is one fetch of fetchSpan, waiting at most logFetchWait: it
+// appends span's events to out and says how many messages it got, and
+// done when the read ends in them (next is then where the next read
+// starts).
+func fetchBatch(ctx context.Context, cons jetstream.Consumer, span logSpan, last uint64, out []*canonical.Event, next uint64) (_ []*canonical.Event, _ uint64, got int, done bool, err error) {
+	fctx, cancel := context.WithTimeout(ctx, logFetchWait)
+	defer cancel()
+	batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
+	if err != nil {
+		return out, next, 0, false, err
+	}
+	for m := range batch.Messages() {
+		got++
+		evs, seq, err := decodeLogMsg(m)
+		if err != nil {
+			return out, next, got, false, err
+		}
+		next = seq + 1
+		for _, ev := range evs {
+			if s := ev.GetSeq(); s > span.after && s < span.before {
+				if span.max > 0 && len(out) == span.max {
+					return out, seq, got, true, nil // this message again, for the rest
+				}
+				out = append(out, ev)
+			}
+		}
+		if len(evs) > 0 && evs[len(evs)-1].GetSeq() >= span.before {
+			return out, seq, got, true, nil // this message again, for what is at or past before
+		}
+		if seq >= last {
+			return out, next, got, true, nil
+		}
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return out, next, got, false, err
+	}
+	return out, next, got, false, nil
 }
 
 // logFetchWait bounds one fetch of a replay-log read.

@@ -144,16 +144,8 @@ func (o *observer) Recv() (*canonical.Event, error) {
 		if o.err != nil {
 			return nil, o.err
 		}
-		if err := o.ctx.Err(); err != nil {
-			return nil, canonical.AsError(err)
-		}
-		select {
-		case <-o.done:
-			return nil, io.EOF
-		default:
-		}
 		clear(o.owed)
-		o.owed, o.err = o.tail.read(o.ctx, o.r, o.owed[:0], observerBatch)
+		o.owed, o.err = o.Poll(o.owed[:0], observerBatch)
 		o.next = 0
 		if len(o.owed) > 0 || o.err != nil {
 			continue
