@@ -57,7 +57,7 @@ func TestBodyTimeout(t *testing.T) {
 		})
 	}
 	// A body sent at once: the stream outlives the timeout.
-	evs, code := postRun(t, inst.URL, `{"target":"stream","parameters":{"deltas":8,"delay_ms":100},"inputs":[]}`)
+	evs, code := bridgetest.PostRun(t, inst.URL, `{"target":"stream","parameters":{"deltas":8,"delay_ms":100},"inputs":[]}`)
 	if code != 200 || len(evs) == 0 || evs[len(evs)-1].GetLifecycle().GetStatus().String() != "RUN_STATUS_COMPLETED" {
 		t.Fatalf("a slow response after a prompt body: status %d, %d events", code, len(evs))
 	}

@@ -1,9 +1,7 @@
 package bridge_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -50,28 +48,6 @@ func clusterConfig(url string, host ...string) *bridge.Config {
 
 var httpClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
-func postRun(t testing.TB, base, body string) ([]*canonical.Event, int) {
-	t.Helper()
-	resp, err := httpClient.Post(base+"/v1/runs", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	wire, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		return nil, resp.StatusCode
-	}
-	var evs []*canonical.Event
-	for _, line := range bytes.Split(bytes.TrimSpace(wire), []byte("\n")) {
-		ev := &canonical.Event{}
-		if err := protojson.Unmarshal(line, ev); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		evs = append(evs, ev)
-	}
-	return evs, 200
-}
-
 // strip removes what differs between two runs of the same request.
 func strip(evs []*canonical.Event) []string {
 	var out []string
@@ -93,11 +69,11 @@ func TestRunPlacedOnHostingInstance(t *testing.T) {
 	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL(), "none"))
 	body := `{"target":"demo-agent","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`
-	direct, code := postRun(t, b.URL, body)
+	direct, code := bridgetest.PostRun(t, b.URL, body)
 	if code != 200 {
 		t.Fatalf("direct: %d", code)
 	}
-	viaA, code := postRun(t, a.URL, body)
+	viaA, code := bridgetest.PostRun(t, a.URL, body)
 	if code != 200 {
 		t.Fatalf("via A: %d", code)
 	}
@@ -118,7 +94,7 @@ func TestRunPlacedOnHostingInstance(t *testing.T) {
 	}
 	// No instance hosts the backend any more: unavailable, before any event.
 	b.Bridge().StopAccepting()
-	if _, code := postRun(t, a.URL, body); code != http.StatusServiceUnavailable {
+	if _, code := bridgetest.PostRun(t, a.URL, body); code != http.StatusServiceUnavailable {
 		t.Fatalf("no host: status %d, want 503", code)
 	}
 }
@@ -153,7 +129,7 @@ func TestObserveReplaysAfterSince(t *testing.T) {
 	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL(), "none"))
 	body := `{"target":"stream","threadId":"obs","parameters":{"deltas":50},"inputs":[]}`
-	first, _ := postRun(t, b.URL, body)
+	first, _ := bridgetest.PostRun(t, b.URL, body)
 	total := len(first)
 	o, err := a.Bridge().Observe(context.Background(), "obs", 20)
 	if err != nil {
@@ -171,7 +147,7 @@ func TestObserveReplaysAfterSince(t *testing.T) {
 	}
 	// A second run on the thread, started on A and placed on B: the
 	// observer sees it live, its seq continuing the thread's.
-	second, _ := postRun(t, a.URL, body)
+	second, _ := bridgetest.PostRun(t, a.URL, body)
 	if second[0].GetSeq() != uint64(total+1) {
 		t.Fatalf("second run starts at seq %d, want %d", second[0].GetSeq(), total+1)
 	}
@@ -207,7 +183,7 @@ func TestThreadSeqContinuesOnOtherInstance(t *testing.T) {
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	body := `{"target":"echo","threadId":"t-cont","inputs":[{"name":"prompt","node":{"data":"b25lIHR3byB0aHJlZQ=="}}]}`
-	first, code := postRun(t, a.URL, body)
+	first, code := bridgetest.PostRun(t, a.URL, body)
 	if code != 200 {
 		t.Fatalf("on A: %d", code)
 	}
@@ -237,7 +213,7 @@ func TestThreadSeqContinuesOnOtherInstance(t *testing.T) {
 			t.Fatal("the replay log did not store A's run")
 		}
 	}
-	second, code := postRun(t, b.URL, body)
+	second, code := bridgetest.PostRun(t, b.URL, body)
 	if code != 200 {
 		t.Fatalf("on B: %d", code)
 	}

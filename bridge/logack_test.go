@@ -41,7 +41,7 @@ func TestEventTooLargeForNATS(t *testing.T) {
 		thread := "big-" + strings.TrimPrefix(at.URL, "http://")
 		body := fmt.Sprintf(`{"target":"stream","threadId":%q,"parameters":{"deltas":3,"delta_text":%q},"inputs":[]}`,
 			thread, strings.Repeat("x", 100<<10))
-		evs, code := postRun(t, at.URL, body)
+		evs, code := bridgetest.PostRun(t, at.URL, body)
 		if code != 200 || len(evs) == 0 {
 			t.Fatalf("%s: status %d, %d events", at.URL, code, len(evs))
 		}
@@ -88,12 +88,12 @@ func TestRunFailsWhenThreadSeqUnknown(t *testing.T) {
 	ns := natsServer(t)
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	body := `{"target":"stream","threadId":"known","parameters":{"deltas":2},"inputs":[]}`
-	if evs, code := postRun(t, a.URL, body); code != 200 || len(evs) == 0 {
+	if evs, code := bridgetest.PostRun(t, a.URL, body); code != 200 || len(evs) == 0 {
 		t.Fatalf("first run: status %d, %d events", code, len(evs))
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
-	evs, code := postRun(t, a.URL, body)
+	evs, code := bridgetest.PostRun(t, a.URL, body)
 	switch {
 	case code == 503:
 	case code == 200 && len(evs) > 0:
@@ -122,7 +122,7 @@ func TestCancelBeforeSeqRecovered(t *testing.T) {
 	ns := natsServer(t)
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	body := `{"target":"stream","threadId":"known","parameters":{"deltas":2},"inputs":[]}`
-	first, code := postRun(t, a.URL, body)
+	first, code := bridgetest.PostRun(t, a.URL, body)
 	if code != 200 || len(first) == 0 {
 		t.Fatalf("first run: status %d, %d events", code, len(first))
 	}

@@ -33,7 +33,7 @@ func TestReplayReportsHoles(t *testing.T) {
 		first, last uint64
 	}
 	for i := range runs {
-		evs, code := postRun(t, inst.URL, body)
+		evs, code := bridgetest.PostRun(t, inst.URL, body)
 		if code != 200 || len(evs) == 0 {
 			t.Fatalf("run %d: status %d, %d events", i, code, len(evs))
 		}
@@ -137,7 +137,7 @@ func TestReplayReaderOvertakenByTheLogsBound(t *testing.T) {
 	var runs []string
 	var firsts, lasts []uint64
 	for _, deltas := range []int{1500, 2} {
-		evs, code := postRun(t, inst.URL, `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":`+strconv.Itoa(deltas)+`},"inputs":[]}`)
+		evs, code := bridgetest.PostRun(t, inst.URL, `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":`+strconv.Itoa(deltas)+`},"inputs":[]}`)
 		if code != 200 || len(evs) == 0 {
 			t.Fatalf("run of %d deltas: status %d, %d events", deltas, code, len(evs))
 		}

@@ -79,7 +79,7 @@ func TestRunEndLogged(t *testing.T) {
 	var logs lockedBuffer
 	inst := bridgetest.StartLogged(t, &cfg, slog.New(slog.NewJSONHandler(&logs, nil)))
 	run := func(target string) {
-		postRun(t, inst.URL, `{"target":"`+target+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`)
+		bridgetest.PostRun(t, inst.URL, `{"target":"`+target+`","inputs":[{"name":"prompt","node":{"data":"aGk="}}]}`)
 	}
 	run("slow")
 	run("down")

@@ -15,7 +15,7 @@ func TestChosenRunIDRunsOnce(t *testing.T) {
 	a := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	b := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
 	body := `{"target":"stream","runId":"again","parameters":{"deltas":2},"inputs":[]}`
-	first, code := postRun(t, a.URL, body)
+	first, code := bridgetest.PostRun(t, a.URL, body)
 	if code != 200 {
 		t.Fatalf("first run: %d", code)
 	}

@@ -27,7 +27,7 @@ func TestSeqOutlivesTheReplayLog(t *testing.T) {
 	body := `{"target":"stream","threadId":"aged thread","parameters":{"deltas":2},"inputs":[]}`
 	var last uint64
 	for range 2 {
-		evs, code := postRun(t, a.URL, body)
+		evs, code := bridgetest.PostRun(t, a.URL, body)
 		if code != 200 || len(evs) == 0 {
 			t.Fatalf("run on a: status %d, %d events", code, len(evs))
 		}
@@ -79,7 +79,7 @@ func TestSeqOutlivesTheReplayLog(t *testing.T) {
 		t.Fatal("the thread's events are still in the log")
 	}
 
-	evs, code := postRun(t, b.URL, body)
+	evs, code := bridgetest.PostRun(t, b.URL, body)
 	if code != 200 || len(evs) == 0 {
 		t.Fatalf("run on b: status %d, %d events", code, len(evs))
 	}

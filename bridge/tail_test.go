@@ -17,7 +17,7 @@ import (
 // the thread's last seq after it.
 func streamRun(t *testing.T, inst *bridgetest.Instance, thread string, n int) uint64 {
 	t.Helper()
-	evs, code := postRun(t, inst.URL, fmt.Sprintf(`{"target":"stream","threadId":%q,"parameters":{"deltas":%d},"inputs":[]}`, thread, n))
+	evs, code := bridgetest.PostRun(t, inst.URL, fmt.Sprintf(`{"target":"stream","threadId":%q,"parameters":{"deltas":%d},"inputs":[]}`, thread, n))
 	if code != 200 || len(evs) == 0 {
 		t.Fatalf("run on %s: status %d, %d events", thread, code, len(evs))
 	}

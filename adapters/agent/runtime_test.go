@@ -1,11 +1,9 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
@@ -251,22 +248,9 @@ func TestRuntimeRunsTakeTurns(t *testing.T) {
 // postNativeRun posts a native run and returns its events.
 func postNativeRun(t *testing.T, base, body string) []*canonical.Event {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/runs", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	wire, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %s", resp.StatusCode, wire)
-	}
-	var evs []*canonical.Event
-	for _, line := range bytes.Split(bytes.TrimSpace(wire), []byte("\n")) {
-		ev := &canonical.Event{}
-		if err := protojson.Unmarshal(line, ev); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		evs = append(evs, ev)
+	evs, code := bridgetest.PostRun(t, base, body)
+	if code != 200 {
+		t.Fatalf("status %d", code)
 	}
 	return evs
 }

@@ -1,11 +1,16 @@
 package bridgetest
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // keyedClient is Call's HTTP client: no connection outlives its request, and
@@ -34,4 +39,33 @@ func Call(t testing.TB, base, key, method, path, body string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// runClient is PostRun's HTTP client: no connection outlives its request,
+// and no timeout but the test's (a run may wait out a cluster failover).
+var runClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// PostRun posts a native run (body, JSON) to base's /v1/runs and returns
+// its events, one protojson object a line, and the status; the events are
+// nil when the status is not 200.
+func PostRun(t testing.TB, base, body string) ([]*canonical.Event, int) {
+	t.Helper()
+	resp, err := runClient.Post(base+"/v1/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	wire, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return nil, resp.StatusCode
+	}
+	var evs []*canonical.Event
+	for _, line := range bytes.Split(bytes.TrimSpace(wire), []byte("\n")) {
+		ev := &canonical.Event{}
+		if err := protojson.Unmarshal(line, ev); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs, 200
 }
