@@ -25,6 +25,10 @@ type convo struct {
 	// dropped are the ids of saved checkpoints maxCheckpoints let go,
 	// whose records the next save removes (at most maxDropped).
 	dropped []string
+	// made is the checkpoint the runtime last made, and its values
+	// (valuesAt). Not an agent backend's: their ids are the upstream's,
+	// and a record under a reused id would not be written again.
+	made madeState
 
 	maxCheckpoints int // the checkpoints kept
 	maxBlockBytes  int // the text of one block a message keeps
@@ -37,6 +41,13 @@ type convo struct {
 	// values, checkpoints), its data as JSON (nil for values past
 	// inlineValues), and the run it is of.
 	emit func(method string, data []byte, run string)
+}
+
+// madeState is a checkpoint's id and its values: the state's own values,
+// shared, while the state has not changed since it was made.
+type madeState struct {
+	id     string
+	values map[string]json.Value
 }
 
 // runAcc is what the runtime keeps of a run while it goes: how its state
@@ -153,7 +164,9 @@ func (c *convo) checkpoint(source, node, run string) {
 	}
 	rec.NextCkpt++
 	id := "ckpt-" + strconv.FormatUint(rec.NextCkpt, 10)
-	rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: id, Parent: parent, Step: step, Source: source, Node: node, Time: c.now().UTC(), Values: cloneValues(rec.Values)})
+	made := madeState{id: id, values: cloneValues(rec.Values)}
+	rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: id, Parent: parent, Step: step, Source: source, Node: node, Time: c.now().UTC(), Values: made.values})
+	c.made = made
 	c.trimCheckpoints()
 	rec.Head = id
 	var values []byte
@@ -366,12 +379,26 @@ func (c *convo) observeModel(a *runAcc, ev *canonical.Event) {
 	}
 }
 
-// checkpointList is the thread's checkpoint ids, oldest first, as its
-// head record lists them.
-func (c *convo) checkpointList() []string {
-	ids := make([]string, len(c.rec.Checkpoints))
-	for i := range c.rec.Checkpoints {
-		ids[i] = c.rec.Checkpoints[i].ID
+// headValuesBound is the size of a state from which a save writes it
+// once, in its checkpoint's record, and the head names that checkpoint
+// (threadRecord.ValuesAt); a smaller one the head holds too, so that a
+// command reads one record.
+const headValuesBound = 64 << 10
+
+// valuesAt returns the checkpoint a save's head names for its values: the
+// last one made, when the state is at least headValuesBound, is still
+// that checkpoint's (each change of a value stores new bytes, see
+// appendMessages, so the same bytes at the same address are the same
+// value), and the checkpoint is kept and saved. "" otherwise.
+func (c *convo) valuesAt() string {
+	m, values := c.made, c.rec.Values
+	if cp := c.findCheckpoint(m.id); cp == nil || !cp.saved || len(m.values) != len(values) || stateBytes(values) < headValuesBound {
+		return ""
 	}
-	return ids
+	for k, v := range values {
+		if w, ok := m.values[k]; !ok || !sameBytes(v, w) {
+			return ""
+		}
+	}
+	return m.id
 }

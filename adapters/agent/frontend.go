@@ -238,14 +238,7 @@ func (f *Frontend) readState(ctx context.Context, thread string) (*threadRecord,
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.StoreTimeout)
 	defer cancel()
-	rec, rev, err := readHead(ctx, f.cfg.Store, thread, 0, f.cfg.Logger)
-	if rec == nil || err != nil {
-		return nil, rev, err
-	}
-	if err := readCheckpoints(ctx, f.cfg.Store, rec, f.cfg.Logger); err != nil {
-		return nil, 0, err
-	}
-	return rec, rev, nil
+	return readState(ctx, f.cfg.Store, thread, 0, f.cfg.Logger)
 }
 
 // httpError writes a transport-level failure: {"error","message"} (1.2).

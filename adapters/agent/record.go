@@ -11,9 +11,9 @@ import (
 )
 
 // The runtime (Runtime) saves a thread as each run starts and before its
-// end is sent, as records of the thread store: the head (the thread's
-// values, its whole history, once) and one record per checkpoint, each
-// written once.
+// end is sent, as records of the thread store: the head (the thread, its
+// checkpoints listed, and its values unless ValuesAt names the checkpoint
+// that holds them) and one record per checkpoint, each written once.
 
 // The thread store keys of a thread's records.
 const headKey = "agent"
@@ -22,11 +22,11 @@ const headKey = "agent"
 // own, any string) encoded as one key token.
 func checkpointKey(id string) string { return "agent.ckpt." + subject.Key(id) }
 
-// readHead reads a thread's head record, without its checkpoints
-// (readCheckpoints). It returns a nil record for a thread the store does
-// not hold (rev 0), for a head that is unreadable (rev its revision: a save
-// replaces it), and, not decoding it, for a head still at revision held
-// (the caller has it; 0: none).
+// readHead reads a thread's head record, with its checkpoints listed but
+// not its values (readHeadValues). It returns a nil record for a thread
+// the store does not hold (rev 0), for a head that is unreadable (rev its
+// revision: a save replaces it), and, not decoding it, for a head still at
+// revision held (the caller has it; 0: none).
 func readHead(ctx context.Context, store canonical.ThreadStore, thread string, held uint64, log *slog.Logger) (*threadRecord, uint64, error) {
 	head, rev, err := store.Get(ctx, thread, headKey)
 	switch {
@@ -37,22 +37,50 @@ func readHead(ctx context.Context, store canonical.ThreadStore, thread string, h
 	case held != 0 && rev == held:
 		return nil, rev, nil
 	}
-	return decodeHead(head, thread, log), rev, nil
+	rec := decodeHead(head, thread, log)
+	if rec == nil {
+		return nil, rev, nil
+	}
+	return rec, rev, readCheckpoints(ctx, store, rec, log)
+}
+
+// readState reads a thread's whole record: its head, checkpoints and
+// values. A head whose values' checkpoint the store no longer holds
+// expired with it: the thread reads as one the store does not hold.
+func readState(ctx context.Context, store canonical.ThreadStore, thread string, held uint64, log *slog.Logger) (*threadRecord, uint64, error) {
+	rec, rev, err := readHead(ctx, store, thread, held, log)
+	if rec == nil || err != nil || rec.ValuesAt == "" {
+		return rec, rev, err
+	}
+	values, err := readCheckpointValues(ctx, store, thread, rec.ValuesAt)
+	if canonical.CodeOf(err) == canonical.CodeNotFound {
+		log.Info("thread's state expired", "thread", thread, "checkpoint", rec.ValuesAt)
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	rec.Values = values
+	return rec, rev, nil
 }
 
 // decodeHead decodes a head record; nil (logged) when unreadable.
 func decodeHead(head []byte, thread string, log *slog.Logger) *threadRecord {
 	rec := &threadRecord{}
-	if err := json.Unmarshal(head, rec, recordJSON); err != nil || rec.Version != stateVersion {
-		log.Warn("thread record unreadable; starting afresh", "thread", thread, "err", err)
+	if err := json.Unmarshal(head, rec, recordJSON); err != nil || rec.Version < 2 || rec.Version > stateVersion {
+		log.Warn("thread record unreadable; starting afresh", "thread", thread, "err", err, "version", rec.Version)
 		return nil
+	}
+	for i := range rec.Checkpoints {
+		rec.Checkpoints[i].saved = true
 	}
 	return rec
 }
 
-// readCheckpoints reads the checkpoints rec lists into rec.Checkpoints. A
-// listed checkpoint the store lacks (it expired, or another instance let
-// it go meanwhile) or cannot decode is left out.
+// readCheckpoints reads the checkpoints a version 2 head lists by id
+// (CheckpointIDs) into rec.Checkpoints. A listed checkpoint the store
+// lacks (it expired, or another instance let it go meanwhile) or cannot
+// decode is left out.
 func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *threadRecord, log *slog.Logger) error {
 	for _, id := range rec.CheckpointIDs {
 		b, _, err := store.Get(ctx, rec.Thread, checkpointKey(id))
@@ -71,6 +99,7 @@ func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *thre
 		cp.Values = nil // read back when a fork needs them (checkpointValuesLocked)
 		rec.Checkpoints = append(rec.Checkpoints, cp)
 	}
+	rec.CheckpointIDs = nil
 	return nil
 }
 
@@ -82,10 +111,22 @@ func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *thre
 var recordJSON = json.JoinOptions(json.FormatNilMapAsNull(true), json.FormatNilSliceAsNull(true),
 	json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true))
 
-// encodeHead is rec as its head record, its checkpoints by id
-// (CheckpointIDs: a head read without its checkpoints is written back with
-// them listed as they were).
-func encodeHead(rec *threadRecord) ([]byte, error) { return json.Marshal(rec, recordJSON) }
+// encodeHead is rec as its head record: its checkpoints without their
+// values, and its values unless ValuesAt names the checkpoint that holds
+// them.
+func encodeHead(rec *threadRecord) ([]byte, error) {
+	head := *rec
+	head.Version = stateVersion
+	head.Checkpoints = make([]checkpointRec, len(rec.Checkpoints))
+	for i, cp := range rec.Checkpoints {
+		cp.Values = nil
+		head.Checkpoints[i] = cp
+	}
+	if head.ValuesAt != "" {
+		head.Values = nil
+	}
+	return json.Marshal(&head, recordJSON)
+}
 
 // readCheckpointValues reads a checkpoint's values from its record (a
 // fork's, and a values event's that names its checkpoint).

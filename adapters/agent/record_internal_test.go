@@ -58,7 +58,6 @@ func TestRecordRoundTrip(t *testing.T) {
 		rec := randomRecord(rng)
 		for j := range rec.Checkpoints {
 			cp := &rec.Checkpoints[j]
-			rec.CheckpointIDs = append(rec.CheckpointIDs, cp.ID)
 			b, err := encodeCheckpoint(cp)
 			if err != nil {
 				t.Fatal(err)
@@ -72,6 +71,9 @@ func TestRecordRoundTrip(t *testing.T) {
 				t.Fatalf("case %d, checkpoint %d decodes to %+v, want %+v", i, j, back, *cp)
 			}
 		}
+		if len(rec.Checkpoints) > 0 && rng.IntN(2) == 0 {
+			rec.ValuesAt = rec.Checkpoints[len(rec.Checkpoints)-1].ID
+		}
 		b, err := encodeHead(&rec)
 		if err != nil {
 			t.Fatal(err)
@@ -80,12 +82,20 @@ func TestRecordRoundTrip(t *testing.T) {
 		if back == nil {
 			t.Fatalf("case %d: %s does not decode", i, b)
 		}
-		if !sameValues(back.Values, rec.Values) || len(back.Interrupts) != len(rec.Interrupts) {
-			t.Fatalf("case %d: values %v, want %v", i, back.Values, rec.Values)
+		wantValues := rec.Values
+		if rec.ValuesAt != "" { // its checkpoint's record holds them
+			wantValues = nil
 		}
-		back.Values, rec.Values, back.Interrupts, rec.Interrupts = nil, nil, nil, nil
+		if !sameValues(back.Values, wantValues) || len(back.Interrupts) != len(rec.Interrupts) {
+			t.Fatalf("case %d: values %v, want %v", i, back.Values, wantValues)
+		}
+		back.Values, back.Interrupts = nil, nil
 		want := rec
-		want.Checkpoints = nil
+		want.Values, want.Interrupts, want.Checkpoints = nil, nil, nil
+		for _, cp := range rec.Checkpoints { // listed whole but for their values
+			cp.Values, cp.saved = nil, true
+			want.Checkpoints = append(want.Checkpoints, cp)
+		}
 		if !reflect.DeepEqual(*back, want) {
 			t.Fatalf("case %d: head decodes to\n%+v, want\n%+v", i, *back, want)
 		}
@@ -144,7 +154,7 @@ func BenchmarkEncodeRecord(b *testing.B) {
 	history := json.Value(`[{"role":"assistant","content":"` + strings.Repeat("x", 60_000) + `"}]`)
 	rec := threadRecord{Version: stateVersion, Thread: "t", Values: map[string]json.Value{"messages": history}}
 	for i := range 10 {
-		rec.CheckpointIDs = append(rec.CheckpointIDs, fmt.Sprint("ckpt-", i))
+		rec.Checkpoints = append(rec.Checkpoints, checkpointRec{ID: fmt.Sprint("ckpt-", i), saved: true})
 	}
 	cp := checkpointRec{ID: "ckpt-10", Step: 10, Source: "loop", Values: cloneValues(rec.Values)}
 	b.ReportAllocs()

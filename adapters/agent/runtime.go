@@ -416,7 +416,7 @@ func (s *runtimeRun) load(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
 	defer cancel()
 	th := s.th
-	rec, rev, err := readHead(ctx, s.r.store, th.id, th.rev, s.r.log)
+	rec, rev, err := readState(ctx, s.r.store, th.id, th.rev, s.r.log)
 	switch {
 	case err != nil:
 		return err
@@ -424,15 +424,15 @@ func (s *runtimeRun) load(ctx context.Context) error {
 		return nil // the kept state is the stored one
 	}
 	th.rev = rev
-	th.c.history, th.c.dropped = historyCache{}, nil
+	th.c.history, th.c.dropped, th.c.made = historyCache{}, nil, madeState{}
 	th.c.rec = threadRecord{Thread: th.id, Values: map[string]json.Value{}}
 	if rec == nil {
 		return nil // none yet, or unreadable: a save replaces it
 	}
-	if err := readCheckpoints(ctx, s.r.store, rec, s.r.log); err != nil {
-		return err
-	}
 	th.c.rec = *rec
+	if rec.ValuesAt != "" {
+		th.c.made = madeState{id: rec.ValuesAt, values: cloneValues(rec.Values)}
+	}
 	return nil
 }
 
@@ -746,8 +746,7 @@ func (s *runtimeRun) save(ctx context.Context) error {
 	th, store := s.th, s.r.store
 	for attempt := 0; ; attempt++ {
 		rec := th.c.rec
-		rec.Version, rec.Thread, rec.Updated = stateVersion, th.id, s.r.cfg.Now().UTC()
-		rec.CheckpointIDs = th.c.checkpointList()
+		rec.Thread, rec.Updated, rec.ValuesAt = th.id, s.r.cfg.Now().UTC(), th.c.valuesAt()
 		head, err := encodeHead(&rec)
 		if err != nil {
 			return err

@@ -191,6 +191,64 @@ func TestRuntimeLargeValuesNameTheirCheckpoint(t *testing.T) {
 	}
 }
 
+// A state of 64 KiB or more is written once a save: in its checkpoint's
+// record, which the head names (values_at) in place of holding it. A
+// runtime started afresh on the store reads it whole from there.
+func TestRuntimeLargeStateIsWrittenOnce(t *testing.T) {
+	store := startStore(t)
+	be := &seenBackend{be: scripted.New(scripted.Config{})}
+	long := strings.Repeat("x", 70<<10) // no space: one delta
+	runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-once", "run-1", "echo", long, nil)
+	head, _, err := store.Get(context.Background(), "t-once", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Version  int              `json:"v"`
+		Values   json.Value       `json:"values"`
+		ValuesAt string           `json:"values_at"`
+		Index    []map[string]any `json:"checkpoint_index"`
+	}
+	if err := json.Unmarshal(head, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Version != 3 || rec.ValuesAt != "ckpt-2" || string(rec.Values) != "null" || len(rec.Index) != 2 || len(head) > 2048 {
+		t.Fatalf("head record (%d bytes): %.600s", len(head), head)
+	}
+	if rec.Index[1]["id"] != "ckpt-2" || rec.Index[1]["parent_id"] != "ckpt-1" || rec.Index[1]["source"] != "loop" || rec.Index[1]["values"] != nil {
+		t.Fatalf("head lists checkpoint %v", rec.Index[1])
+	}
+	runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-once", "run-2", "echo", "short", nil)
+	if got, want := be.last(), []string{"user: " + long, "assistant: " + long, "user: short"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("second run's input: %d leaves, want the conversation whole", len(got))
+	}
+}
+
+// A thread saved by an earlier version (its head, version 2, holding the
+// values and listing the checkpoints by id) is read as it was saved.
+func TestRuntimeReadsVersion2Records(t *testing.T) {
+	store := startStore(t)
+	ctx := context.Background()
+	state := `{"messages":[{"type":"human","content":"old question","id":"m1"},{"type":"ai","content":"old answer","id":"m2"}]}`
+	records := map[string]string{
+		"agent":             `{"v":2,"thread_id":"t-v2","seq":0,"values":` + state + `,"checkpoints":["ckpt-1"],"head":"ckpt-1","next_checkpoint":1,"status":"completed","runs":1,"updated":"2026-11-22T09:00:00Z"}`,
+		"agent.ckpt.ckpt-1": `{"id":"ckpt-1","step":0,"source":"loop","time":"2026-11-22T09:00:00Z","values":` + state + `}`,
+	}
+	for key, rec := range records {
+		if _, err := store.Put(ctx, "t-v2", key, []byte(rec), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	be := &seenBackend{be: scripted.New(scripted.Config{})}
+	evs := runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-v2", "run-2", "echo", "new", nil)
+	if got, want := be.last(), []string{"user: old question", "assistant: old answer", "user: new"}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("input: %q, want %q", got, want)
+	}
+	if got, want := shape(evs[2]), "checkpoint ckpt-2<-ckpt-1 input"; got != want {
+		t.Fatalf("the run's first step: %s, want %s", got, want)
+	}
+}
+
 // Runs of a thread take turns: a second run waits for the first to end,
 // and a run closed before its end gives its turn up.
 func TestRuntimeRunsTakeTurns(t *testing.T) {

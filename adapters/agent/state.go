@@ -24,14 +24,17 @@ import (
 // state events pass through and the bridge only records them.
 
 // stateVersion is the version of the persisted thread record (2: the
-// checkpoints are records of their own).
-const stateVersion = 2
+// checkpoints are records of their own; 3: the head lists them whole, but
+// for their values, and a large state is written once, in its checkpoint's
+// record). A version 2 record reads as it did.
+const stateVersion = 3
 
 // threadRecord is a thread's durable state. In the thread store (record.go)
-// it is one head record, this as JSON with the ids of its checkpoints in
-// order, and one record per checkpoint: no record holds the whole history
-// more than once, and none has a size cap (the store puts large values
-// in its object store).
+// it is one head record, this as JSON with its checkpoints in order but for
+// their values, and one record per checkpoint with its values: no record
+// holds the whole history more than once, a save writes a large state once
+// (ValuesAt), and none has a size cap (the store puts large values in its
+// object store).
 type threadRecord struct {
 	Version   int                   `json:"v"`
 	Thread    string                `json:"thread_id"`
@@ -39,17 +42,24 @@ type threadRecord struct {
 	Seq       uint64                `json:"seq"`
 	Agent     bool                  `json:"agent,omitzero"` // state comes from an agent backend (false left out, as encoding/json's omitempty did)
 	Values    map[string]json.Value `json:"values"`
-	// CheckpointIDs lists Checkpoints in the head record; set by a save
-	// and by a read, not kept in step in between.
-	CheckpointIDs []string        `json:"checkpoints,omitempty"`
-	Checkpoints   []checkpointRec `json:"-"`
-	Head          string          `json:"head,omitempty"`
-	NextCkpt      uint64          `json:"next_checkpoint"`
-	Interrupts    []interruptRec  `json:"interrupts,omitempty"`
-	Status        string          `json:"status"`
-	Runs          uint64          `json:"runs"`
-	LastRun       string          `json:"last_run,omitempty"`
-	Updated       time.Time       `json:"updated"`
+	// ValuesAt names the checkpoint whose record holds Values when the
+	// head does not (a large state the save wrote there: convo.valuesAt).
+	// Records expire a while after their last write, so a head read after
+	// that checkpoint expired reads as a thread expired (readHeadValues).
+	ValuesAt string `json:"values_at,omitempty"`
+	// CheckpointIDs are the checkpoints a version 2 head lists, by id:
+	// their records are read for the rest (readCheckpoints).
+	CheckpointIDs []string `json:"checkpoints,omitempty"`
+	// Checkpoints are the thread's checkpoints, oldest first; the head
+	// lists them without their values (encodeHead).
+	Checkpoints []checkpointRec `json:"checkpoint_index,omitempty"`
+	Head        string          `json:"head,omitempty"`
+	NextCkpt    uint64          `json:"next_checkpoint"`
+	Interrupts  []interruptRec  `json:"interrupts,omitempty"`
+	Status      string          `json:"status"`
+	Runs        uint64          `json:"runs"`
+	LastRun     string          `json:"last_run,omitempty"`
+	Updated     time.Time       `json:"updated"`
 	// RunHead is the checkpoint the last run started from: a rollback
 	// forks from it (Runtime).
 	RunHead string `json:"run_head,omitempty"`
@@ -135,7 +145,7 @@ type checkpointRec struct {
 	Source string                `json:"source"`
 	Node   string                `json:"node,omitempty"`
 	Time   time.Time             `json:"time"`
-	Values map[string]json.Value `json:"values"`
+	Values map[string]json.Value `json:"values,omitzero"` // none in the head's list
 	saved  bool                  // it is in the store
 }
 
