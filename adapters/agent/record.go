@@ -46,7 +46,9 @@ func readHead(ctx context.Context, store canonical.ThreadStore, thread string, h
 
 // readState reads a thread's whole record: its head, checkpoints and
 // values. A head whose values' checkpoint the store no longer holds
-// expired with it: the thread reads as one the store does not hold.
+// expired with it (records expire a while after their last write, and a
+// head naming an older checkpoint may be written after it): the thread
+// reads as one the store does not hold, the head's revision returned.
 func readState(ctx context.Context, store canonical.ThreadStore, thread string, held uint64, log *slog.Logger) (*threadRecord, uint64, error) {
 	rec, rev, err := readHead(ctx, store, thread, held, log)
 	if rec == nil || err != nil || rec.ValuesAt == "" {
@@ -55,7 +57,7 @@ func readState(ctx context.Context, store canonical.ThreadStore, thread string, 
 	values, err := readCheckpointValues(ctx, store, thread, rec.ValuesAt)
 	if canonical.CodeOf(err) == canonical.CodeNotFound {
 		log.Info("thread's state expired", "thread", thread, "checkpoint", rec.ValuesAt)
-		return nil, 0, nil
+		return nil, rev, nil // as an unreadable head: a save replaces it
 	}
 	if err != nil {
 		return nil, 0, err

@@ -224,6 +224,29 @@ func TestRuntimeLargeStateIsWrittenOnce(t *testing.T) {
 	}
 }
 
+// A head whose values' checkpoint expired (records expire a while after
+// their last write) reads as a thread expired: the next run starts
+// afresh, and its save replaces the head.
+func TestRuntimeValuesCheckpointExpired(t *testing.T) {
+	store := startStore(t)
+	be := &seenBackend{be: scripted.New(scripted.Config{})}
+	runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-exp", "run-1", "echo", strings.Repeat("y", 70<<10), nil)
+	if err := store.Delete(context.Background(), "t-exp", "agent.ckpt.ckpt-2"); err != nil {
+		t.Fatal(err)
+	}
+	evs := runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-exp", "run-2", "echo", "fresh", nil)
+	if got := be.last(); strings.Join(got, "\n") != "user: fresh" {
+		t.Fatalf("input after the state expired: %d leaves, want the new message only", len(got))
+	}
+	if got, want := shape(evs[len(evs)-1]), "lifecycle RUN_STATUS_COMPLETED"; got != want {
+		t.Fatalf("run ended %s, want %s", got, want)
+	}
+	head, _, err := store.Get(context.Background(), "t-exp", "agent")
+	if err != nil || !strings.Contains(string(head), `"last_run":"run-2"`) {
+		t.Fatalf("head after the run: %.300s (%v)", head, err)
+	}
+}
+
 // A thread saved by an earlier version (its head, version 2, holding the
 // values and listing the checkpoints by id) is read as it was saved.
 func TestRuntimeReadsVersion2Records(t *testing.T) {
