@@ -39,8 +39,8 @@ type APIKey struct {
 	MaxRuns int `yaml:"max_runs"`
 	// MaxObservers bounds the key's open thread observers (replays, live
 	// event streams, every agent-protocol SSE stream and WebSocket).
-	// Default 4,096. (An instance holds one JetStream consumer per thread
-	// observed there, however many observe it.)
+	// Default 4,096. (An instance holds one JetStream consumer while it
+	// has observers, however many threads they observe.)
 	MaxObservers int `yaml:"max_observers"`
 	// Admin lets the key use the inspector (/inspect, /v1/inspect/), which
 	// shows every key's captured runs. Default false.

@@ -59,6 +59,7 @@ type Bridge struct {
 	tailsMu   sync.Mutex
 	tails     map[string]*threadTail
 	tailCount atomic.Int64       // len(tails), read as events come (tailBytesNow)
+	follower  logFollower        // the tails' live feed
 	inspect   *inspect.Inspector // nil: the inspector is off (bridge/inspect.go)
 	// runtimes are the protocol runtimes requests may name
 	// (Request.Runtime), under mu (AddRuntime, runtime).

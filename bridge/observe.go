@@ -67,11 +67,12 @@ func (b *Bridge) replayLogError(err error) *canonical.Error {
 }
 
 const (
-	// observerInactiveThreshold is how long the server keeps a tail's
-	// consumer that nobody pulls from; a live tail always has a pull
-	// pending, so only one whose deletion failed reaches it.
+	// observerInactiveThreshold is how long the server keeps the log
+	// follower's consumer when nobody pulls from it; a live feed always
+	// has a pull pending, so only one whose deletion failed reaches it.
 	observerInactiveThreshold = 10 * time.Second
-	// consumerDeleteTimeout bounds Close's wait for the consumer's deletion.
+	// consumerDeleteTimeout bounds a wait for the follower's consumer's
+	// deletion.
 	consumerDeleteTimeout = 2 * time.Second
 	// observerBatch is how many events an observer takes from its tail at
 	// a time.
@@ -177,23 +178,6 @@ func (o *observer) shut() {
 		o.tail.b.detachTail(o.tail)
 		o.release()
 	})
-}
-
-// deleteObserverConsumer deletes an ordered consumer's current
-// server-side consumer (the library deletes the ones it replaced); it would
-// otherwise hold its place in the stream's consumer limit, which every key
-// shares, until observerInactiveThreshold. The consumer's iterator is
-// stopped and its read loop ended, so no reset can replace it meanwhile.
-func (b *Bridge) deleteObserverConsumer(cons jetstream.Consumer, thread string) {
-	info := cons.CachedInfo()
-	if info == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), consumerDeleteTimeout)
-	defer cancel()
-	if err := b.fabric.JetStream().DeleteConsumer(ctx, EventsStream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		b.log.Warn("replay log: deleting a thread tail's consumer", "thread", thread, "consumer", info.Name, "err", err)
-	}
 }
 
 func lastToken(subject string) string {

@@ -36,16 +36,16 @@ const (
 	// catchUpPatience is how long a reader behind the window tries again
 	// a replay log it cannot read (readLog).
 	catchUpPatience = 30 * time.Second
-	// feedStopWait is how long close waits for the feed to stop by itself
-	// before it stops the feed's iterator from outside.
+	// feedStopWait is how long the follower waits for its feed to stop
+	// by itself before it stops the feed's iterator from outside.
 	feedStopWait = 5 * time.Second
 )
 
 // threadTail is a thread's live events on this instance, shared by every
-// observer of the thread here: one replay-log consumer and one heartbeat
-// subscription per thread, however many observers (JetStream limits a
-// stream's consumers, 1,000 on the embedded server, and every key and
-// instance shares them). It keeps the thread's latest events (tailWindow);
+// observer of the thread here: the instance's log follower (logFollower)
+// hands it the thread's events as the replay log stores them, and it has
+// one heartbeat subscription, however many observers. It keeps the
+// thread's latest events (tailWindow);
 // an observer behind them, a replay or a slow reader, reads the log in
 // bounded steps until it reaches them, so a slow reader is never cut off
 // while the log holds what it lacks. The events come from the log only, as
@@ -59,17 +59,10 @@ type threadTail struct {
 	ready   chan struct{} // closed when open has ended, openErr saying how
 	openErr error
 
-	cons  jetstream.Consumer
-	it    jetstream.MessagesContext
 	hbSub *nats.Subscription
 	hb    chan *nats.Msg
 	stop  chan struct{}
 	wg    sync.WaitGroup
-	// feedCtx ends the feed's wait for the next message (stopFeed); fed
-	// is closed when the feed has returned.
-	feedCtx  context.Context
-	stopFeed context.CancelFunc
-	fed      chan struct{}
 
 	mu      sync.Mutex
 	win     window
@@ -176,8 +169,10 @@ func (b *Bridge) tailBytesNow() int {
 	return min(tailBytes, max(tailMinBytes, tailsBytes/max(int(b.tailCount.Load()), 1)))
 }
 
-// open starts the live feed at the thread's last message in the log, which
-// it holds from the start, and subscribes to the thread's heartbeats.
+// open joins the instance's log follower, then reads the thread's last
+// message in the log, which it holds from the start (the follower hands it
+// every later one, and may hand it that one too: add keeps one of each
+// seq), and subscribes to the thread's heartbeats.
 func (t *threadTail) open(ctx context.Context) error {
 	b := t.b
 	cfg := b.cluster.cfg
@@ -189,69 +184,27 @@ func (t *threadTail) open(ctx context.Context) error {
 	t.timeout = cfg.OwnerTimeout
 	t.runs, t.readers = map[string]*observedRun{}, map[*tailReader]struct{}{}
 	t.hb, t.stop = make(chan *nats.Msg, 64), make(chan struct{})
-	occ := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{b.fabric.ThreadSubjects(t.thread)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// A backstop for a consumer Close could not delete (NATS
-		// unreachable then): the server drops it once nobody pulls.
-		InactiveThreshold: observerInactiveThreshold,
+	if err := b.follower.register(ctx, t); err != nil {
+		return err
 	}
 	lastMsg, err := b.fabric.events.GetLastMsgForSubject(ctx, b.fabric.ThreadSubjects(t.thread))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 	case err != nil:
+		b.follower.unregister(t)
 		return b.replayLogError(err)
 	default:
 		if evs, err := DecodeEvents(lastMsg.Data); err == nil {
 			t.add(evs, len(lastMsg.Data)/max(len(evs), 1))
 		}
-		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, lastMsg.Sequence+1
-	}
-	if t.cons, err = b.fabric.JetStream().OrderedConsumer(ctx, EventsStream, occ); err != nil {
-		return b.replayLogError(err)
-	}
-	if t.it, err = t.cons.Messages(jetstream.PullMaxMessages(256)); err != nil {
-		b.deleteObserverConsumer(t.cons, t.thread)
-		return b.replayLogError(err)
 	}
 	if t.hbSub, err = b.fabric.Conn().ChanSubscribe(b.subject("hb", subject.Token(t.thread), "*"), t.hb); err != nil {
-		t.it.Stop()
-		b.deleteObserverConsumer(t.cons, t.thread)
+		b.follower.unregister(t)
 		return natsFailure(b.log, canonical.CodeUnavailable, "the thread's live events could not be subscribed to", err)
 	}
-	t.feedCtx, t.stopFeed = context.WithCancel(context.Background())
-	t.fed = make(chan struct{})
-	t.wg.Add(2)
-	go t.feed()
+	t.wg.Add(1)
 	go t.watch()
 	return nil
-}
-
-// feed moves the log's new messages into the window. It stops the
-// iterator itself when it returns: nats.go's ordered consumer replaces its
-// subscription inside Next (a reset, after a missed message or
-// heartbeat), and a Stop from another goroutine during that reset stops
-// the old one, leaving Next waiting on the new one for ever (nats.go
-// v1.55 jetstream/ordered.go, resetMessages). So close ends the wait
-// through feedCtx, and only the feed's own goroutine stops the iterator.
-func (t *threadTail) feed() {
-	defer t.wg.Done()
-	defer close(t.fed)
-	defer t.it.Stop()
-	for {
-		m, err := t.it.Next(jetstream.NextContext(t.feedCtx))
-		if err != nil {
-			if t.feedCtx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				t.end(natsFailure(t.b.log.With("thread", t.thread), canonical.CodeUnavailable, "the replay log could not be read", err))
-			}
-			return
-		}
-		evs, err := DecodeEvents(m.Data())
-		if err != nil {
-			continue // not ours to judge; the owner's client saw it
-		}
-		t.add(evs, len(m.Data())/max(len(evs), 1))
-	}
 }
 
 // end ends the live feed with err: each reader gets it once it has the
@@ -536,20 +489,12 @@ func (t *threadTail) hole(ctx context.Context, r *tailReader, seq uint64) error 
 	return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes): the oldest after %d is %d", r.next, seq-1, r.next-1, seq)
 }
 
-// close stops the feed and the heartbeats and deletes the consumer.
+// close stops the heartbeats and leaves the log follower.
 func (t *threadTail) close() {
 	close(t.stop)
-	t.stopFeed()
 	_ = t.hbSub.Unsubscribe()
-	select {
-	case <-t.fed:
-	case <-time.After(feedStopWait):
-		// A reset retrying a server that is away: its backoff ends when
-		// the iterator stops.
-		t.it.Stop()
-	}
 	t.wg.Wait()
-	t.b.deleteObserverConsumer(t.cons, t.thread)
+	t.b.follower.unregister(t)
 }
 
 // latest is the later of a and b.

@@ -41,40 +41,54 @@ func streamConsumers(t *testing.T, inst *bridgetest.Instance) int {
 	return info.State.Consumers
 }
 
-// Fifty observers of one thread on one instance hold one replay-log
+// Fifty observers of five threads on one instance hold one replay-log
 // consumer between them (JetStream's limit of a stream's consumers is
-// every key's and instance's to share), and each gets every event of the
-// runs that follow, live, in order; the consumer goes with the last.
-func TestObserversOfAThreadShareOneConsumer(t *testing.T) {
+// every key's and instance's to share, and a consumer filtered to each
+// thread made the server look through every other thread's messages for
+// each one it delivered), and each gets every event of its thread's runs
+// that follow, live, in order, and none of another thread's, nor of a
+// thread nobody observes; the consumer goes with the last observer.
+func TestObserversShareOneConsumer(t *testing.T) {
 	ns := natsServer(t)
 	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
-	const thread = "shared-tail"
-	last := streamRun(t, inst, thread, 3)
+	threads := []string{"shared-tail", "tail.b", "tail é", "tail-d", "tail-e"}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var observers []canonical.Stream
-	for range 50 {
-		o, err := inst.Bridge().Observe(ctx, thread, last)
-		if err != nil {
-			t.Fatal(err)
+	type observer struct {
+		thread string
+		since  uint64
+		s      canonical.Stream
+	}
+	var observers []observer
+	for _, thread := range threads {
+		last := streamRun(t, inst, thread, 3)
+		for range 10 {
+			o, err := inst.Bridge().Observe(ctx, thread, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Close()
+			observers = append(observers, observer{thread, last, o})
 		}
-		defer o.Close()
-		observers = append(observers, o)
 	}
 	if n := streamConsumers(t, inst); n != 1 {
-		t.Fatalf("%d replay-log consumers with 50 observers of one thread, want 1", n)
+		t.Fatalf("%d replay-log consumers with 50 observers of five threads, want 1", n)
 	}
-	end := streamRun(t, inst, thread, 200)
+	streamRun(t, inst, "unobserved", 50)
+	ends := map[string]uint64{}
+	for i, thread := range threads {
+		ends[thread] = streamRun(t, inst, thread, 100+20*i)
+	}
 	for i, o := range observers {
-		for want := last + 1; want <= end; want++ {
-			ev, err := o.Recv()
-			if err != nil || ev.GetSeq() != want {
-				t.Fatalf("observer %d: seq %d, %v; want seq %d", i, ev.GetSeq(), err, want)
+		for want := o.since + 1; want <= ends[o.thread]; want++ {
+			ev, err := o.s.Recv()
+			if err != nil || ev.GetSeq() != want || ev.GetThreadId() != o.thread {
+				t.Fatalf("observer %d of %q: seq %d of %q, %v; want seq %d", i, o.thread, ev.GetSeq(), ev.GetThreadId(), err, want)
 			}
 		}
 	}
 	for _, o := range observers {
-		o.Close()
+		o.s.Close()
 	}
 	waitFor(t, func() bool { return streamConsumers(t, inst) == 0 })
 }
