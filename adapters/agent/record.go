@@ -23,7 +23,7 @@ const headKey = "agent"
 func checkpointKey(id string) string { return "agent.ckpt." + subject.Key(id) }
 
 // readHead reads a thread's head record, with its checkpoints listed but
-// not its values (readHeadValues). It returns a nil record for a thread
+// not its values (readState). It returns a nil record for a thread
 // the store does not hold (rev 0), for a head that is unreadable (rev its
 // revision: a save replaces it), and, not decoding it, for a head still at
 // revision held (the caller has it; 0: none).
@@ -98,7 +98,7 @@ func readCheckpoints(ctx context.Context, store canonical.ThreadStore, rec *thre
 			log.Warn("checkpoint record unreadable; left out", "thread", rec.Thread, "checkpoint", id, "err", err)
 			continue
 		}
-		cp.Values = nil // read back when a fork needs them (checkpointValuesLocked)
+		cp.Values = nil // read back when a fork needs them (runtimeRun.fork)
 		rec.Checkpoints = append(rec.Checkpoints, cp)
 	}
 	rec.CheckpointIDs = nil

@@ -45,7 +45,7 @@ type threadRecord struct {
 	// ValuesAt names the checkpoint whose record holds Values when the
 	// head does not (a large state the save wrote there: convo.valuesAt).
 	// Records expire a while after their last write, so a head read after
-	// that checkpoint expired reads as a thread expired (readHeadValues).
+	// that checkpoint expired reads as a thread expired (readState).
 	ValuesAt string `json:"values_at,omitempty"`
 	// CheckpointIDs are the checkpoints a version 2 head lists, by id:
 	// their records are read for the rest (readCheckpoints).
