@@ -58,6 +58,11 @@ func newHTTPClient(h2c bool) (*http.Client, *http.Transport) {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
 		tr.Protocols = &p
+		// net/http hands a new HTTP/2 connection to the request that
+		// dialled it before it pools it (Transport.dialConnFor), so a
+		// request started in between dials a second one; one connection
+		// per host makes it wait for the pooled connection instead.
+		tr.MaxConnsPerHost = 1
 	}
 	return &http.Client{Transport: tr}, tr
 }
