@@ -56,8 +56,10 @@ type Fabric struct {
 	floors      *seqFloors // each thread's last seq, past the log (seqfloor.go)
 
 	pubq      pubQueue
-	batcher   batcher   // the publish loop's
-	acked     *ackedLog // event messages sent until the replay log acknowledges them
+	batcher   batcher       // the publish loop's
+	acked     *ackedLog     // event messages sent until the replay log acknowledges them
+	acks      chan struct{} // capacity 1: the replay log acknowledged a message
+	blocked   bool          // the publish loop's: it left the queue because the log was full
 	stop      chan struct{}
 	loopDone  chan struct{}
 	closeOnce sync.Once
@@ -68,7 +70,7 @@ type Fabric struct {
 
 // StartFabric starts (or joins) NATS and ensures the JetStream assets.
 func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.Logger) (*Fabric, error) {
-	f := &Fabric{cfg: cfg, log: log, pubq: pubQueue{max: cfg.PublishQueue, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, stop: make(chan struct{})}
+	f := &Fabric{cfg: cfg, log: log, pubq: pubQueue{max: cfg.PublishQueue, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, acks: make(chan struct{}, 1), stop: make(chan struct{})}
 	f.connectedAt.Store(time.Now().UnixNano())
 	url := cfg.URL
 	opts := []nats.Option{
@@ -119,7 +121,7 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 		f.Close()
 		return nil, err
 	}
-	f.acked, err = newAckedLog(nc, cfg.PublishQueue, f.pubq.signal, func(n int, err error) {
+	f.acked, err = newAckedLog(nc, cfg.PublishQueue, f.signalAck, func(n int, err error) {
 		f.countDropped(n, "event not stored in the replay log", "err", err)
 	})
 	if err != nil {
@@ -680,6 +682,15 @@ func (f *Fabric) countDropped(events int, msg string, args ...any) {
 // its own goroutine, and sends the replay log's messages as their threads'
 // earlier ones are acknowledged (ackedLog). Woken lazily, it first waits
 // nats.publish_delay (or until a wake-up to publish at once).
+//
+// An acknowledgement sends what waited for it and leaves the queue alone
+// (unless the log was full): events queued lazily keep their delay and
+// join their thread's next message. Taking the queue at every
+// acknowledgement cut an unpaced Evergreen run's messages to the pace of
+// JetStream's round trip, 5.7 events each; this way they hold 12, and
+// the pair's throughput against the do-nothing hop went from 0.885 to
+// 0.923 (median of three interleaved runs): JetStream's cost is per
+// message.
 func (f *Fabric) publishLoop() {
 	defer close(f.loopDone)
 	delay := time.NewTimer(time.Hour)
@@ -687,24 +698,55 @@ func (f *Fabric) publishLoop() {
 	for {
 		select {
 		case <-f.pubq.wake:
+		case <-f.acks:
+			if !f.blocked {
+				f.acked.flush(time.Now())
+				continue
+			}
 		case <-f.pubq.lazy:
-			if f.cfg.PublishDelay > 0 {
-				delay.Reset(f.cfg.PublishDelay)
-				select {
-				case <-delay.C:
-				case <-f.pubq.wake:
-					delay.Stop()
-				case <-f.stop:
-					delay.Stop()
-					f.drainLog()
-					return
-				}
+			if f.cfg.PublishDelay > 0 && !f.waitDelay(delay) {
+				f.drainLog()
+				return
 			}
 		case <-f.stop:
 			f.drainLog()
 			return
 		}
 		f.publishBatch()
+	}
+}
+
+// waitDelay waits nats.publish_delay, or until a wake-up to publish at
+// once, sending the log's next messages as acknowledgements come in;
+// false when the fabric is closing.
+func (f *Fabric) waitDelay(delay *time.Timer) bool {
+	delay.Reset(f.cfg.PublishDelay)
+	for {
+		select {
+		case <-delay.C:
+			return true
+		case <-f.pubq.wake:
+			delay.Stop()
+			return true
+		case <-f.acks:
+			if f.blocked {
+				delay.Stop()
+				return true
+			}
+			f.acked.flush(time.Now())
+		case <-f.stop:
+			delay.Stop()
+			return false
+		}
+	}
+}
+
+// signalAck wakes the publish loop to send what the replay log's
+// acknowledgements let go.
+func (f *Fabric) signalAck() {
+	select {
+	case f.acks <- struct{}{}:
+	default:
 	}
 }
 
@@ -724,6 +766,7 @@ func (f *Fabric) drainLog() {
 		}
 		select {
 		case <-f.pubq.wake:
+		case <-f.acks:
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -740,7 +783,8 @@ func (f *Fabric) drainLog() {
 // messages go through the acknowledged log; while it is full the queue is
 // left as it is.
 func (f *Fabric) publishBatch() {
-	if !f.acked.full() {
+	f.blocked = f.acked.full()
+	if !f.blocked {
 		batch := f.pubq.take()
 		maxBytes := f.maxBatchBytes()
 		f.batcher.group(batch, maxBytes)
@@ -777,6 +821,9 @@ const eventHeaderRoom = 1 << 10
 // NATS server takes less.
 func (f *Fabric) maxBatchBytes() int {
 	n := 64 << 10
+	if f.nc == nil { // not connected (a test's bare Fabric)
+		return n
+	}
 	if mp := f.nc.MaxPayload(); mp > 0 && mp < int64(n) {
 		n = int(mp)
 	}

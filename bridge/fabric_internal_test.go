@@ -9,8 +9,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -342,5 +344,63 @@ func TestThreadEventsQueueInSeqOrder(t *testing.T) {
 		if last != th.seq {
 			t.Fatalf("case %d: %d of %d events queued", c, last, th.seq)
 		}
+	}
+}
+
+// An acknowledgement sends what waited for it and leaves the queue to
+// nats.publish_delay, so that lazily queued events join their thread's
+// next message; while the log is full, the acknowledgement that makes
+// room takes the queue (nothing else would: runs waiting for room must
+// not wait for the delay).
+func TestAckLeavesTheQueueItsDelay(t *testing.T) {
+	f := queueFabric(100)
+	f.cfg.PublishDelay = time.Hour
+	f.acks = make(chan struct{}, 1)
+	f.acked = &ackedLog{wake: f.signalAck, drop: func(int, error) {}, max: 2, events: 1,
+		threads: map[string]*threadLog{}, inflight: map[*nats.Msg]*threadLog{}}
+	// The thread has a message in flight, so what the loop adds waits
+	// behind it, unsent.
+	f.acked.threads["th"] = &threadLog{thread: "th", cur: &logMsg{msg: &nats.Msg{Subject: "p.events.th.r"}, events: 1}}
+	f.loopDone = make(chan struct{})
+	go f.publishLoop()
+	defer f.Close()
+
+	// ack sends an acknowledgement's wake-up and returns once the loop has
+	// handled it.
+	ack := func() {
+		for range 3 { // the channel holds one: the third send waits for the first's handling
+			f.acks <- struct{}{}
+		}
+	}
+	th := &thread{}
+	p := f.publisher("th", "r", false)
+	publishNext(th, p)
+	p.queueHeld()
+	ack()
+	if n := f.pubq.len(); n != 1 {
+		t.Fatalf("an acknowledgement took the queue (%d messages left, want 1) before the delay", n)
+	}
+	f.acked.mu.Lock()
+	f.acked.events = 2 // full
+	f.acked.mu.Unlock()
+	f.pubq.signal() // publish at once: the log is full, so the queue stays
+	ack()
+	if n := f.pubq.len(); n != 1 {
+		t.Fatalf("a full log took the queue: %d messages left, want 1", n)
+	}
+	f.acked.mu.Lock()
+	f.acked.events = 0 // the message in flight was acknowledged: room
+	f.acked.mu.Unlock()
+	ack()
+	if n := f.pubq.len(); n != 0 {
+		t.Fatalf("the acknowledgement that made room left %d messages queued", n)
+	}
+	f.acked.mu.Lock()
+	waiting := len(f.acked.threads["th"].waiting)
+	clear(f.acked.threads) // nothing for Close to wait for
+	f.acked.events = 0
+	f.acked.mu.Unlock()
+	if waiting != 1 {
+		t.Fatalf("the thread has %d messages waiting, want the queued one", waiting)
 	}
 }
