@@ -699,8 +699,7 @@ func (f *Fabric) publishLoop() {
 		select {
 		case <-f.pubq.wake:
 		case <-f.acks:
-			if !f.blocked {
-				f.acked.flush(time.Now())
+			if !f.ackTakesQueue() {
 				continue
 			}
 		case <-f.pubq.lazy:
@@ -729,16 +728,28 @@ func (f *Fabric) waitDelay(delay *time.Timer) bool {
 			delay.Stop()
 			return true
 		case <-f.acks:
-			if f.blocked {
+			if f.ackTakesQueue() {
 				delay.Stop()
 				return true
 			}
-			f.acked.flush(time.Now())
 		case <-f.stop:
 			delay.Stop()
 			return false
 		}
 	}
+}
+
+// ackTakesQueue handles an acknowledgement's wake-up: true when the loop
+// left the queue because the log was full (the acknowledgement may have
+// made room, and runs may be waiting for it), so the loop publishes;
+// otherwise it sends what waited for the acknowledgement and leaves the
+// queue its delay.
+func (f *Fabric) ackTakesQueue() bool {
+	if f.blocked {
+		return true
+	}
+	f.acked.flush(time.Now())
+	return false
 }
 
 // signalAck wakes the publish loop to send what the replay log's
