@@ -18,12 +18,15 @@ import (
 )
 
 // queued is a test queue: events of three threads (two runs each), in a
-// random interleaving, each event's seq counting per thread.
+// random interleaving, each event's seq counting per thread, each a
+// message as a must publisher writes it (short deltas after the run's
+// ids; a delta with a graph node in full).
 func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64) {
 	t.Helper()
 	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}
 	seq := map[string]uint64{}
 	order := map[string][]uint64{} // per thread: seqs in queue order
+	pubs := map[string]*publisher{}
 	var msgs []pubMsg
 	for range n {
 		thread := fmt.Sprintf("t%d", rng.IntN(3))
@@ -31,7 +34,15 @@ func queued(t *testing.T, rng *rand.Rand, n int) ([]pubMsg, map[string][]uint64)
 		seq[thread]++
 		ev := canonical.NewTextDelta(0, string(make([]byte, rng.IntN(300))))
 		ev.ThreadId, ev.RunId, ev.Seq = thread, run, seq[thread]
-		data, _, err := appendBatchElem(nil, ev)
+		if rng.IntN(4) == 0 {
+			ev.GraphNode = "n"
+		}
+		p := pubs[thread+"/"+run]
+		if p == nil {
+			p = f.publisher(thread, run, true)
+			pubs[thread+"/"+run] = p
+		}
+		data, _, _, err := p.appendEvent(nil, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,23 +121,23 @@ func TestBurstIsOneMessage(t *testing.T) {
 	for seq := range uint64(100) {
 		e := ev(seq + 1)
 		burst = append(burst, e)
-		data, b, err := appendBatchElem(p.slab, e)
+		data, b, ids, err := p.appendEvent(p.slab, e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.slab = b
+		p.slab, p.heldIDs = b, p.heldIDs || ids
 		f.pubq.msgs = append(f.pubq.msgs, pubMsg{subject: p.subject, thread: "th", data: data, events: 1})
 	}
 	f.pubq.mu.Unlock()
-	p.held = len(p.slab) // those are queued, not held
+	p.held, p.heldIDs = len(p.slab), false // those are queued, not held
 	f.pubq.wake <- struct{}{}
 	m, err := sub.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := proto.Marshal(&canonical.EventBatch{Events: burst})
+	want, _ := proto.Marshal(shortBatch("th", "run", burst...))
 	if string(m.Data) != string(want) {
-		t.Fatalf("burst: got %d bytes, want one EventBatch of 100 events (%d bytes)", len(m.Data), len(want))
+		t.Fatalf("burst: got %d bytes, want one EventBatch of 100 short deltas (%d bytes)", len(m.Data), len(want))
 	}
 	// A run's publisher holds its events until queueHeld (the backend
 	// holds no more), which has the loop publish them within the delay.
@@ -139,7 +150,7 @@ func TestBurstIsOneMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ = proto.Marshal(&canonical.EventBatch{Events: []*canonical.Event{ev(101)}})
+	want, _ = proto.Marshal(shortBatch("th", "run", ev(101)))
 	if string(m.Data) != string(want) {
 		t.Fatalf("lone event: got %x, want %x", m.Data, want)
 	}
@@ -304,4 +315,15 @@ func testFabric(t *testing.T) *Fabric {
 	}
 	t.Cleanup(f.Close)
 	return f
+}
+
+// shortBatch is the EventBatch of the text deltas evs of one run, each
+// written short.
+func shortBatch(thread, run string, evs ...*canonical.Event) *canonical.EventBatch {
+	b := &canonical.EventBatch{ThreadId: thread, RunId: run}
+	for _, ev := range evs {
+		d := ev.GetBlockDelta()
+		b.Deltas = append(b.Deltas, &canonical.BatchDelta{Seq: ev.GetSeq(), TimeUnixNano: ev.GetTimeUnixNano(), Index: d.GetIndex(), Text: d.GetText()})
+	}
+	return b
 }

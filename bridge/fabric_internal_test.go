@@ -39,7 +39,7 @@ func TestAppendBatchElemIsEventBatch(t *testing.T) {
 	}
 	b := []byte("prefix")
 	for _, ev := range evs {
-		elem, grown, err := appendBatchElem(b, ev)
+		elem, grown, err := appendBatchElem(b, batchEventsField, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestAppendBatchElemRefusesBadUTF8(t *testing.T) {
 		{ThreadId: "\xc3", Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}},
 		{Namespace: []string{"ok", "\xe2\x82"}, Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}},
 	} {
-		if _, grown, err := appendBatchElem([]byte("p"), ev); err == nil || string(grown) != "p" {
+		if _, grown, err := appendBatchElem([]byte("p"), batchEventsField, ev); err == nil || string(grown) != "p" {
 			t.Errorf("appendBatchElem = %q, %v for %v", grown, err, ev)
 		}
 	}
@@ -79,7 +79,7 @@ func BenchmarkAppendBatchElemDelta(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		_, buf, _ = appendBatchElem(buf[:0], ev)
+		_, buf, _ = appendBatchElem(buf[:0], batchEventsField, ev)
 	}
 }
 
@@ -170,7 +170,7 @@ func queueFabric(max int) *Fabric {
 
 // The publisher's encodings share arrays but never overlap: whatever
 // sizes come between and wherever its held events are queued, each queued
-// message is proto.Marshal of a batch of the events it holds, in order,
+// message is an EventBatch of the events it holds, in order, its deltas short,
 // none is lost or repeated, at most heldMax events go in one message, and
 // an array grown past slabMax by a large event is not kept. A publisher
 // that must deliver queues each event as a message of its own.
@@ -215,12 +215,8 @@ func TestPublisherEncodings(t *testing.T) {
 				if m.events < 1 || m.events > heldMax || (must && m.events != 1) || next+m.events > len(evs) {
 					t.Fatalf("message %d carries %d events (%d before it, must %v)", i, m.events, next, must)
 				}
-				want, err := proto.Marshal(&canonical.EventBatch{Events: evs[next : next+m.events]})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(m.data, want) {
-					t.Fatalf("case %d, message %d is not the encoding of a batch of events %d to %d", c, i, next+1, next+m.events)
+				if err := isBatchOf(m.data, evs[next:next+m.events]); err != nil {
+					t.Fatalf("case %d, message %d (events %d to %d): %v", c, i, next+1, next+m.events, err)
 				}
 				next += m.events
 			}
@@ -229,6 +225,29 @@ func TestPublisherEncodings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// isBatchOf says how data is not an EventBatch of evs: one that decodes
+// to them, every field kept, with each text delta short.
+func isBatchOf(data []byte, evs []*canonical.Event) error {
+	back, err := DecodeEvents(data)
+	if err != nil || len(back) != len(evs) {
+		return fmt.Errorf("decodes to %d events, %v", len(back), err)
+	}
+	deltas := 0
+	for i := range evs {
+		if !proto.Equal(back[i], evs[i]) {
+			return fmt.Errorf("event %d is %v, want %v", i, back[i], evs[i])
+		}
+		if evs[i].GetBlockDelta() != nil {
+			deltas++
+		}
+	}
+	var raw canonical.EventBatch
+	if err := proto.Unmarshal(data, &raw); err != nil || len(raw.GetDeltas()) != deltas {
+		return fmt.Errorf("%d deltas short, want %d (%v)", len(raw.GetDeltas()), deltas, err)
+	}
+	return nil
 }
 
 // A full queue drops (counted) unless the publisher must deliver; then it
@@ -402,5 +421,150 @@ func TestAckLeavesTheQueueItsDelay(t *testing.T) {
 	f.acked.mu.Unlock()
 	if waiting != 1 {
 		t.Fatalf("the thread has %d messages waiting, want the queued one", waiting)
+	}
+}
+
+// shortMix is a run's events as a publisher meets them: text deltas of
+// the run, which go short, and events an EventBatch delta cannot carry
+// whole, which go full.
+func shortMix() (events []*canonical.Event, short []bool) {
+	delta := func(index uint32, text string) *canonical.Event {
+		ev := canonical.NewTextDelta(index, text)
+		ev.ThreadId, ev.RunId, ev.TimeUnixNano = "t", "r", 1_700_000_000_123_456_789
+		return ev
+	}
+	withGraph, withNamespace, withExt := delta(0, "g"), delta(0, "n"), delta(0, "e")
+	withGraph.GraphNode = "node"
+	withNamespace.Namespace = []string{"sub"}
+	withExt.Extensions = map[string]*structpb.Value{"agent.id": structpb.NewStringValue("7")}
+	withData := delta(2, "")
+	withData.GetBlockDelta().Data = []byte{0, 1}
+	otherRun := delta(0, "o")
+	otherRun.RunId = "r2"
+	unknown, unknownInDelta := delta(0, "u"), delta(0, "v")
+	unknown.ProtoReflect().SetUnknown([]byte{0xa8, 0x1f, 0x01}) // field 501, varint 1
+	unknownInDelta.GetBlockDelta().ProtoReflect().SetUnknown([]byte{0xa8, 0x1f, 0x01})
+	end := &canonical.Event{ThreadId: "t", RunId: "r", Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusCompleted}}}
+	for _, e := range []struct {
+		ev    *canonical.Event
+		short bool
+	}{
+		{delta(0, "héllo "), true}, {delta(0, "😀"), true}, {withGraph, false}, {delta(3, ""), true},
+		{withNamespace, false}, {withExt, false}, {withData, false}, {otherRun, false},
+		{unknown, false}, {unknownInDelta, false}, {delta(1, strings.Repeat("x", 300)), true}, {end, false},
+	} {
+		e.ev.Seq = uint64(len(events) + 1)
+		events, short = append(events, e.ev), append(short, e.short)
+	}
+	return events, short
+}
+
+// A publisher writes a text delta of its run short and every other event
+// full; a held group of them, or the must publisher's messages joined,
+// decode to the events in order, every field kept; each message of short
+// deltas carries the run's ids.
+func TestPublisherShortDeltas(t *testing.T) {
+	events, short := shortMix()
+	wantShort := 0
+	for _, s := range short {
+		if s {
+			wantShort++
+		}
+	}
+	f := &Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}
+	for _, must := range []bool{false, true} {
+		p := f.publisher("t", "r", must)
+		var joined []byte
+		for i, ev := range events {
+			elem, grown, ids, err := p.appendEvent(p.slab, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.slab, p.heldIDs = grown, p.heldIDs || ids
+			if must {
+				if one, err := DecodeEvents(elem); err != nil || len(one) != 1 || !proto.Equal(one[0], ev) {
+					t.Fatalf("must, event %d: its message decodes to %v, %v", i, one, err)
+				}
+			}
+			joined = append(joined, elem...)
+		}
+		if !must && !bytes.Equal(joined, p.slab) {
+			t.Fatal("the elements are not the held bytes")
+		}
+		var raw canonical.EventBatch
+		if err := proto.Unmarshal(joined, &raw); err != nil || len(raw.GetDeltas()) != wantShort || raw.GetThreadId() != "t" || raw.GetRunId() != "r" {
+			t.Fatalf("must %v: %d short deltas of %q/%q, %v; want %d of t/r", must, len(raw.GetDeltas()), raw.GetThreadId(), raw.GetRunId(), err, wantShort)
+		}
+		back, err := DecodeEvents(joined)
+		if err != nil || len(back) != len(events) {
+			t.Fatalf("must %v: decoded %d events, %v; want %d", must, len(back), err, len(events))
+		}
+		for i := range events {
+			if !proto.Equal(back[i], events[i]) {
+				t.Fatalf("must %v, event %d: got %v, want %v", must, i, back[i], events[i])
+			}
+		}
+	}
+}
+
+// shortDelta looks at every field of an Event and of a BlockDelta: one
+// added to canonical.proto is carried by neither BatchDelta nor its
+// batch's ids, so shortDelta must refuse an event that sets it (or
+// BatchDelta must carry it) before this list grows.
+func TestShortDeltaFields(t *testing.T) {
+	names := func(m proto.Message) string {
+		var out []string
+		fields := m.ProtoReflect().Descriptor().Fields()
+		for i := range fields.Len() {
+			out = append(out, string(fields.Get(i).Name()))
+		}
+		return strings.Join(out, " ")
+	}
+	const event = "thread_id run_id seq namespace time_unix_nano graph_node lifecycle message_start message_finish block_start block_delta block_finish tool_started tool_output tool_finished tool_failed input_requested input_answered state_snapshot state_update checkpoint task custom error extensions"
+	if got := names(&canonical.Event{}); got != event {
+		t.Errorf("Event's fields are %q, shortDelta knows %q", got, event)
+	}
+	if got := names(&canonical.BlockDelta{}); got != "index text data" {
+		t.Errorf("BlockDelta's fields are %q, shortDelta knows index, text and data", got)
+	}
+}
+
+// Whatever bytes DecodeEvents is given it returns an error or events in
+// seq order, one for each of the batch's events and short deltas.
+func FuzzDecodeEvents(f *testing.F) {
+	events, _ := shortMix()
+	p := (&Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}).publisher("t", "r", false)
+	for _, ev := range events {
+		_, grown, ids, _ := p.appendEvent(p.slab, ev)
+		p.slab, p.heldIDs = grown, p.heldIDs || ids
+	}
+	f.Add(p.slab)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		evs, err := DecodeEvents(data)
+		if err != nil {
+			return
+		}
+		var raw canonical.EventBatch
+		if proto.Unmarshal(data, &raw) != nil || len(evs) != len(raw.GetEvents())+len(raw.GetDeltas()) {
+			t.Fatalf("%d events from a batch of %d events and %d deltas", len(evs), len(raw.GetEvents()), len(raw.GetDeltas()))
+		}
+		for i := 1; i < len(evs) && len(raw.GetDeltas()) > 0; i++ {
+			if evs[i-1].GetSeq() > evs[i].GetSeq() {
+				t.Fatalf("event %d: seq %d after %d", i, evs[i].GetSeq(), evs[i-1].GetSeq())
+			}
+		}
+	})
+}
+
+func BenchmarkPublisherShortDelta(b *testing.B) {
+	ev := canonical.NewTextDelta(0, "tok ")
+	ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", "run-4Jw3Pp2kYgQ1x9Zm0aBcDe", 1234, 1_700_000_000_123_456_789
+	p := (&Fabric{cfg: NATSConfig{SubjectPrefix: "p"}}).publisher(ev.ThreadId, ev.RunId, false)
+	p.heldIDs = true
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		_, buf, _, _ = p.appendEvent(buf[:0], ev)
 	}
 }

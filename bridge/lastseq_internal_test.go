@@ -84,7 +84,7 @@ func TestAckedLogHeadersMatchData(t *testing.T) {
 				ev := canonical.NewTextDelta(0, strings.Repeat("t", rng.IntN(40)))
 				ev.Seq = seq
 				var err error
-				if _, data, err = appendBatchElem(data, ev); err != nil {
+				if _, data, err = appendBatchElem(data, batchEventsField, ev); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -106,7 +106,7 @@ func TestBatcherKeepsSettleMarkersInPlace(t *testing.T) {
 	msg := func(seq uint64) pubMsg {
 		ev := canonical.NewTextDelta(0, "x")
 		ev.ThreadId, ev.RunId, ev.Seq = "th", "run", seq
-		data, _, err := appendBatchElem(nil, ev)
+		data, _, err := appendBatchElem(nil, batchEventsField, ev)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 type (
 	Event          = v1.Event
 	EventBatch     = v1.EventBatch
+	BatchDelta     = v1.BatchDelta
 	Request        = v1.Request
 	Node           = v1.Node
 	NamedNode      = v1.NamedNode

@@ -1005,9 +1005,20 @@ func (*Event_Error) isEvent_Kind() {}
 // publisher puts into one message the events that queued up together
 // (never waiting for more), so a burst costs the replay log one write
 // instead of one per event; a lone event is a batch of one.
+//
+// A text delta (an Event whose only fields are its ids, seq, time and a
+// block_delta with index and text: nearly every event of a run) may be
+// written short, as one of deltas, with the batch's thread_id and run_id
+// standing for its ids: it costs a third of its full encoding to write and
+// read. A reader puts events and deltas back into one seq order.
 type EventBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// ThreadId and RunId are the ids of the deltas' events; set in a batch
+	// with deltas (and may repeat, the same, in one joined from several).
+	ThreadId      string        `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	RunId         string        `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Deltas        []*BatchDelta `protobuf:"bytes,4,rep,name=deltas,proto3" json:"deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1049,6 +1060,96 @@ func (x *EventBatch) GetEvents() []*Event {
 	return nil
 }
 
+func (x *EventBatch) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *EventBatch) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *EventBatch) GetDeltas() []*BatchDelta {
+	if x != nil {
+		return x.Deltas
+	}
+	return nil
+}
+
+// BatchDelta is a text delta of an EventBatch's run, written short.
+type BatchDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	TimeUnixNano  int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Index         uint32                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchDelta) Reset() {
+	*x = BatchDelta{}
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchDelta) ProtoMessage() {}
+
+func (x *BatchDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchDelta.ProtoReflect.Descriptor instead.
+func (*BatchDelta) Descriptor() ([]byte, []int) {
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BatchDelta) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *BatchDelta) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *BatchDelta) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BatchDelta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 // Error is a canonical error: a gRPC status code and a message naming the
 // field or rule.
 type Error struct {
@@ -1062,7 +1163,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1175,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[6]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1188,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{6}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -1117,7 +1218,7 @@ type Cause struct {
 
 func (x *Cause) Reset() {
 	*x = Cause{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1230,7 @@ func (x *Cause) String() string {
 func (*Cause) ProtoMessage() {}
 
 func (x *Cause) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[7]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1243,7 @@ func (x *Cause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cause.ProtoReflect.Descriptor instead.
 func (*Cause) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{7}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Cause) GetType() string {
@@ -1182,7 +1283,7 @@ type Lifecycle struct {
 
 func (x *Lifecycle) Reset() {
 	*x = Lifecycle{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1295,7 @@ func (x *Lifecycle) String() string {
 func (*Lifecycle) ProtoMessage() {}
 
 func (x *Lifecycle) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[8]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1308,7 @@ func (x *Lifecycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lifecycle.ProtoReflect.Descriptor instead.
 func (*Lifecycle) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{8}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Lifecycle) GetStatus() RunStatus {
@@ -1260,7 +1361,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1373,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[9]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1386,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{9}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetInputTokens() int64 {
@@ -1343,7 +1444,7 @@ type MessageStart struct {
 
 func (x *MessageStart) Reset() {
 	*x = MessageStart{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1456,7 @@ func (x *MessageStart) String() string {
 func (*MessageStart) ProtoMessage() {}
 
 func (x *MessageStart) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[10]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1469,7 @@ func (x *MessageStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStart.ProtoReflect.Descriptor instead.
 func (*MessageStart) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{10}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MessageStart) GetMessageId() string {
@@ -1403,7 +1504,7 @@ type MessageFinish struct {
 
 func (x *MessageFinish) Reset() {
 	*x = MessageFinish{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1516,7 @@ func (x *MessageFinish) String() string {
 func (*MessageFinish) ProtoMessage() {}
 
 func (x *MessageFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[11]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1529,7 @@ func (x *MessageFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageFinish.ProtoReflect.Descriptor instead.
 func (*MessageFinish) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{11}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MessageFinish) GetFinishReason() FinishReason {
@@ -1463,7 +1564,7 @@ type BlockStart struct {
 
 func (x *BlockStart) Reset() {
 	*x = BlockStart{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1576,7 @@ func (x *BlockStart) String() string {
 func (*BlockStart) ProtoMessage() {}
 
 func (x *BlockStart) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[12]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1589,7 @@ func (x *BlockStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockStart.ProtoReflect.Descriptor instead.
 func (*BlockStart) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{12}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BlockStart) GetIndex() uint32 {
@@ -1546,7 +1647,7 @@ type BlockDelta struct {
 
 func (x *BlockDelta) Reset() {
 	*x = BlockDelta{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1659,7 @@ func (x *BlockDelta) String() string {
 func (*BlockDelta) ProtoMessage() {}
 
 func (x *BlockDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[13]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1672,7 @@ func (x *BlockDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockDelta.ProtoReflect.Descriptor instead.
 func (*BlockDelta) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{13}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BlockDelta) GetIndex() uint32 {
@@ -1606,7 +1707,7 @@ type BlockFinish struct {
 
 func (x *BlockFinish) Reset() {
 	*x = BlockFinish{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1719,7 @@ func (x *BlockFinish) String() string {
 func (*BlockFinish) ProtoMessage() {}
 
 func (x *BlockFinish) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[14]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1732,7 @@ func (x *BlockFinish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockFinish.ProtoReflect.Descriptor instead.
 func (*BlockFinish) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{14}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BlockFinish) GetIndex() uint32 {
@@ -1653,7 +1754,7 @@ type ToolStarted struct {
 
 func (x *ToolStarted) Reset() {
 	*x = ToolStarted{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1766,7 @@ func (x *ToolStarted) String() string {
 func (*ToolStarted) ProtoMessage() {}
 
 func (x *ToolStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[15]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1779,7 @@ func (x *ToolStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolStarted.ProtoReflect.Descriptor instead.
 func (*ToolStarted) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{15}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolStarted) GetToolCallId() string {
@@ -1713,7 +1814,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1826,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[16]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1839,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{16}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolOutput) GetToolCallId() string {
@@ -1766,7 +1867,7 @@ type ToolFinished struct {
 
 func (x *ToolFinished) Reset() {
 	*x = ToolFinished{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1879,7 @@ func (x *ToolFinished) String() string {
 func (*ToolFinished) ProtoMessage() {}
 
 func (x *ToolFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[17]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1892,7 @@ func (x *ToolFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFinished.ProtoReflect.Descriptor instead.
 func (*ToolFinished) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{17}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolFinished) GetToolCallId() string {
@@ -1819,7 +1920,7 @@ type ToolFailed struct {
 
 func (x *ToolFailed) Reset() {
 	*x = ToolFailed{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1932,7 @@ func (x *ToolFailed) String() string {
 func (*ToolFailed) ProtoMessage() {}
 
 func (x *ToolFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[18]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1945,7 @@ func (x *ToolFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFailed.ProtoReflect.Descriptor instead.
 func (*ToolFailed) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{18}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolFailed) GetToolCallId() string {
@@ -1872,7 +1973,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1985,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[19]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +1998,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{19}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InputRequested) GetInterruptId() string {
@@ -1924,7 +2025,7 @@ type InputAnswered struct {
 
 func (x *InputAnswered) Reset() {
 	*x = InputAnswered{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2037,7 @@ func (x *InputAnswered) String() string {
 func (*InputAnswered) ProtoMessage() {}
 
 func (x *InputAnswered) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[20]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2050,7 @@ func (x *InputAnswered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
 func (*InputAnswered) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{20}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InputAnswered) GetInterruptIds() []string {
@@ -1969,7 +2070,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2082,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[21]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2095,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{21}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StateSnapshot) GetValues() *structpb.Value {
@@ -2015,7 +2116,7 @@ type StateUpdate struct {
 
 func (x *StateUpdate) Reset() {
 	*x = StateUpdate{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2128,7 @@ func (x *StateUpdate) String() string {
 func (*StateUpdate) ProtoMessage() {}
 
 func (x *StateUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[22]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2141,7 @@ func (x *StateUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateUpdate.ProtoReflect.Descriptor instead.
 func (*StateUpdate) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{22}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StateUpdate) GetNode() string {
@@ -2071,7 +2172,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2184,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[23]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2197,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{23}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Checkpoint) GetId() string {
@@ -2137,7 +2238,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2250,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[24]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2263,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{24}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Task) GetPayload() *structpb.Value {
@@ -2183,7 +2284,7 @@ type Custom struct {
 
 func (x *Custom) Reset() {
 	*x = Custom{}
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[25]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2296,7 @@ func (x *Custom) String() string {
 func (*Custom) ProtoMessage() {}
 
 func (x *Custom) ProtoReflect() protoreflect.Message {
-	mi := &file_interlingua_v1_canonical_proto_msgTypes[25]
+	mi := &file_interlingua_v1_canonical_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2309,7 @@ func (x *Custom) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Custom.ProtoReflect.Descriptor instead.
 func (*Custom) Descriptor() ([]byte, []int) {
-	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{25}
+	return file_interlingua_v1_canonical_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Custom) GetName() string {
@@ -2320,10 +2421,19 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\x0fExtensionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\";\n" +
+	"\x04kind\"\xa3\x01\n" +
 	"\n" +
 	"EventBatch\x12-\n" +
-	"\x06events\x18\x01 \x03(\v2\x15.interlingua.v1.EventR\x06events\"5\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.interlingua.v1.EventR\x06events\x12\x1b\n" +
+	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x122\n" +
+	"\x06deltas\x18\x04 \x03(\v2\x1a.interlingua.v1.BatchDeltaR\x06deltas\"n\n" +
+	"\n" +
+	"BatchDelta\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"Z\n" +
@@ -2449,7 +2559,7 @@ func file_interlingua_v1_canonical_proto_rawDescGZIP() []byte {
 }
 
 var file_interlingua_v1_canonical_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_interlingua_v1_canonical_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_interlingua_v1_canonical_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_interlingua_v1_canonical_proto_goTypes = []any{
 	(RunStatus)(0),          // 0: interlingua.v1.RunStatus
 	(FinishReason)(0),       // 1: interlingua.v1.FinishReason
@@ -2460,93 +2570,95 @@ var file_interlingua_v1_canonical_proto_goTypes = []any{
 	(*Request)(nil),         // 6: interlingua.v1.Request
 	(*Event)(nil),           // 7: interlingua.v1.Event
 	(*EventBatch)(nil),      // 8: interlingua.v1.EventBatch
-	(*Error)(nil),           // 9: interlingua.v1.Error
-	(*Cause)(nil),           // 10: interlingua.v1.Cause
-	(*Lifecycle)(nil),       // 11: interlingua.v1.Lifecycle
-	(*Usage)(nil),           // 12: interlingua.v1.Usage
-	(*MessageStart)(nil),    // 13: interlingua.v1.MessageStart
-	(*MessageFinish)(nil),   // 14: interlingua.v1.MessageFinish
-	(*BlockStart)(nil),      // 15: interlingua.v1.BlockStart
-	(*BlockDelta)(nil),      // 16: interlingua.v1.BlockDelta
-	(*BlockFinish)(nil),     // 17: interlingua.v1.BlockFinish
-	(*ToolStarted)(nil),     // 18: interlingua.v1.ToolStarted
-	(*ToolOutput)(nil),      // 19: interlingua.v1.ToolOutput
-	(*ToolFinished)(nil),    // 20: interlingua.v1.ToolFinished
-	(*ToolFailed)(nil),      // 21: interlingua.v1.ToolFailed
-	(*InputRequested)(nil),  // 22: interlingua.v1.InputRequested
-	(*InputAnswered)(nil),   // 23: interlingua.v1.InputAnswered
-	(*StateSnapshot)(nil),   // 24: interlingua.v1.StateSnapshot
-	(*StateUpdate)(nil),     // 25: interlingua.v1.StateUpdate
-	(*Checkpoint)(nil),      // 26: interlingua.v1.Checkpoint
-	(*Task)(nil),            // 27: interlingua.v1.Task
-	(*Custom)(nil),          // 28: interlingua.v1.Custom
-	nil,                     // 29: interlingua.v1.Node.MetadataEntry
-	nil,                     // 30: interlingua.v1.Request.ParametersEntry
-	nil,                     // 31: interlingua.v1.Request.MetadataEntry
-	nil,                     // 32: interlingua.v1.Request.ResumeEntry
-	nil,                     // 33: interlingua.v1.Request.ExtensionsEntry
-	nil,                     // 34: interlingua.v1.Event.ExtensionsEntry
-	nil,                     // 35: interlingua.v1.MessageStart.MetadataEntry
-	(*structpb.Struct)(nil), // 36: google.protobuf.Struct
-	(*structpb.Value)(nil),  // 37: google.protobuf.Value
+	(*BatchDelta)(nil),      // 9: interlingua.v1.BatchDelta
+	(*Error)(nil),           // 10: interlingua.v1.Error
+	(*Cause)(nil),           // 11: interlingua.v1.Cause
+	(*Lifecycle)(nil),       // 12: interlingua.v1.Lifecycle
+	(*Usage)(nil),           // 13: interlingua.v1.Usage
+	(*MessageStart)(nil),    // 14: interlingua.v1.MessageStart
+	(*MessageFinish)(nil),   // 15: interlingua.v1.MessageFinish
+	(*BlockStart)(nil),      // 16: interlingua.v1.BlockStart
+	(*BlockDelta)(nil),      // 17: interlingua.v1.BlockDelta
+	(*BlockFinish)(nil),     // 18: interlingua.v1.BlockFinish
+	(*ToolStarted)(nil),     // 19: interlingua.v1.ToolStarted
+	(*ToolOutput)(nil),      // 20: interlingua.v1.ToolOutput
+	(*ToolFinished)(nil),    // 21: interlingua.v1.ToolFinished
+	(*ToolFailed)(nil),      // 22: interlingua.v1.ToolFailed
+	(*InputRequested)(nil),  // 23: interlingua.v1.InputRequested
+	(*InputAnswered)(nil),   // 24: interlingua.v1.InputAnswered
+	(*StateSnapshot)(nil),   // 25: interlingua.v1.StateSnapshot
+	(*StateUpdate)(nil),     // 26: interlingua.v1.StateUpdate
+	(*Checkpoint)(nil),      // 27: interlingua.v1.Checkpoint
+	(*Task)(nil),            // 28: interlingua.v1.Task
+	(*Custom)(nil),          // 29: interlingua.v1.Custom
+	nil,                     // 30: interlingua.v1.Node.MetadataEntry
+	nil,                     // 31: interlingua.v1.Request.ParametersEntry
+	nil,                     // 32: interlingua.v1.Request.MetadataEntry
+	nil,                     // 33: interlingua.v1.Request.ResumeEntry
+	nil,                     // 34: interlingua.v1.Request.ExtensionsEntry
+	nil,                     // 35: interlingua.v1.Event.ExtensionsEntry
+	nil,                     // 36: interlingua.v1.MessageStart.MetadataEntry
+	(*structpb.Struct)(nil), // 37: google.protobuf.Struct
+	(*structpb.Value)(nil),  // 38: google.protobuf.Value
 }
 var file_interlingua_v1_canonical_proto_depIdxs = []int32{
 	3,  // 0: interlingua.v1.Node.children:type_name -> interlingua.v1.Node
-	29, // 1: interlingua.v1.Node.metadata:type_name -> interlingua.v1.Node.MetadataEntry
+	30, // 1: interlingua.v1.Node.metadata:type_name -> interlingua.v1.Node.MetadataEntry
 	3,  // 2: interlingua.v1.NamedNode.node:type_name -> interlingua.v1.Node
-	36, // 3: interlingua.v1.ToolSpec.parameters:type_name -> google.protobuf.Struct
+	37, // 3: interlingua.v1.ToolSpec.parameters:type_name -> google.protobuf.Struct
 	4,  // 4: interlingua.v1.Request.inputs:type_name -> interlingua.v1.NamedNode
-	30, // 5: interlingua.v1.Request.parameters:type_name -> interlingua.v1.Request.ParametersEntry
+	31, // 5: interlingua.v1.Request.parameters:type_name -> interlingua.v1.Request.ParametersEntry
 	5,  // 6: interlingua.v1.Request.tools:type_name -> interlingua.v1.ToolSpec
-	31, // 7: interlingua.v1.Request.metadata:type_name -> interlingua.v1.Request.MetadataEntry
-	32, // 8: interlingua.v1.Request.resume:type_name -> interlingua.v1.Request.ResumeEntry
+	32, // 7: interlingua.v1.Request.metadata:type_name -> interlingua.v1.Request.MetadataEntry
+	33, // 8: interlingua.v1.Request.resume:type_name -> interlingua.v1.Request.ResumeEntry
 	4,  // 9: interlingua.v1.Request.outputs:type_name -> interlingua.v1.NamedNode
-	33, // 10: interlingua.v1.Request.extensions:type_name -> interlingua.v1.Request.ExtensionsEntry
-	11, // 11: interlingua.v1.Event.lifecycle:type_name -> interlingua.v1.Lifecycle
-	13, // 12: interlingua.v1.Event.message_start:type_name -> interlingua.v1.MessageStart
-	14, // 13: interlingua.v1.Event.message_finish:type_name -> interlingua.v1.MessageFinish
-	15, // 14: interlingua.v1.Event.block_start:type_name -> interlingua.v1.BlockStart
-	16, // 15: interlingua.v1.Event.block_delta:type_name -> interlingua.v1.BlockDelta
-	17, // 16: interlingua.v1.Event.block_finish:type_name -> interlingua.v1.BlockFinish
-	18, // 17: interlingua.v1.Event.tool_started:type_name -> interlingua.v1.ToolStarted
-	19, // 18: interlingua.v1.Event.tool_output:type_name -> interlingua.v1.ToolOutput
-	20, // 19: interlingua.v1.Event.tool_finished:type_name -> interlingua.v1.ToolFinished
-	21, // 20: interlingua.v1.Event.tool_failed:type_name -> interlingua.v1.ToolFailed
-	22, // 21: interlingua.v1.Event.input_requested:type_name -> interlingua.v1.InputRequested
-	23, // 22: interlingua.v1.Event.input_answered:type_name -> interlingua.v1.InputAnswered
-	24, // 23: interlingua.v1.Event.state_snapshot:type_name -> interlingua.v1.StateSnapshot
-	25, // 24: interlingua.v1.Event.state_update:type_name -> interlingua.v1.StateUpdate
-	26, // 25: interlingua.v1.Event.checkpoint:type_name -> interlingua.v1.Checkpoint
-	27, // 26: interlingua.v1.Event.task:type_name -> interlingua.v1.Task
-	28, // 27: interlingua.v1.Event.custom:type_name -> interlingua.v1.Custom
-	9,  // 28: interlingua.v1.Event.error:type_name -> interlingua.v1.Error
-	34, // 29: interlingua.v1.Event.extensions:type_name -> interlingua.v1.Event.ExtensionsEntry
+	34, // 10: interlingua.v1.Request.extensions:type_name -> interlingua.v1.Request.ExtensionsEntry
+	12, // 11: interlingua.v1.Event.lifecycle:type_name -> interlingua.v1.Lifecycle
+	14, // 12: interlingua.v1.Event.message_start:type_name -> interlingua.v1.MessageStart
+	15, // 13: interlingua.v1.Event.message_finish:type_name -> interlingua.v1.MessageFinish
+	16, // 14: interlingua.v1.Event.block_start:type_name -> interlingua.v1.BlockStart
+	17, // 15: interlingua.v1.Event.block_delta:type_name -> interlingua.v1.BlockDelta
+	18, // 16: interlingua.v1.Event.block_finish:type_name -> interlingua.v1.BlockFinish
+	19, // 17: interlingua.v1.Event.tool_started:type_name -> interlingua.v1.ToolStarted
+	20, // 18: interlingua.v1.Event.tool_output:type_name -> interlingua.v1.ToolOutput
+	21, // 19: interlingua.v1.Event.tool_finished:type_name -> interlingua.v1.ToolFinished
+	22, // 20: interlingua.v1.Event.tool_failed:type_name -> interlingua.v1.ToolFailed
+	23, // 21: interlingua.v1.Event.input_requested:type_name -> interlingua.v1.InputRequested
+	24, // 22: interlingua.v1.Event.input_answered:type_name -> interlingua.v1.InputAnswered
+	25, // 23: interlingua.v1.Event.state_snapshot:type_name -> interlingua.v1.StateSnapshot
+	26, // 24: interlingua.v1.Event.state_update:type_name -> interlingua.v1.StateUpdate
+	27, // 25: interlingua.v1.Event.checkpoint:type_name -> interlingua.v1.Checkpoint
+	28, // 26: interlingua.v1.Event.task:type_name -> interlingua.v1.Task
+	29, // 27: interlingua.v1.Event.custom:type_name -> interlingua.v1.Custom
+	10, // 28: interlingua.v1.Event.error:type_name -> interlingua.v1.Error
+	35, // 29: interlingua.v1.Event.extensions:type_name -> interlingua.v1.Event.ExtensionsEntry
 	7,  // 30: interlingua.v1.EventBatch.events:type_name -> interlingua.v1.Event
-	0,  // 31: interlingua.v1.Lifecycle.status:type_name -> interlingua.v1.RunStatus
-	9,  // 32: interlingua.v1.Lifecycle.error:type_name -> interlingua.v1.Error
-	10, // 33: interlingua.v1.Lifecycle.cause:type_name -> interlingua.v1.Cause
-	35, // 34: interlingua.v1.MessageStart.metadata:type_name -> interlingua.v1.MessageStart.MetadataEntry
-	1,  // 35: interlingua.v1.MessageFinish.finish_reason:type_name -> interlingua.v1.FinishReason
-	12, // 36: interlingua.v1.MessageFinish.usage:type_name -> interlingua.v1.Usage
-	2,  // 37: interlingua.v1.BlockStart.type:type_name -> interlingua.v1.BlockType
-	37, // 38: interlingua.v1.ToolStarted.input:type_name -> google.protobuf.Value
-	37, // 39: interlingua.v1.ToolFinished.output:type_name -> google.protobuf.Value
-	9,  // 40: interlingua.v1.ToolFailed.error:type_name -> interlingua.v1.Error
-	37, // 41: interlingua.v1.InputRequested.payload:type_name -> google.protobuf.Value
-	37, // 42: interlingua.v1.StateSnapshot.values:type_name -> google.protobuf.Value
-	37, // 43: interlingua.v1.StateUpdate.values:type_name -> google.protobuf.Value
-	37, // 44: interlingua.v1.Task.payload:type_name -> google.protobuf.Value
-	37, // 45: interlingua.v1.Custom.payload:type_name -> google.protobuf.Value
-	37, // 46: interlingua.v1.Request.ParametersEntry.value:type_name -> google.protobuf.Value
-	37, // 47: interlingua.v1.Request.ResumeEntry.value:type_name -> google.protobuf.Value
-	37, // 48: interlingua.v1.Request.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	37, // 49: interlingua.v1.Event.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	37, // 50: interlingua.v1.MessageStart.MetadataEntry.value:type_name -> google.protobuf.Value
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	9,  // 31: interlingua.v1.EventBatch.deltas:type_name -> interlingua.v1.BatchDelta
+	0,  // 32: interlingua.v1.Lifecycle.status:type_name -> interlingua.v1.RunStatus
+	10, // 33: interlingua.v1.Lifecycle.error:type_name -> interlingua.v1.Error
+	11, // 34: interlingua.v1.Lifecycle.cause:type_name -> interlingua.v1.Cause
+	36, // 35: interlingua.v1.MessageStart.metadata:type_name -> interlingua.v1.MessageStart.MetadataEntry
+	1,  // 36: interlingua.v1.MessageFinish.finish_reason:type_name -> interlingua.v1.FinishReason
+	13, // 37: interlingua.v1.MessageFinish.usage:type_name -> interlingua.v1.Usage
+	2,  // 38: interlingua.v1.BlockStart.type:type_name -> interlingua.v1.BlockType
+	38, // 39: interlingua.v1.ToolStarted.input:type_name -> google.protobuf.Value
+	38, // 40: interlingua.v1.ToolFinished.output:type_name -> google.protobuf.Value
+	10, // 41: interlingua.v1.ToolFailed.error:type_name -> interlingua.v1.Error
+	38, // 42: interlingua.v1.InputRequested.payload:type_name -> google.protobuf.Value
+	38, // 43: interlingua.v1.StateSnapshot.values:type_name -> google.protobuf.Value
+	38, // 44: interlingua.v1.StateUpdate.values:type_name -> google.protobuf.Value
+	38, // 45: interlingua.v1.Task.payload:type_name -> google.protobuf.Value
+	38, // 46: interlingua.v1.Custom.payload:type_name -> google.protobuf.Value
+	38, // 47: interlingua.v1.Request.ParametersEntry.value:type_name -> google.protobuf.Value
+	38, // 48: interlingua.v1.Request.ResumeEntry.value:type_name -> google.protobuf.Value
+	38, // 49: interlingua.v1.Request.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	38, // 50: interlingua.v1.Event.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	38, // 51: interlingua.v1.MessageStart.MetadataEntry.value:type_name -> google.protobuf.Value
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_interlingua_v1_canonical_proto_init() }
@@ -2584,7 +2696,7 @@ func file_interlingua_v1_canonical_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_interlingua_v1_canonical_proto_rawDesc), len(file_interlingua_v1_canonical_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
