@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
-	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // agentFrames reads an agent-protocol SSE stream's data lines until n root
@@ -144,11 +142,11 @@ func TestAgentRunIsPublishedOnce(t *testing.T) {
 	for last < uint64(len(frames)) {
 		select {
 		case m := <-logged:
-			batch := &canonical.EventBatch{}
-			if err := proto.Unmarshal(m.Data, batch); err != nil {
+			batch, err := bridge.DecodeEvents(m.Data)
+			if err != nil {
 				t.Fatal(err)
 			}
-			for _, ev := range batch.GetEvents() {
+			for _, ev := range batch {
 				if ev.GetSeq() != last+1 {
 					t.Fatalf("logged seq %d after %d", ev.GetSeq(), last)
 				}

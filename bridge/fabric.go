@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/subject"
@@ -611,8 +612,11 @@ func (p *publisher) appendEvent(b []byte, ev *canonical.Event) (elem, grown []by
 		b = append(b, p.ids...)
 	}
 	p.short.Seq, p.short.TimeUnixNano, p.short.Index, p.short.Text = ev.GetSeq(), ev.GetTimeUnixNano(), d.GetIndex(), d.GetText()
+	for k, v := range ev.GetExtensions() { // one, with a string value (shortDelta)
+		p.short.ExtensionKey, p.short.ExtensionString = k, v.GetStringValue()
+	}
 	_, b, err = appendBatchElem(b, batchDeltasField, &p.short)
-	p.short.Text = ""
+	p.short.Text, p.short.ExtensionKey, p.short.ExtensionString = "", "", ""
 	if err != nil {
 		return nil, b[:start], false, err
 	}
@@ -622,18 +626,23 @@ func (p *publisher) appendEvent(b []byte, ev *canonical.Event) (elem, grown []by
 
 // shortDelta returns ev's block delta when an EventBatch's short form
 // carries ev whole: a text delta whose ids are thread's and run's, with
-// nothing but its seq and time besides (canonical.proto, BatchDelta).
-// TestShortDeltaFields fails when Event or BlockDelta gains a field, which
-// this must then look at.
+// nothing but its seq, time and at most one extension, a string, besides
+// (canonical.proto, BatchDelta). TestShortDeltaFields fails when Event or
+// BlockDelta gains a field, which this must then look at.
 func shortDelta(ev *canonical.Event, thread, run string) *canonical.BlockDelta {
 	k, ok := ev.GetKind().(*canonical.KindBlockDelta)
 	if !ok || k.BlockDelta == nil || ev.GetThreadId() != thread || ev.GetRunId() != run ||
-		len(ev.GetNamespace()) > 0 || ev.GetGraphNode() != "" || len(ev.GetExtensions()) > 0 {
+		len(ev.GetNamespace()) > 0 || ev.GetGraphNode() != "" || len(ev.GetExtensions()) > 1 {
 		return nil
 	}
 	d := k.BlockDelta
 	if len(d.GetData()) > 0 || len(ev.ProtoReflect().GetUnknown()) > 0 || len(d.ProtoReflect().GetUnknown()) > 0 {
 		return nil
+	}
+	for key, v := range ev.GetExtensions() {
+		if _, str := v.GetKind().(*structpb.Value_StringValue); key == "" || !str || len(v.ProtoReflect().GetUnknown()) > 0 {
+			return nil
+		}
 	}
 	return d
 }
@@ -1107,6 +1116,9 @@ func DecodeEvents(data []byte) ([]*canonical.Event, error) {
 		}
 		ev := canonical.NewTextDelta(d.GetIndex(), d.GetText())
 		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = b.GetThreadId(), b.GetRunId(), d.GetSeq(), d.GetTimeUnixNano()
+		if k := d.GetExtensionKey(); k != "" {
+			ev.Extensions = map[string]*structpb.Value{k: structpb.NewStringValue(d.GetExtensionString())}
+		}
 		out = append(out, ev)
 	}
 	out = append(out, evs...)

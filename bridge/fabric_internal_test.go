@@ -436,7 +436,11 @@ func shortMix() (events []*canonical.Event, short []bool) {
 	withGraph, withNamespace, withExt := delta(0, "g"), delta(0, "n"), delta(0, "e")
 	withGraph.GraphNode = "node"
 	withNamespace.Namespace = []string{"sub"}
-	withExt.Extensions = map[string]*structpb.Value{"agent.id": structpb.NewStringValue("7")}
+	withExt.Extensions = map[string]*structpb.Value{"agent.wire": structpb.NewStringValue("1:1:...")}
+	numberExt, twoExts, unnamedExt := delta(0, "1"), delta(0, "2"), delta(0, "3")
+	numberExt.Extensions = map[string]*structpb.Value{"agent.id": structpb.NewNumberValue(7)}
+	twoExts.Extensions = map[string]*structpb.Value{"a.x": structpb.NewStringValue("x"), "a.y": structpb.NewStringValue("y")}
+	unnamedExt.Extensions = map[string]*structpb.Value{"": structpb.NewStringValue("x")}
 	withData := delta(2, "")
 	withData.GetBlockDelta().Data = []byte{0, 1}
 	otherRun := delta(0, "o")
@@ -450,7 +454,8 @@ func shortMix() (events []*canonical.Event, short []bool) {
 		short bool
 	}{
 		{delta(0, "héllo "), true}, {delta(0, "😀"), true}, {withGraph, false}, {delta(3, ""), true},
-		{withNamespace, false}, {withExt, false}, {withData, false}, {otherRun, false},
+		{withNamespace, false}, {withExt, true}, {numberExt, false}, {twoExts, false}, {unnamedExt, false},
+		{withData, false}, {otherRun, false},
 		{unknown, false}, {unknownInDelta, false}, {delta(1, strings.Repeat("x", 300)), true}, {end, false},
 	} {
 		e.ev.Seq = uint64(len(events) + 1)

@@ -70,6 +70,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		quick      = fs.Bool("quick", false, "with --report: a reduced matrix (smoke test)")
 		external   = fs.Bool("external", false, "run the server as a child \"interlingua serve\" so its CPU, RSS and GC are its own (the clients, peer and proxy stay in this process)")
 		serverPros = fs.Int("server-procs", 0, "with --external: the server's `GOMAXPROCS`")
+		serverBin  = fs.String("server-binary", "", "with --external: the `executable` the server runs (default this one): two builds' servers measured under the same clients, peer and proxy")
 		fabricExp  = fs.String("fabric-experiment", "", "measure with the replay log changed: sync-persist, async-persist or no-replay (not the configuration as given)")
 		proxy      = fs.Bool("proxy", false, "with a direct path: also measure the load through a reverse proxy that translates nothing (net/http/httputil), what any hop costs here")
 		profDir    = fs.String("profile-dir", "", "with --report: keep the profiles in `folder` (default a temporary folder)")
@@ -133,7 +134,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		r, err = bench.Run(ctx, bench.Options{Frontend: fe, Backend: be, Streams: *streams, Deltas: *deltas,
 			Rate: *rate, Spread: *spread, Rounds: *rounds, Warmup: *warmup, DeltaText: *text, Procs: *procs, Timeout: *timeout,
 			CPUProfile: *cpuProf, MemProfile: *memProf, Trace: *traceOut, Fabric: *fabricExp, Proxy: *proxy,
-			External: *external, ServerProcs: *serverPros})
+			External: *external, ServerProcs: *serverPros, Binary: *serverBin})
 		out, md = r, func(w io.Writer) { bench.WriteMarkdown(w, r) }
 	default:
 		fs.Usage()

@@ -1006,11 +1006,12 @@ func (*Event_Error) isEvent_Kind() {}
 // (never waiting for more), so a burst costs the replay log one write
 // instead of one per event; a lone event is a batch of one.
 //
-// A text delta (an Event whose only fields are its ids, seq, time and a
-// block_delta with index and text: nearly every event of a run) may be
-// written short, as one of deltas, with the batch's thread_id and run_id
-// standing for its ids: it costs a third of its full encoding to write and
-// read. A reader puts events and deltas back into one seq order.
+// A text delta (an Event whose only fields are its ids, seq, time, a
+// block_delta with index and text, and at most one extension, with a
+// string value: nearly every event of a run) may be written short, as one
+// of deltas, with the batch's thread_id and run_id standing for its ids:
+// it costs a third to half of its full encoding to write and read. A
+// reader puts events and deltas back into one seq order.
 type EventBatch struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
@@ -1083,13 +1084,17 @@ func (x *EventBatch) GetDeltas() []*BatchDelta {
 
 // BatchDelta is a text delta of an EventBatch's run, written short.
 type BatchDelta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	TimeUnixNano  int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	Index         uint32                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Seq          uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	TimeUnixNano int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Index        uint32                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Text         string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// The event's one extension, when it has one: its key (empty: none) and
+	// its value, a string (the agent runtime's wire frames, agent.wire).
+	ExtensionKey    string `protobuf:"bytes,5,opt,name=extension_key,json=extensionKey,proto3" json:"extension_key,omitempty"`
+	ExtensionString string `protobuf:"bytes,6,opt,name=extension_string,json=extensionString,proto3" json:"extension_string,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BatchDelta) Reset() {
@@ -1146,6 +1151,20 @@ func (x *BatchDelta) GetIndex() uint32 {
 func (x *BatchDelta) GetText() string {
 	if x != nil {
 		return x.Text
+	}
+	return ""
+}
+
+func (x *BatchDelta) GetExtensionKey() string {
+	if x != nil {
+		return x.ExtensionKey
+	}
+	return ""
+}
+
+func (x *BatchDelta) GetExtensionString() string {
+	if x != nil {
+		return x.ExtensionString
 	}
 	return ""
 }
@@ -2427,13 +2446,15 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x15.interlingua.v1.EventR\x06events\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\x122\n" +
-	"\x06deltas\x18\x04 \x03(\v2\x1a.interlingua.v1.BatchDeltaR\x06deltas\"n\n" +
+	"\x06deltas\x18\x04 \x03(\v2\x1a.interlingua.v1.BatchDeltaR\x06deltas\"\xbe\x01\n" +
 	"\n" +
 	"BatchDelta\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\rR\x05index\x12\x12\n" +
-	"\x04text\x18\x04 \x01(\tR\x04text\"5\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12#\n" +
+	"\rextension_key\x18\x05 \x01(\tR\fextensionKey\x12)\n" +
+	"\x10extension_string\x18\x06 \x01(\tR\x0fextensionString\"5\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"Z\n" +
