@@ -35,7 +35,18 @@ const (
 // wireList is ws as wireExt holds them; ref is the checkpoint of a
 // values event whose data is left out.
 func wireList(ws []wireEvent, ev *canonical.Event, ref string) *structpb.Value {
-	var b []byte
+	// Sized once for the fields (the integers and lengths take at most
+	// wireFixed): every delta of an agent run makes one, and growing from
+	// nil took six allocations of a delta's nine.
+	size := len(ref)
+	for i := range ws {
+		w := &ws[i]
+		size += wireFixed + len(w.method) + len(w.custom) + len(w.status) + len(w.node) + len(w.data) + 8*len(w.namespace)
+		for _, n := range w.namespace {
+			size += len(n)
+		}
+	}
+	b := make([]byte, 0, size)
 	for i := range ws {
 		w := &ws[i]
 		flags := 0
@@ -67,19 +78,25 @@ func wireList(ws []wireEvent, ev *canonical.Event, ref string) *structpb.Value {
 			b = appendWireField(b, ref)
 		}
 		if flags&wireHasData != 0 {
-			b = appendWireField(b, string(w.data))
+			b = appendWireField(b, w.data)
 		}
 	}
 	return structpb.NewStringValue(string(b))
 }
 
-func appendWireField(b []byte, s string) []byte {
+// wireFixed is about what a wire event's fields take besides their texts:
+// three integers (a timestamp's 13 digits) and each field's length and
+// colon. More only grows the array.
+const wireFixed = 3 + 13 + 3 + 10*4
+
+func appendWireField[T ~string | ~[]byte](b []byte, s T) []byte {
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	return append(append(b, ':'), s...)
 }
 
 func appendWireInt(b []byte, n int64) []byte {
-	return appendWireField(b, strconv.FormatInt(n, 10))
+	var digits [20]byte
+	return appendWireField(b, strconv.AppendInt(digits[:0], n, 10))
 }
 
 // wireReader reads wireList's fields; ok turns false at the first field

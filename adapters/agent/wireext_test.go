@@ -87,3 +87,14 @@ func FuzzWireRecords(f *testing.F) {
 		_ = wireRecords(ev, nil)
 	})
 }
+
+// BenchmarkWireList: a text delta's one wire event, as the runtime
+// attaches it to every delta of a run.
+func BenchmarkWireList(b *testing.B) {
+	ev := canonical.NewTextDelta(0, "tok ")
+	ws := []wireEvent{{method: "messages", namespace: []string{}, timeMs: 1_795_842_541_085, data: []byte(`{"event":"content-block-delta","index":0,"delta":{"type":"text-delta","text":"tok "}}`)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = wireList(ws, ev, "")
+	}
+}
