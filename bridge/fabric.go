@@ -599,11 +599,10 @@ func (p *publisher) queueHeld() {
 // of the run, after the run's ids when the message has none yet (a must
 // publisher's messages are one event each), full otherwise. Its full
 // encoding was the largest part of a text delta's cost in the bridge:
-// 170 ns against 79 ns short (BenchmarkPublisherShortDelta), and three
-// times the bytes for the log to store.
+// 174 ns against 94 ns short (BenchmarkAppendBatchElemDelta,
+// BenchmarkPublisherShortDelta), and three times the bytes to store.
 func (p *publisher) appendEvent(b []byte, ev *canonical.Event) (elem, grown []byte, ids bool, err error) {
-	d := shortDelta(ev, p.thread, p.run)
-	if d == nil {
+	if !shortDelta(ev, p.thread, p.run, &p.short) {
 		elem, grown, err = appendBatchElem(b, batchEventsField, ev)
 		return elem, grown, false, err
 	}
@@ -611,12 +610,8 @@ func (p *publisher) appendEvent(b []byte, ev *canonical.Event) (elem, grown []by
 	if ids = p.must || !p.heldIDs; ids {
 		b = append(b, p.ids...)
 	}
-	p.short.Seq, p.short.TimeUnixNano, p.short.Index, p.short.Text = ev.GetSeq(), ev.GetTimeUnixNano(), d.GetIndex(), d.GetText()
-	for k, v := range ev.GetExtensions() { // one, with a string value (shortDelta)
-		p.short.ExtensionKey, p.short.ExtensionString = k, v.GetStringValue()
-	}
 	_, b, err = appendBatchElem(b, batchDeltasField, &p.short)
-	p.short.Text, p.short.ExtensionKey, p.short.ExtensionString = "", "", ""
+	p.short.Text, p.short.ExtensionKey, p.short.ExtensionString = "", "", "" // not kept alive
 	if err != nil {
 		return nil, b[:start], false, err
 	}
@@ -624,27 +619,32 @@ func (p *publisher) appendEvent(b []byte, ev *canonical.Event) (elem, grown []by
 	return b[start:end:end], b, ids, nil
 }
 
-// shortDelta returns ev's block delta when an EventBatch's short form
-// carries ev whole: a text delta whose ids are thread's and run's, with
-// nothing but its seq, time and at most one extension, a string, besides
-// (canonical.proto, BatchDelta). TestShortDeltaFields fails when Event or
-// BlockDelta gains a field, which this must then look at.
-func shortDelta(ev *canonical.Event, thread, run string) *canonical.BlockDelta {
+// shortDelta writes ev into short and reports true when an EventBatch's
+// short form carries ev whole: a text delta whose ids are thread's and
+// run's, with nothing but its seq, time and at most one extension, a
+// string, besides (canonical.proto, BatchDelta); false, short untouched,
+// otherwise. TestShortDeltaFields fails when Event or BlockDelta gains a
+// field, which this must then look at.
+func shortDelta(ev *canonical.Event, thread, run string, short *canonical.BatchDelta) bool {
 	k, ok := ev.GetKind().(*canonical.KindBlockDelta)
 	if !ok || k.BlockDelta == nil || ev.GetThreadId() != thread || ev.GetRunId() != run ||
 		len(ev.GetNamespace()) > 0 || ev.GetGraphNode() != "" || len(ev.GetExtensions()) > 1 {
-		return nil
+		return false
 	}
 	d := k.BlockDelta
 	if len(d.GetData()) > 0 || len(ev.ProtoReflect().GetUnknown()) > 0 || len(d.ProtoReflect().GetUnknown()) > 0 {
-		return nil
+		return false
 	}
+	extKey, extString := "", ""
 	for key, v := range ev.GetExtensions() {
 		if _, str := v.GetKind().(*structpb.Value_StringValue); key == "" || !str || len(v.ProtoReflect().GetUnknown()) > 0 {
-			return nil
+			return false
 		}
+		extKey, extString = key, v.GetStringValue()
 	}
-	return d
+	short.Seq, short.TimeUnixNano, short.Index, short.Text = ev.GetSeq(), ev.GetTimeUnixNano(), d.GetIndex(), d.GetText()
+	short.ExtensionKey, short.ExtensionString = extKey, extString
+	return true
 }
 
 // publishNow wakes the publish loop to publish what is queued at once: a
