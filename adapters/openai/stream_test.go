@@ -188,3 +188,50 @@ func sameEvents(a, b []*canonical.Event) bool {
 	}
 	return true
 }
+
+// TestStreamChunkReused: the decoder reads every chunk into one reused
+// inChunk, so nothing of a chunk may show again in a later one that lacks
+// the member (a null, an absent delta, fewer choices).
+func TestStreamChunkReused(t *testing.T) {
+	chunks := []string{
+		`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"a","reasoning_content":"r"},"finish_reason":null}]}`,
+		`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":null},"finish_reason":null}]}`,
+		`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"finish_reason":null}]}`,
+		`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[]}`,
+		`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}`,
+	}
+	var wire [][]byte
+	for _, c := range chunks {
+		wire = append(wire, []byte("data: "+c+"\n\n"))
+	}
+	wire = append(wire, []byte("data: [DONE]\n\n"))
+	evs, err := decodeChunks(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deltas []string
+	for _, ev := range evs {
+		if d := ev.GetBlockDelta(); d != nil {
+			deltas = append(deltas, d.GetText())
+		}
+	}
+	if got := strings.Join(deltas, "|"); got != "r|a|b" {
+		t.Fatalf("deltas %q, want r|a|b (reasoning r, then text a and b)", got)
+	}
+	if r, _ := canonical.TerminalOf(evs[len(evs)-1]); r != canonical.StatusCompleted {
+		t.Fatalf("terminal %v, want completed", evs[len(evs)-1])
+	}
+}
+
+// BenchmarkDecodeDelta is the backend's per-delta cost: one SSE
+// chat.completion.chunk carrying a text delta, as vLLM writes it.
+func BenchmarkDecodeDelta(b *testing.B) {
+	d := newStreamDecoder(1<<20, 1<<20, "m", "run-")
+	first := []byte(`data: {"id":"chatcmpl-9f2c0a7d1e4b4b8e","object":"chat.completion.chunk","created":1710000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	chunk := []byte(`data: {"id":"chatcmpl-9f2c0a7d1e4b4b8e","object":"chat.completion.chunk","created":1710000000,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	out, _ := d.Feed(first, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ = d.Feed(chunk, out[:0])
+	}
+}

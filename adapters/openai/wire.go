@@ -196,18 +196,22 @@ type inChunk struct {
 	Code    json.Value `json:"code"`
 }
 
+// inChoice and inDelta hold values, not pointers: a member that is null
+// or absent reads as "", which the decoder treats as the empty string it
+// also ignores, and a chunk decodes without allocating (streamDecoder
+// reuses one inChunk).
 type inChoice struct {
-	Index        int      `json:"index"`
-	Delta        *inDelta `json:"delta"`
-	FinishReason *string  `json:"finish_reason"`
+	Index        int     `json:"index"`
+	Delta        inDelta `json:"delta"`
+	FinishReason string  `json:"finish_reason"`
 }
 
 type inDelta struct {
 	Role             string        `json:"role"`
-	Content          *string       `json:"content"`
-	Refusal          *string       `json:"refusal"`
-	ReasoningContent *string       `json:"reasoning_content"`
-	Reasoning        *string       `json:"reasoning"`
+	Content          string        `json:"content"`
+	Refusal          string        `json:"refusal"`
+	ReasoningContent string        `json:"reasoning_content"`
+	Reasoning        string        `json:"reasoning"`
 	ToolCalls        []inCallDelta `json:"tool_calls"`
 }
 
