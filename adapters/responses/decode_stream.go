@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -23,7 +22,7 @@ type streamDecoder struct {
 	maxText  int
 	held     int
 	open     bool
-	block    string          // the open block's key: the item id (and part) it renders
+	block    blockKey        // what the open block renders
 	kind     string          // text, reasoning, tool
 	items    map[string]bool // items whose content was emitted
 	text     strings.Builder
@@ -31,6 +30,9 @@ type streamDecoder struct {
 	sawTools bool
 	err      error
 	evs      []sse.Event
+	// ev is the event being read, reused: a new upEvent was one of a
+	// text delta's allocations.
+	ev upEvent
 }
 
 // newStreamDecoder returns a decoder holding at most maxEvent bytes of an
@@ -39,6 +41,7 @@ func newStreamDecoder(maxEvent, maxText int, msgPrefix string) *streamDecoder {
 	d := &streamDecoder{b: canonical.NewBuilder(), seq: -1, maxText: maxText}
 	d.b.MessageID = msgPrefix
 	d.p.MaxEventBytes = maxEvent
+	d.p.BorrowData = true // each event is read into upEvent before the next Feed
 	return d
 }
 
@@ -125,10 +128,11 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 	if len(data) == 0 || string(data) == "[DONE]" {
 		return out, nil
 	}
-	var ev upEvent
+	d.ev = upEvent{}
+	ev := &d.ev
 	// Servers differ in what they repeat; the last of duplicate members
 	// wins, as the SDKs' JSON.parse does.
-	if err := json.Unmarshal(data, &ev, json.AllowDuplicateNames(true)); err != nil {
+	if err := json.Unmarshal(data, ev, json.AllowDuplicateNames(true)); err != nil {
 		return out, canonical.Errorf(canonical.CodeInternal, "responses backend: an upstream event is not valid JSON: %s", jsonErrorText(err))
 	}
 	if n := ev.SequenceNumber; n != nil {
@@ -140,7 +144,7 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 		}
 		d.seq = *n + 1
 	}
-	return d.dispatch(&ev, out)
+	return d.dispatch(ev, out)
 }
 
 // dispatch maps an event by type.
@@ -151,24 +155,24 @@ func (d *streamDecoder) dispatch(ev *upEvent, out []*canonical.Event) ([]*canoni
 			return d.itemAdded(ev.Item, out)
 		}
 	case "response.content_part.added", "response.reasoning_summary_part.added":
-		if d.open && d.block != ev.ItemID+partKey(ev) {
+		if d.open && d.block != partKey(ev) {
 			out = d.closeBlock(out)
 		}
 	case "response.output_text.delta", "response.refusal.delta":
-		return d.delta(ev.ItemID, ev.ItemID+partKey(ev), "text", ev.Delta, out)
+		return d.delta(ev.ItemID, partKey(ev), "text", ev.Delta, out)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		return d.delta(ev.ItemID, ev.ItemID+partKey(ev), "reasoning", ev.Delta, out)
+		return d.delta(ev.ItemID, partKey(ev), "reasoning", ev.Delta, out)
 	case "response.function_call_arguments.delta":
-		return d.delta(ev.ItemID, ev.ItemID, "tool", ev.Delta, out)
+		return d.delta(ev.ItemID, callKey(ev.ItemID), "tool", ev.Delta, out)
 	case "response.output_text.done", "response.reasoning_summary_text.done", "response.reasoning_text.done":
-		return d.done(ev.ItemID, ev.ItemID+partKey(ev), ev.Text, out)
+		return d.done(ev.ItemID, partKey(ev), ev.Text, out)
 	case "response.refusal.done":
-		return d.done(ev.ItemID, ev.ItemID+partKey(ev), ev.Refusal, out)
+		return d.done(ev.ItemID, partKey(ev), ev.Refusal, out)
 	case "response.function_call_arguments.done":
-		if !d.items[ev.ItemID] && !(d.open && d.block == ev.ItemID) && ev.Arguments != nil && *ev.Arguments != "" {
+		if !d.items[ev.ItemID] && !(d.open && d.block == callKey(ev.ItemID)) && ev.Arguments != nil && *ev.Arguments != "" {
 			out = d.openTool(ev.ItemID, ev.ItemID, ev.Name, out) // arguments only in .done
 		}
-		return d.done(ev.ItemID, ev.ItemID, ev.Arguments, out)
+		return d.done(ev.ItemID, callKey(ev.ItemID), ev.Arguments, out)
 	case "response.output_item.done":
 		if ev.Item != nil {
 			return d.itemDone(ev.Item, out)
@@ -183,13 +187,26 @@ func (d *streamDecoder) dispatch(ev *upEvent, out []*canonical.Event) ([]*canoni
 	return out, nil // created, in_progress, queued, keepalive, unknown types
 }
 
-// partKey tells an item's parts apart.
-func partKey(ev *upEvent) string {
+// blockKey is what a block renders: one of an item's content parts
+// ('c') or reasoning summary parts ('s'), by index, or a function call's
+// arguments ('f'). A struct rather than a string made of them: an
+// event's key is compared with the open block's at every delta.
+type blockKey struct {
+	item  string
+	part  byte
+	index int
+}
+
+// callKey is the key of a function call item's arguments.
+func callKey(itemID string) blockKey { return blockKey{item: itemID, part: 'f'} }
+
+// partKey is the key of the part an event is of.
+func partKey(ev *upEvent) blockKey {
 	switch ev.Type {
 	case "response.reasoning_summary_part.added", "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done":
-		return fmt.Sprintf("/s%d", ev.SummaryIndex)
+		return blockKey{ev.ItemID, 's', ev.SummaryIndex}
 	}
-	return fmt.Sprintf("/c%d", ev.ContentIndex)
+	return blockKey{ev.ItemID, 'c', ev.ContentIndex}
 }
 
 // closeBlock finishes the open block.
@@ -197,7 +214,7 @@ func (d *streamDecoder) closeBlock(out []*canonical.Event) []*canonical.Event {
 	if !d.open {
 		return out
 	}
-	d.open, d.block, d.kind = false, "", ""
+	d.open, d.block, d.kind = false, blockKey{}, ""
 	d.text.Reset()
 	return d.b.FinishBlock(out)
 }
@@ -206,7 +223,7 @@ func (d *streamDecoder) closeBlock(out []*canonical.Event) []*canonical.Event {
 func (d *streamDecoder) openTool(itemID, callID, name string, out []*canonical.Event) []*canonical.Event {
 	out = d.closeBlock(out)
 	out = d.b.ToolCall(out, callID, name)
-	d.open, d.block, d.kind, d.sawTools = true, itemID, "tool", true
+	d.open, d.block, d.kind, d.sawTools = true, callKey(itemID), "tool", true
 	d.seen(itemID)
 	return out
 }
@@ -229,14 +246,14 @@ func (d *streamDecoder) itemAdded(it *item, out []*canonical.Event) ([]*canonica
 	}
 	out = d.openTool(it.ID, it.CallID, it.Name, out)
 	if it.Arguments != nil && *it.Arguments != "" {
-		return d.delta(it.ID, it.ID, "tool", *it.Arguments, out)
+		return d.delta(it.ID, callKey(it.ID), "tool", *it.Arguments, out)
 	}
 	return out, nil
 }
 
 // delta appends text to block key (of item itemID) of kind, opening it
 // when it is not the open one.
-func (d *streamDecoder) delta(itemID, key, kind, s string, out []*canonical.Event) ([]*canonical.Event, error) {
+func (d *streamDecoder) delta(itemID string, key blockKey, kind, s string, out []*canonical.Event) ([]*canonical.Event, error) {
 	if !d.open || d.block != key {
 		switch kind {
 		case "tool": // arguments before any .added (Ollama): the call id is the item's
@@ -271,7 +288,7 @@ func (d *streamDecoder) delta(itemID, key, kind, s string, out []*canonical.Even
 // (when they were a prefix of it; otherwise the deltas stand: what was
 // sent cannot be taken back). A .done of a part that never streamed is
 // left to output_item.done, which carries the whole item.
-func (d *streamDecoder) done(itemID, key string, full *string, out []*canonical.Event) ([]*canonical.Event, error) {
+func (d *streamDecoder) done(itemID string, key blockKey, full *string, out []*canonical.Event) ([]*canonical.Event, error) {
 	if full == nil || !d.open || d.block != key {
 		return out, nil
 	}
@@ -284,10 +301,10 @@ func (d *streamDecoder) done(itemID, key string, full *string, out []*canonical.
 // itemDone closes the item's block, adding arguments only the .done item
 // has; an item no delta rendered is rendered whole.
 func (d *streamDecoder) itemDone(it *item, out []*canonical.Event) ([]*canonical.Event, error) {
-	if d.items[it.ID] || (d.open && d.block == it.ID) {
-		if it.Type == "function_call" && it.Arguments != nil && d.open && d.block == it.ID {
+	if d.items[it.ID] || (d.open && d.block == callKey(it.ID)) {
+		if it.Type == "function_call" && it.Arguments != nil && d.open && d.block == callKey(it.ID) {
 			var err error
-			if out, err = d.done(it.ID, it.ID, it.Arguments, out); err != nil {
+			if out, err = d.done(it.ID, callKey(it.ID), it.Arguments, out); err != nil {
 				return out, err
 			}
 		}
@@ -307,7 +324,7 @@ func (d *streamDecoder) wholeItem(it *item, out []*canonical.Event) ([]*canonica
 				s = p.Refusal
 			}
 			if s != nil && *s != "" {
-				if out, err = d.delta(it.ID, fmt.Sprintf("%s/c%d", it.ID, i), "text", *s, out); err != nil {
+				if out, err = d.delta(it.ID, blockKey{it.ID, 'c', i}, "text", *s, out); err != nil {
 					return out, err
 				}
 			}
@@ -319,7 +336,7 @@ func (d *streamDecoder) wholeItem(it *item, out []*canonical.Event) ([]*canonica
 		}
 		for i, p := range all {
 			if p.Text != nil && *p.Text != "" {
-				if out, err = d.delta(it.ID, fmt.Sprintf("%s/s%d", it.ID, i), "reasoning", *p.Text, out); err != nil {
+				if out, err = d.delta(it.ID, blockKey{it.ID, 's', i}, "reasoning", *p.Text, out); err != nil {
 					return out, err
 				}
 			}
@@ -327,7 +344,7 @@ func (d *streamDecoder) wholeItem(it *item, out []*canonical.Event) ([]*canonica
 	case "function_call":
 		out = d.openTool(it.ID, it.CallID, it.Name, out)
 		if it.Arguments != nil {
-			if out, err = d.delta(it.ID, it.ID, "tool", *it.Arguments, out); err != nil {
+			if out, err = d.delta(it.ID, callKey(it.ID), "tool", *it.Arguments, out); err != nil {
 				return out, err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -178,4 +179,32 @@ func FuzzStreamDecoder(f *testing.F) {
 			t.Fatal(d)
 		}
 	})
+}
+
+// BenchmarkDecodeDelta is the backend's per-delta cost: one
+// response.output_text.delta event as OpenAI writes it.
+func BenchmarkDecodeDelta(b *testing.B) {
+	d := newStreamDecoder(1<<20, 1<<30, "run-")
+	const item = "msg_67c9fdcecf488190bdd9a0409de3a1ec07b8b0ad4e5eb654"
+	start := []byte(`event: response.output_item.added` + "\n" + `data: {"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"` + item + `","type":"message","status":"in_progress","content":[],"role":"assistant"}}` + "\n\n" +
+		`event: response.content_part.added` + "\n" + `data: {"type":"response.content_part.added","sequence_number":3,"item_id":"` + item + `","output_index":0,"content_index":0,"part":{"type":"output_text","annotations":[],"logprobs":[],"text":""}}` + "\n\n")
+	out, err := d.Feed(start, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var frame []byte
+	seq := 4
+	b.ReportAllocs()
+	for b.Loop() {
+		frame = append(frame[:0], "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":"...)
+		frame = strconv.AppendInt(frame, int64(seq), 10)
+		frame = append(frame, `,"item_id":"`+item+`","output_index":0,"content_index":0,"delta":" token","logprobs":[],"obfuscation":"Xy3kQ"}`+"\n\n"...)
+		seq++
+		if out, err = d.Feed(frame, out[:0]); err != nil || len(out) == 0 {
+			b.Fatal(err, len(out))
+		}
+		if d.text.Len() > 1<<20 {
+			d.text.Reset()
+		}
+	}
 }

@@ -37,7 +37,20 @@ type encoder struct {
 	// completedAt, when set, is the completed_at of the terminal response
 	// (a replay renders the stored one).
 	completedAt *int64
+	delta       deltaEvent
 }
+
+// deltaEvent is the encoder's one delta event and the values its pointers
+// point at: a delta allocated five of them (the event, two indexes, the
+// text and the logprobs).
+type deltaEvent struct {
+	ev                     streamEvent
+	outputIndex, partIndex int
+	text                   string
+}
+
+// noLogprobs is a text delta's logprobs, always empty: emit only reads it.
+var noLogprobs = []int{}
 
 // newEncoder returns an encoder of r (status in_progress, no output yet)
 // writing events to emit (nil: none).
@@ -203,16 +216,22 @@ func (e *encoder) blockDelta(d string) error {
 	}
 	e.text.WriteString(d)
 	it := e.cur()
-	ev := &streamEvent{ItemID: it.ID, OutputIndex: ptr(e.open), Delta: &d}
+	// The event and what its pointers point at are the encoder's, reused:
+	// emit is done with an event when it returns.
+	dl := &e.delta
+	dl.outputIndex, dl.partIndex, dl.text = e.open, 0, d
+	ev := &dl.ev
+	*ev = streamEvent{ItemID: it.ID, OutputIndex: &dl.outputIndex, Delta: &dl.text}
 	switch {
 	case e.block == "text":
-		ev.Type, ev.ContentIndex, ev.Logprobs = "response.output_text.delta", ptr(len(it.Content)-1), &[]int{}
+		dl.partIndex = len(it.Content) - 1
+		ev.Type, ev.ContentIndex, ev.Logprobs = "response.output_text.delta", &dl.partIndex, &noLogprobs
 	case e.block == "tool":
 		ev.Type = "response.function_call_arguments.delta"
 	case e.summary:
-		ev.Type, ev.SummaryIndex = "response.reasoning_summary_text.delta", ptr(0)
+		ev.Type, ev.SummaryIndex = "response.reasoning_summary_text.delta", &dl.partIndex
 	default:
-		ev.Type, ev.ContentIndex = "response.reasoning_text.delta", ptr(0)
+		ev.Type, ev.ContentIndex = "response.reasoning_text.delta", &dl.partIndex
 	}
 	return e.send(ev)
 }

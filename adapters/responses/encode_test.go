@@ -2,12 +2,14 @@ package responses
 
 import (
 	"bytes"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/internal/sse"
 )
 
 // encodeCase is a run's canonical events and the stream our frontend
@@ -142,5 +144,49 @@ func checkStreamRules(t *testing.T, evs []*streamEvent) {
 	last := evs[len(evs)-1].Response
 	if last == nil || len(last.Output) != len(done) {
 		t.Fatalf("terminal response holds %d items, %d were done", len(last.Output), len(done))
+	}
+}
+
+// discardFlusher is a ResponseWriter that keeps nothing.
+type discardFlusher struct{ h http.Header }
+
+func (d *discardFlusher) Header() http.Header         { return d.h }
+func (d *discardFlusher) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardFlusher) WriteHeader(int)             {}
+func (d *discardFlusher) Flush()                      {}
+
+// BenchmarkEncodeDelta is the frontend's per-delta cost: a canonical text
+// delta rendered as response.output_text.delta and written as SSE.
+func BenchmarkEncodeDelta(b *testing.B) {
+	rw := &discardFlusher{h: http.Header{}}
+	sw, err := sse.NewWriter(rw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := &writer{w: rw, sw: sw}
+	enc := newEncoder(testResponse(), false, 1<<40, out.event)
+	bl := canonical.NewBuilder()
+	for _, ev := range bl.StartMessage(nil, "m1", "assistant") {
+		if err := enc.event(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, ev := range bl.Text(nil, "first") {
+		if err := enc.event(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	delta := bl.Text(nil, " token")[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := enc.event(delta); err != nil {
+			b.Fatal(err)
+		}
+		if err := sw.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		if enc.text.Len() > 1<<20 {
+			enc.text.Reset()
+		}
 	}
 }

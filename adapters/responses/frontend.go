@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -535,6 +536,8 @@ type writer struct {
 	mu     sync.Mutex
 	failed bool      // a write failed: the client is gone
 	last   time.Time // of the last write
+	// data holds the event being queued, reused: QueueEvent copies it.
+	data bytes.Buffer
 }
 
 // event queues ev as an SSE event named by its type.
@@ -542,16 +545,16 @@ func (o *writer) event(ev *streamEvent) error {
 	if o.sw == nil {
 		return nil
 	}
-	data, err := json.Marshal(ev, json.Deterministic(true))
-	if err != nil {
-		return canonical.Errorf(canonical.CodeInternal, "an event cannot be written: %v", err)
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.failed {
 		return nil
 	}
-	if err := o.sw.QueueEvent("", ev.Type, data); err != nil {
+	o.data.Reset()
+	if err := json.MarshalWrite(&o.data, ev, json.Deterministic(true)); err != nil {
+		return canonical.Errorf(canonical.CodeInternal, "an event cannot be written: %v", err)
+	}
+	if err := o.sw.QueueEvent("", ev.Type, o.data.Bytes()); err != nil {
 		o.failed = true
 		return err
 	}
