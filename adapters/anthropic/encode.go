@@ -43,6 +43,21 @@ type encoder struct {
 
 	stopReason, stopSeq string
 	use                 canonical.Usage
+
+	// deltas are the content_block_delta events the encoder writes, reused:
+	// a sink is done with an event when event returns, and a pointer in an
+	// interface is not a copy on the heap, as a struct is (two of a text
+	// delta's six allocations).
+	deltas deltaEvents
+}
+
+// deltaEvents is an encoder's one content_block_delta and one delta of
+// each kind it points at.
+type deltaEvents struct {
+	ev       blockDeltaEvent
+	text     textDelta
+	thinking thinkingDelta
+	json     inputJSONDelta
 }
 
 func newEncoder(out sink, model string) *encoder {
@@ -180,19 +195,24 @@ func (e *encoder) delta(bd *canonical.BlockDelta) error {
 	if s == "" {
 		return nil
 	}
+	ds := &e.deltas
 	var d any
 	switch e.kind {
 	case kindText:
-		d = textDelta{Type: "text_delta", Text: s}
+		ds.text = textDelta{Type: "text_delta", Text: s}
+		d = &ds.text
 	case kindThinking:
-		d = thinkingDelta{Type: "thinking_delta", Thinking: s}
+		ds.thinking = thinkingDelta{Type: "thinking_delta", Thinking: s}
+		d = &ds.thinking
 	case kindToolUse:
 		e.args = true
-		d = inputJSONDelta{Type: "input_json_delta", PartialJSON: s}
+		ds.json = inputJSONDelta{Type: "input_json_delta", PartialJSON: s}
+		d = &ds.json
 	default:
 		return nil
 	}
-	return e.out.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: e.next, Delta: d})
+	ds.ev = blockDeltaEvent{Type: "content_block_delta", Index: e.next, Delta: d}
+	return e.out.event("content_block_delta", &ds.ev)
 }
 
 // stopBlock closes the open block: a tool_use without arguments gets "{}",
@@ -207,15 +227,15 @@ func (e *encoder) stopBlock(ext map[string]*structpb.Value) error {
 		return nil
 	case kindToolUse:
 		if !e.args {
-			if err := e.out.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: e.next,
-				Delta: inputJSONDelta{Type: "input_json_delta", PartialJSON: "{}"}}); err != nil {
+			if err := e.out.event("content_block_delta", &blockDeltaEvent{Type: "content_block_delta", Index: e.next,
+				Delta: &inputJSONDelta{Type: "input_json_delta", PartialJSON: "{}"}}); err != nil {
 				return err
 			}
 		}
 	case kindThinking:
 		if sig := ext[ExtSignature].GetStringValue(); sig != "" {
-			if err := e.out.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: e.next,
-				Delta: signatureDelta{Type: "signature_delta", Signature: sig}}); err != nil {
+			if err := e.out.event("content_block_delta", &blockDeltaEvent{Type: "content_block_delta", Index: e.next,
+				Delta: &signatureDelta{Type: "signature_delta", Signature: sig}}); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ type sseSink struct {
 	sw      *sse.Writer
 	rid     string
 	started bool
+	data    bytes.Buffer // the event being queued, reused: QueueEvent copies it
 }
 
 func (s *sseSink) start() {
@@ -35,12 +37,12 @@ func (s *sseSink) start() {
 }
 
 func (s *sseSink) event(name string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
+	s.data.Reset()
+	if err := json.MarshalWrite(&s.data, v); err != nil {
 		return canonical.Errorf(canonical.CodeInternal, "encoding %s: %v", name, err)
 	}
 	s.start()
-	return s.sw.QueueEvent("", name, data)
+	return s.sw.QueueEvent("", name, s.data.Bytes())
 }
 
 // streamRun writes the run as a Messages event stream, with a ping after

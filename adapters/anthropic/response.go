@@ -32,20 +32,20 @@ func (a *accumulator) event(_ string, v any) error {
 		a.msg = ev.Message
 	case blockStartEvent:
 		a.blocks = append(a.blocks, accBlock{start: ev.ContentBlock})
-	case blockDeltaEvent:
+	case *blockDeltaEvent: // a pointer, with a pointer to its delta
 		if len(a.blocks) == 0 {
 			return nil
 		}
 		b := &a.blocks[len(a.blocks)-1]
 		var s string
 		switch d := ev.Delta.(type) {
-		case textDelta:
+		case *textDelta:
 			s = d.Text
-		case thinkingDelta:
+		case *thinkingDelta:
 			s = d.Thinking
-		case inputJSONDelta:
+		case *inputJSONDelta:
 			s = d.PartialJSON
-		case signatureDelta:
+		case *signatureDelta:
 			b.sig = d.Signature
 		}
 		a.size += len(s)

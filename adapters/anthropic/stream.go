@@ -40,6 +40,14 @@ type streamDecoder struct {
 	use          canonical.Usage
 	stopReason   string
 	stopSequence string
+
+	// ev is the event being read, reused, its Index pointing at index:
+	// Unmarshal writes a present index there rather than allocate one, so
+	// a text delta's event allocates nothing. index is -1 before each
+	// read, which an absent index leaves it, and which reads as invalid
+	// as nil (a null index) does.
+	ev    streamEvent
+	index int
 }
 
 func newStreamDecoder(maxEventBytes, maxArgBytes int, model, msgPrefix string) *streamDecoder {
@@ -108,33 +116,33 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 		return out, nil // [DONE] and other non-objects
 	}
-	var ev streamEvent
-	if err := json.Unmarshal(data, &ev); err != nil {
+	d.index = -1
+	d.ev = streamEvent{Index: &d.index}
+	ev := &d.ev
+	if err := json.Unmarshal(data, ev); err != nil {
 		return out, canonical.Errorf(canonical.CodeInternal, "anthropic backend: malformed event from the upstream: %v", err)
 	}
 	switch ev.Type {
 	case "message_start":
-		return d.messageStart(&ev, out), nil
+		return d.messageStart(ev, out), nil
 	case "content_block_start":
-		return d.blockStart(&ev, out)
+		return d.blockStart(ev, out)
 	case "content_block_delta":
-		return d.blockDelta(&ev, out)
+		return d.blockDelta(ev, out)
 	case "content_block_stop":
-		return d.blockStop(&ev, out)
+		return d.blockStop(ev, out)
 	case "message_delta":
-		if ev.Delta != nil {
-			if ev.Delta.StopReason != nil {
-				d.stopReason = *ev.Delta.StopReason
-			}
-			if ev.Delta.StopSequence != nil {
-				d.stopSequence = *ev.Delta.StopSequence
-			}
+		if ev.Delta.StopReason != nil {
+			d.stopReason = *ev.Delta.StopReason
+		}
+		if ev.Delta.StopSequence != nil {
+			d.stopSequence = *ev.Delta.StopSequence
 		}
 		d.usage(ev.Usage)
 	case "message_stop":
 		return d.messageStop(out), nil
 	case "error":
-		return d.upstreamError(&ev, out), nil
+		return d.upstreamError(ev, out), nil
 	}
 	return out, nil // ping and types added later
 }
@@ -262,10 +270,10 @@ func (d *streamDecoder) block(ev *streamEvent) (int, *upBlock, *canonical.Error)
 // (as the TypeScript SDK ignores them).
 func (d *streamDecoder) blockDelta(ev *streamEvent, out []*canonical.Event) ([]*canonical.Event, *canonical.Error) {
 	i, ub, e := d.block(ev)
-	if e != nil || ev.Delta == nil || ub.kind == kindSkip {
+	if e != nil || ub.kind == kindSkip {
 		return out, e
 	}
-	dl := ev.Delta
+	dl := &ev.Delta
 	if dl.Type == "signature_delta" && ub.kind == kindThinking {
 		ub.sig = dl.Signature
 		return out, nil

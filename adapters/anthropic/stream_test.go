@@ -166,3 +166,66 @@ func FuzzStreamDecoder(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeDelta is the backend's per-delta cost: one
+// content_block_delta event carrying text, as the Messages API writes it.
+func BenchmarkDecodeDelta(b *testing.B) {
+	d := newStreamDecoder(1<<20, 1<<20, "m", "run-")
+	start := []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":25,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"first\"}}\n\n")
+	out, err := d.Feed(start, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	frame := []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" token\"}}\n\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err = d.Feed(frame, out[:0]); err != nil || len(out) != 1 {
+			b.Fatal(err, len(out))
+		}
+	}
+}
+
+// TestStreamEventReused: the decoder reads every event into one reused
+// streamEvent whose index points into the decoder, so a later event must
+// not see an earlier one's index or delta: one without an index (absent
+// or null) fails the run, and a message_delta without a delta sets no
+// stop reason.
+func TestStreamEventReused(t *testing.T) {
+	head := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n"
+	for name, next := range map[string]string{
+		"absent": `{"type":"content_block_delta","delta":{"type":"text_delta","text":"b"}}`,
+		"null":   `{"type":"content_block_delta","index":null,"delta":{"type":"text_delta","text":"b"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			evs := decodeChunks([][]byte{[]byte(head + "event: content_block_delta\ndata: " + next + "\n\n")})
+			end := evs[len(evs)-1].GetLifecycle()
+			if end.GetStatus() != canonical.StatusFailed || !strings.Contains(end.GetError().GetMessage(), "content_block_delta without a valid index") {
+				t.Fatalf("end %v, want failed: content_block_delta without a valid index", end)
+			}
+		})
+	}
+	t.Run("delta without text", func(t *testing.T) {
+		evs := decodeChunks([][]byte{[]byte(head +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":2}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":3}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")})
+		want := `lifecycle RUN_STATUS_RUNNING
+message_start msg_1 assistant map[model:m provider:anthropic]
+block_start 0 BLOCK_TYPE_TEXT id="" name=""
+delta 0 "a"
+block_finish 0
+message_finish FINISH_REASON_LENGTH in=1 out=3 total=4 cache_read=0 cache_creation=0 anthropic.stop_reason="max_tokens"
+lifecycle RUN_STATUS_COMPLETED
+`
+		if got := render(evs); got != want {
+			t.Fatalf("got\n%s\nwant\n%s", got, want)
+		}
+	})
+}

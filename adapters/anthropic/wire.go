@@ -195,13 +195,15 @@ type errorDetail struct {
 }
 
 // streamEvent is any event the backend reads: every member of every
-// event type, optional (dispatch is on Type).
+// event type, optional (dispatch is on Type). Delta is a value: an absent
+// or null delta reads as one of no type, which every event ignores as it
+// ignored nil.
 type streamEvent struct {
 	Type         string       `json:"type"`
 	Index        *int         `json:"index,omitzero"`
 	Message      *inMessage   `json:"message,omitzero"`
 	ContentBlock *inputBlock  `json:"content_block,omitzero"`
-	Delta        *inDelta     `json:"delta,omitzero"`
+	Delta        inDelta      `json:"delta,omitzero"`
 	Usage        *inUsage     `json:"usage,omitzero"`
 	Error        *errorDetail `json:"error,omitzero"`
 }
