@@ -1,25 +1,17 @@
 package anthropic
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/sse/ssetest"
 )
-
-// discardFlusher is a ResponseWriter that keeps nothing.
-type discardFlusher struct{ h http.Header }
-
-func (d *discardFlusher) Header() http.Header         { return d.h }
-func (d *discardFlusher) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discardFlusher) WriteHeader(int)             {}
-func (d *discardFlusher) Flush()                      {}
 
 // BenchmarkEncodeDelta is the frontend's per-delta cost: a canonical text
 // delta rendered as content_block_delta and written as SSE.
 func BenchmarkEncodeDelta(b *testing.B) {
-	rw := &discardFlusher{h: http.Header{}}
+	rw := ssetest.NewDiscard()
 	sw, err := sse.NewWriter(rw)
 	if err != nil {
 		b.Fatal(err)

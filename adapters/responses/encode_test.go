@@ -2,7 +2,6 @@ package responses
 
 import (
 	"bytes"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/sse/ssetest"
 )
 
 // encodeCase is a run's canonical events and the stream our frontend
@@ -147,18 +147,10 @@ func checkStreamRules(t *testing.T, evs []*streamEvent) {
 	}
 }
 
-// discardFlusher is a ResponseWriter that keeps nothing.
-type discardFlusher struct{ h http.Header }
-
-func (d *discardFlusher) Header() http.Header         { return d.h }
-func (d *discardFlusher) Write(b []byte) (int, error) { return len(b), nil }
-func (d *discardFlusher) WriteHeader(int)             {}
-func (d *discardFlusher) Flush()                      {}
-
 // BenchmarkEncodeDelta is the frontend's per-delta cost: a canonical text
 // delta rendered as response.output_text.delta and written as SSE.
 func BenchmarkEncodeDelta(b *testing.B) {
-	rw := &discardFlusher{h: http.Header{}}
+	rw := ssetest.NewDiscard()
 	sw, err := sse.NewWriter(rw)
 	if err != nil {
 		b.Fatal(err)

@@ -1,20 +1,12 @@
 package triton
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/internal/sse/ssetest"
 )
-
-// discardWriter is a flushing ResponseWriter that drops what it is given.
-type discardWriter struct{ h http.Header }
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(int)             {}
-func (w *discardWriter) Flush()                      {}
 
 // BenchmarkEncodeDelta: one canonical text delta to one flushed SSE
 // event on the wire (frontend direction).
@@ -24,7 +16,7 @@ func BenchmarkEncodeDelta(b *testing.B) {
 	for _, ev := range bl.Text(nil, "x") {
 		enc.event(ev)
 	}
-	sw, err := sse.NewWriter(&discardWriter{h: http.Header{}})
+	sw, err := sse.NewWriter(ssetest.NewDiscard())
 	if err != nil {
 		b.Fatal(err)
 	}
