@@ -49,7 +49,8 @@ type deltaEvent struct {
 	text                   string
 }
 
-// noLogprobs is a text delta's logprobs, always empty: emit only reads it.
+// noLogprobs is the logprobs of every output_text event, always empty:
+// emit only reads it.
 var noLogprobs = []int{}
 
 // newEncoder returns an encoder of r (status in_progress, no output yet)
@@ -250,7 +251,7 @@ func (e *encoder) blockFinish() error {
 	case kind == "text":
 		ci := len(it.Content) - 1
 		it.Content[ci].Text = &text
-		if err := e.send(&streamEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Text: &text, Logprobs: &[]int{}}); err != nil {
+		if err := e.send(&streamEvent{Type: "response.output_text.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Text: &text, Logprobs: &noLogprobs}); err != nil {
 			return err
 		}
 		return e.send(&streamEvent{Type: "response.content_part.done", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Part: &it.Content[ci]})
