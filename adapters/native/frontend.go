@@ -118,8 +118,10 @@ func (f *Frontend) serveRun(w http.ResponseWriter, r *http.Request) {
 	f.writeStream(w, stream)
 }
 
-// writeStream writes events as NDJSON lines, flushing each, until the
-// stream ends or the client leaves.
+// writeStream writes events as NDJSON lines until the stream ends or the
+// client leaves. A line is flushed once the run has no more events at hand
+// (canonical.Buffered): a burst is one write, and no event waits for a
+// later one.
 func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -128,11 +130,12 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 	// The headers go now: an observed thread may have no event for a
 	// long while, and its client should know it is connected.
 	_ = rc.Flush()
+	ready, _ := stream.(canonical.Buffered)
 	var line []byte
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			return // io.EOF after the terminal event
+			return // io.EOF after the terminal event; the server flushes what is written
 		}
 		line, err = marshal.MarshalAppend(line[:0], ev)
 		if err != nil {
@@ -145,6 +148,9 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 		// every path: the write fails and the deferred Close cancels the run.
 		if _, err := w.Write(line); err != nil {
 			return
+		}
+		if ready != nil && ready.Buffered() > 0 {
+			continue
 		}
 		if err := rc.Flush(); err != nil {
 			return

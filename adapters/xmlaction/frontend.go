@@ -21,9 +21,10 @@ import (
 //
 //	POST /v1/xml/stream  {"target": NAME, "input": TEXT, "parameters": {...}}
 //
-// answers with the run as text/plain; charset=utf-8, chunked, flushed per
-// event; with Accept: text/event-stream the same text comes as SSE, one
-// data event per rendered piece. An error before the stream starts is an
+// answers with the run as text/plain; charset=utf-8, chunked, flushed
+// whenever the run has no more events at hand; with Accept:
+// text/event-stream the same text comes as SSE, one data event per
+// rendered piece. An error before the stream starts is an
 // HTTP status with an <error code="..">message</error> body; after it, the
 // stream ends with such an element.
 type Frontend struct {
@@ -77,7 +78,12 @@ func (f *Frontend) serveStream(w http.ResponseWriter, r *http.Request) {
 	stream = canonical.AnswerStream(stream, 0) // the agent's answer, on the root (doc.go)
 	defer stream.Close()
 
-	write := f.textWriter(w)
+	// A piece is queued, and flushed once the run has no more events at
+	// hand (canonical.Buffered): a burst is one write, and no piece waits
+	// for a later one.
+	rc := http.NewResponseController(w)
+	queue := func(p []byte) error { _, err := w.Write(p); return err }
+	flush := rc.Flush
 	if wantsSSE(r.Header.Get("Accept")) {
 		sw, err := sse.NewWriter(w)
 		if err != nil {
@@ -85,7 +91,7 @@ func (f *Frontend) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sse.SetHeaders(w.Header())
-		write = func(p []byte) error { return sw.Data(p) }
+		queue, flush = sw.QueueData, sw.Flush
 	} else {
 		h := w.Header()
 		h.Set("Content-Type", "text/plain; charset=utf-8")
@@ -94,6 +100,7 @@ func (f *Frontend) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	enc := NewEncoder()
+	ready, _ := stream.(canonical.Buffered)
 	var buf []byte
 	for {
 		ev, err := stream.Recv()
@@ -103,28 +110,23 @@ func (f *Frontend) serveStream(w http.ResponseWriter, r *http.Request) {
 				// The run's stream broke without its terminal event.
 				buf = enc.End(buf)
 				buf = enc.element(buf, canonical.Terminal(canonical.StatusFailed, canonical.AsError(err)))
-				_ = write(buf)
+				_ = queue(buf)
 			}
+			_ = flush()
 			return
 		}
 		buf = enc.Encode(buf, ev)
-		if len(buf) == 0 {
+		if len(buf) > 0 {
+			if err := queue(buf); err != nil {
+				return // the client left: the deferred Close cancels the run
+			}
+		}
+		if ready != nil && ready.Buffered() > 0 {
 			continue
 		}
-		if err := write(buf); err != nil {
-			return // the client left: the deferred Close cancels the run
+		if err := flush(); err != nil {
+			return
 		}
-	}
-}
-
-// textWriter writes and flushes each piece of a text/plain stream.
-func (f *Frontend) textWriter(w http.ResponseWriter) func([]byte) error {
-	rc := http.NewResponseController(w)
-	return func(p []byte) error {
-		if _, err := w.Write(p); err != nil {
-			return err
-		}
-		return rc.Flush()
 	}
 }
 
