@@ -104,7 +104,11 @@ func (s *appendSink) Write(p []byte) (int, error) {
 // unpaced agent:agent benchmark spent (bench --cpuprofile), every frame
 // under its thread's lock. TestDeltaFrameBytes and FuzzFrameEnvelope hold it to what the JSON
 // library marshals for the same members.
-func newFrame(seq uint64, w *wireEvent) []byte {
+func newFrame(seq uint64, w *wireEvent) []byte { return frameWith(seq, w, w.data) }
+
+// frameWith is newFrame with the data given apart from w's: wireRecords
+// passes the replay log's text as it lies, not a copy of it.
+func frameWith[D ~string | ~[]byte](seq uint64, w *wireEvent, data D) []byte {
 	node := ""
 	if w.method == methodMessages || w.method == methodTools {
 		node = w.node
@@ -112,7 +116,7 @@ func newFrame(seq uint64, w *wireEvent) []byte {
 	// The fixed members take 102 bytes, two seqs and a timestamp up to 60:
 	// the frame is written into one array (96 made nearly every frame
 	// grow, a second allocation per wire event).
-	n := 162 + len(w.method) + len(node) + len(w.data)
+	n := 162 + len(w.method) + len(node) + len(data)
 	for _, s := range w.namespace {
 		n += len(s) + 3
 	}
@@ -141,10 +145,10 @@ func newFrame(seq uint64, w *wireEvent) []byte {
 		b = json.AppendQuote(b, node)
 	}
 	b = append(b, `,"data":`...)
-	if len(w.data) == 0 {
+	if len(data) == 0 {
 		b = append(b, "null"...)
 	}
-	b = append(b, w.data...)
+	b = append(b, data...)
 	return append(b, "}}"...)
 }
 
