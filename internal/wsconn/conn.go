@@ -459,6 +459,7 @@ func (c *Conn) release() bool {
 func (c *Conn) writeQueued() error {
 	n := c.out.len()
 	c.held.hold()
+	deadline := time.Now().Add(c.cfg.WriteTimeout) // one for the burst: see heldConn.SetWriteDeadline
 	var err error
 burst:
 	for ; err == nil && n > 0; n-- {
@@ -468,7 +469,7 @@ burst:
 		default:
 		}
 		f, _ := c.out.pop() // only this goroutine takes: n frames are there
-		err = c.write(f, time.Now().Add(c.cfg.WriteTimeout))
+		err = c.write(f, deadline)
 	}
 	if rerr := c.held.release(); err == nil {
 		err = rerr

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -84,9 +85,11 @@ var heldBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b
 // every write (gorilla's data frames, and any control frame gorilla's read
 // side writes meanwhile, such as a pong) is appended to buf instead of
 // written; release writes them all at once. Writes stay in the order gorilla
-// made them, as wmu orders both against release. Deadlines are not
-// intercepted: gorilla sets one per frame and cutOff may shorten it from
-// another goroutine while a release is blocked in the write.
+// made them, as wmu orders both against release. A write deadline is set
+// at once (cutOff may shorten it from another goroutine while a release is
+// blocked in the write, so it does not wait for wmu), but not again when it
+// is the one set last: gorilla sets one per frame, the writer one per burst,
+// and each setting modifies a runtime timer under its lock.
 type heldConn struct {
 	net.Conn
 
@@ -99,6 +102,31 @@ type heldConn struct {
 	// the peer would read as that frame's payload. gorilla cannot know:
 	// its frames went into buf, which release writes.
 	broken error
+
+	dmu      sync.Mutex // guards deadline and known
+	deadline time.Time  // the write deadline set last, when known
+	known    bool
+}
+
+// SetWriteDeadline sets the write deadline unless it is the one set last.
+func (h *heldConn) SetWriteDeadline(t time.Time) error {
+	h.dmu.Lock()
+	defer h.dmu.Unlock()
+	if h.known && t.Equal(h.deadline) {
+		return nil
+	}
+	err := h.Conn.SetWriteDeadline(t)
+	h.deadline, h.known = t, err == nil
+	return err
+}
+
+// SetDeadline sets both deadlines, noting the write one.
+func (h *heldConn) SetDeadline(t time.Time) error {
+	h.dmu.Lock()
+	defer h.dmu.Unlock()
+	err := h.Conn.SetDeadline(t)
+	h.deadline, h.known = t, err == nil
+	return err
 }
 
 // Write writes p, or appends it to the held bytes while held.

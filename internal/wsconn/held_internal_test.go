@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"testing"
+	"time"
 )
 
 // recordConn records each write made to it.
@@ -142,6 +143,56 @@ func TestHeldConnBrokenAfterPartialWrite(t *testing.T) {
 		}
 		if string(pc.out) != "dddddddddd" {
 			t.Fatalf("held %v: the connection got %q, want only the first 10 bytes", held, pc.out)
+		}
+	}
+}
+
+// deadlineConn records the write deadlines set on it.
+type deadlineConn struct {
+	net.Conn // nil: only the deadline setters are called
+	writes   []time.Time
+	fail     bool
+}
+
+func (d *deadlineConn) SetWriteDeadline(t time.Time) error {
+	d.writes = append(d.writes, t)
+	if d.fail {
+		return errors.New("deadline refused")
+	}
+	return nil
+}
+
+func (d *deadlineConn) SetDeadline(t time.Time) error { return d.SetWriteDeadline(t) }
+
+// TestHeldConnDeadlines checks that a write deadline reaches the
+// connection unless it is the one set last (SetDeadline's included), and
+// that after a setting that failed the next is set whatever it is.
+func TestHeldConnDeadlines(t *testing.T) {
+	dc := &deadlineConn{}
+	h := &heldConn{Conn: dc}
+	t0 := time.Unix(100, 0)
+	t1 := t0.Add(time.Second)
+	steps := []struct {
+		set  func() error
+		want int // connection settings so far
+	}{
+		{func() error { return h.SetWriteDeadline(t0) }, 1},
+		{func() error { return h.SetWriteDeadline(t0) }, 1}, // the same: not again
+		{func() error { return h.SetWriteDeadline(t1) }, 2}, // shortened or moved: set
+		{func() error { return h.SetWriteDeadline(t0) }, 3},
+		{func() error { return h.SetDeadline(t1) }, 4},
+		{func() error { return h.SetWriteDeadline(t1) }, 4}, // SetDeadline set it
+		{func() error { dc.fail = true; return nil }, 4},
+		{func() error { _ = h.SetWriteDeadline(t0); dc.fail = false; return nil }, 5},
+		{func() error { return h.SetWriteDeadline(t0) }, 6}, // the failed one is not known
+		{func() error { return h.SetWriteDeadline(t0) }, 6},
+	}
+	for i, s := range steps {
+		if err := s.set(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if len(dc.writes) != s.want {
+			t.Fatalf("step %d: %d settings reached the connection, want %d", i, len(dc.writes), s.want)
 		}
 	}
 }
