@@ -53,23 +53,11 @@ func TestStreamBatchesEventsAtHand(t *testing.T) {
 // not at hand, everything written is flushed before the frontend waits for
 // it.
 func TestStreamFlushesBeforeWaiting(t *testing.T) {
-	evs := canonicaltest.TextRun(12)
-	wait := map[int]bool{}
-	for i, ev := range evs {
-		if ev.GetBlockDelta() != nil && i%4 == 0 {
-			wait[i] = true
-		}
-	}
 	rec := &canonicaltest.FlushRecorder{}
-	s := &canonicaltest.Script{Events: evs, Wait: wait, BeforeWait: rec.HeldBack}
+	s := canonicaltest.Waiting(12, rec)
 	serveScript(t, canonicaltest.Buffered(s), rec)
-	if lines := strings.Count(rec.Body.String(), "\n"); lines != len(evs) {
-		t.Fatalf("%d lines, want %d: %s", lines, len(evs), rec.Body.String())
+	if lines := strings.Count(rec.Body.String(), "\n"); lines != len(s.Events) {
+		t.Fatalf("%d lines, want %d: %s", lines, len(s.Events), rec.Body.String())
 	}
-	if s.Waits != len(wait) || len(wait) < 2 {
-		t.Fatalf("%d Recvs waited, want %d", s.Waits, len(wait))
-	}
-	if len(rec.Flushed) != len(wait)+1 {
-		t.Errorf("%d flushes, want one before each wait and one at the end", len(rec.Flushed))
-	}
+	s.CheckWaits(t, rec)
 }

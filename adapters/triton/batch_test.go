@@ -61,23 +61,11 @@ func TestStreamBatchesResponsesAtHand(t *testing.T) {
 // it.
 func TestStreamFlushesBeforeWaiting(t *testing.T) {
 	const n = 12
-	evs := canonicaltest.TextRun(n)
-	block := map[int]bool{}
-	for i, ev := range evs {
-		if ev.GetBlockDelta() != nil && i%4 == 0 {
-			block[i] = true
-		}
-	}
 	rec := &canonicaltest.FlushRecorder{}
-	s := &canonicaltest.Script{Events: evs, Wait: block, BeforeWait: rec.HeldBack}
+	s := canonicaltest.Waiting(n, rec)
 	serveScript(t, canonicaltest.Buffered(s), rec)
 	if got := rec.Body.String(); got != wantBody(n) {
 		t.Fatalf("body\n%s\nwant\n%s", got, wantBody(n))
 	}
-	if s.Waits != len(block) || len(block) < 2 {
-		t.Fatalf("%d Recvs waited, want %d", s.Waits, len(block))
-	}
-	if len(rec.Flushed) != len(block)+1 {
-		t.Errorf("%d flushes, want one before each wait and one at the end", len(rec.Flushed))
-	}
+	s.CheckWaits(t, rec)
 }

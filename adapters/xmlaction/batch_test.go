@@ -55,25 +55,13 @@ func TestStreamBatchesPiecesAtHand(t *testing.T) {
 func TestStreamFlushesBeforeWaiting(t *testing.T) {
 	for _, accept := range []string{"text/plain", "text/event-stream"} {
 		t.Run(accept, func(t *testing.T) {
-			evs := canonicaltest.TextRun(12)
-			wait := map[int]bool{}
-			for i, ev := range evs {
-				if ev.GetBlockDelta() != nil && i%4 == 0 {
-					wait[i] = true
-				}
-			}
 			rec := &canonicaltest.FlushRecorder{}
-			s := &canonicaltest.Script{Events: evs, Wait: wait, BeforeWait: rec.HeldBack}
+			s := canonicaltest.Waiting(12, rec)
 			serveScript(t, canonicaltest.Buffered(s), accept, rec)
 			if !strings.Contains(rec.Body.String(), " t11") {
 				t.Fatalf("body misses the last delta: %s", rec.Body.String())
 			}
-			if s.Waits != len(wait) || len(wait) < 2 {
-				t.Fatalf("%d Recvs waited, want %d", s.Waits, len(wait))
-			}
-			if len(rec.Flushed) != len(wait)+1 {
-				t.Errorf("%d flushes, want one before each wait and one at the end", len(rec.Flushed))
-			}
+			s.CheckWaits(t, rec)
 		})
 	}
 }

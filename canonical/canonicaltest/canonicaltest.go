@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 )
@@ -155,4 +156,30 @@ func TextRun(n int) []*canonical.Event {
 		out = b.Text(out, " t"+strconv.Itoa(i))
 	}
 	return b.End(out, canonical.StatusCompleted, nil)
+}
+
+// Waiting returns a run of TextRun(n) whose Recv waits before every fourth
+// event that is a delta, checking with rec.HeldBack that the frontend
+// writing to rec held nothing back.
+func Waiting(n int, rec *FlushRecorder) *Script {
+	evs := TextRun(n)
+	wait := map[int]bool{}
+	for i, ev := range evs {
+		if ev.GetBlockDelta() != nil && i%4 == 0 {
+			wait[i] = true
+		}
+	}
+	return &Script{Events: evs, Wait: wait, BeforeWait: rec.HeldBack}
+}
+
+// CheckWaits fails t unless s waited every time it was to (more than once)
+// and rec saw a flush before each wait and one at the end.
+func (s *Script) CheckWaits(t testing.TB, rec *FlushRecorder) {
+	t.Helper()
+	if s.Waits != len(s.Wait) || len(s.Wait) < 2 {
+		t.Fatalf("%d Recvs waited, want %d", s.Waits, len(s.Wait))
+	}
+	if len(rec.Flushed) != len(s.Wait)+1 {
+		t.Errorf("%d flushes, want one before each wait and one at the end", len(rec.Flushed))
+	}
 }
