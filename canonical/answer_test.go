@@ -9,32 +9,8 @@ import (
 	"testing"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/canonical/canonicaltest"
 )
-
-// sliceStream is a run's events from a slice, all at hand (Buffered).
-type sliceStream struct {
-	evs    []*canonical.Event
-	closed bool
-}
-
-func (s *sliceStream) Recv() (*canonical.Event, error) {
-	if len(s.evs) == 0 {
-		return nil, io.EOF
-	}
-	ev := s.evs[0]
-	s.evs = s.evs[1:]
-	return ev, nil
-}
-
-func (s *sliceStream) Close() error { s.closed = true; return nil }
-
-// plainStream is a sliceStream that is not Buffered.
-type plainStream struct{ s *sliceStream }
-
-func (p plainStream) Recv() (*canonical.Event, error) { return p.s.Recv() }
-func (p plainStream) Close() error                    { return p.s.Close() }
-
-func (s *sliceStream) Buffered() int { return len(s.evs) }
 
 // run is a script of events: each namespace's Builder builds its events.
 type run struct {
@@ -107,17 +83,17 @@ func describe(ev *canonical.Event) string {
 // answer reads the answer of events.
 func answer(t *testing.T, events []*canonical.Event, maxHeld int, buffered bool) ([]string, error) {
 	t.Helper()
-	in := &sliceStream{evs: events}
-	var s canonical.Stream = plainStream{in}
+	in := &canonicaltest.Script{Events: events} // every event at hand
+	var s canonical.Stream = in
 	if buffered {
-		s = in
+		s = canonicaltest.Buffered(in)
 	}
 	a := canonical.AnswerStream(s, maxHeld)
 	v := canonical.NewValidator()
 	var got []string
 	for {
-		if buffered && a.(canonical.Buffered).Buffered() == 0 && len(in.evs) > 0 {
-			t.Fatalf("Buffered says 0 with %d events at hand", len(in.evs))
+		if left := len(in.Events) - in.Taken(); buffered && a.(canonical.Buffered).Buffered() == 0 && left > 0 {
+			t.Fatalf("Buffered says 0 with %d events at hand", left)
 		}
 		ev, err := a.Recv()
 		if errors.Is(err, io.EOF) {
@@ -137,7 +113,7 @@ func answer(t *testing.T, events []*canonical.Event, maxHeld int, buffered bool)
 		t.Fatal(err)
 	}
 	_ = a.Close()
-	if !in.closed {
+	if !in.Closed {
 		t.Error("Close did not close the run's stream")
 	}
 	return got, nil

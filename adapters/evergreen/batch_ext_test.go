@@ -1,7 +1,6 @@
 package evergreen_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,61 +11,18 @@ import (
 
 	"github.com/interlingua-dev/interlingua/adapters/evergreen"
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/canonical/canonicaltest"
 	ev "github.com/interlingua-dev/interlingua/gen/evergreen/v2"
 )
 
-// gatedStream is a run of text deltas that says how many events Recv
-// returns without waiting (as the bridge's runs do); before each delta
-// in waitAt it waits until the client has every fragment sent so far
-// (release), failing the run after 10 s, so a message held back by the
-// frontend fails the test instead of hanging it.
-type gatedStream struct {
-	events  []*canonical.Event
-	next    int
-	waitAt  map[int]bool
-	release chan struct{}
-}
-
-func (s *gatedStream) Recv() (*canonical.Event, error) {
-	if s.next == len(s.events) {
-		return nil, io.EOF
-	}
-	if s.waitAt[s.next] {
-		select {
-		case <-s.release:
-		case <-time.After(10 * time.Second):
-			return nil, canonical.Errorf(canonical.CodeDeadlineExceeded, "test: the client never got the fragments sent before event %d", s.next)
-		}
-	}
-	e := s.events[s.next]
-	s.next++
-	return e, nil
-}
-
-func (s *gatedStream) Buffered() int {
-	n := 0
-	for i := s.next; i < len(s.events) && !s.waitAt[i]; i++ {
-		n++
-	}
-	return n
-}
-
-func (s *gatedStream) Close() error { return nil }
-
-type gatedRunner struct{ s *gatedStream }
-
-func (r gatedRunner) Run(context.Context, *canonical.Request) (canonical.Stream, error) {
-	return r.s, nil
-}
-func (gatedRunner) Target(name string) (canonical.TargetInfo, bool) {
-	return canonical.TargetInfo{Name: name, Backend: "gated"}, true
-}
-func (gatedRunner) Targets() []canonical.TargetInfo { return nil }
-
-// gatedText is a run of n text deltas " t0" to " t<n-1>" that waits for a
-// release before every every-th delta (before " t9", " t19", ... with
-// every 10), and the text it streams.
-func gatedText(n, every int) (*gatedStream, string) {
+// gatedText is a run of n text deltas " t0" to " t<n-1>" that says how
+// many events Recv returns without waiting (as the bridge's runs do), and
+// waits for a release before every every-th delta (before " t9", " t19",
+// ... with every 10): until the client has every fragment sent so far,
+// failing the run after 10 s, so a message held back by the frontend fails
+// the test instead of hanging it. It returns the run, its release and the
+// text it streams.
+func gatedText(n, every int) (*canonicaltest.Script, chan struct{}, string) {
 	b := canonical.NewBuilder()
 	evs := b.Lifecycle(nil, canonical.StatusRunning)
 	want := ""
@@ -88,7 +44,22 @@ func gatedText(n, every int) (*gatedStream, string) {
 		}
 		fixed[i] = true
 	}
-	return &gatedStream{events: evs, waitAt: fixed, release: make(chan struct{}, len(fixed)+n/every)}, want
+	release := make(chan struct{}, len(fixed)+n/every)
+	s := &canonicaltest.Script{Events: evs, Wait: fixed}
+	s.BeforeWait = func() error {
+		select {
+		case <-release:
+			return nil
+		case <-time.After(10 * time.Second):
+			return canonical.Errorf(canonical.CodeDeadlineExceeded, "test: the client never got the fragments sent before event %d", s.Taken())
+		}
+	}
+	return s, release, want
+}
+
+// gatedRunner serves a gated run.
+func gatedRunner(s *canonicaltest.Script) canonicaltest.Runner {
+	return canonicaltest.Runner{Stream: canonicaltest.Buffered(s)}
 }
 
 // Over gRPC the frontend lets a burst of fragments share writes while the
@@ -96,8 +67,8 @@ func gatedText(n, every int) (*gatedStream, string) {
 // fragment sent before each wait, and the output reassembles whole.
 func TestFlushesBeforeWaiting(t *testing.T) {
 	const n = 40
-	gs, want := gatedText(n, 10)
-	srv, _ := standalone(t, evergreen.FrontendConfig{Runner: gatedRunner{gs}})
+	gs, release, want := gatedText(n, 10)
+	srv, _ := standalone(t, evergreen.FrontendConfig{Runner: gatedRunner(gs)})
 
 	s := client(t, srv.URL, connect.WithGRPC()).StartSession(testCtx(t))
 	if err := s.Send(generate("x", "p1", "response=r1")); err != nil {
@@ -124,7 +95,7 @@ func TestFlushesBeforeWaiting(t *testing.T) {
 			}
 		}
 		for ; deltas >= next; next += 10 { // every delta before the next wait is here
-			gs.release <- struct{}{}
+			release <- struct{}{}
 		}
 	}
 	if err := s.CloseResponse(); err != nil {
@@ -133,8 +104,8 @@ func TestFlushesBeforeWaiting(t *testing.T) {
 	if got := reassemble(t, msgs, true).mustText("r1"); got != want {
 		t.Fatalf("response %q, want %q", got, want)
 	}
-	if gs.next != len(gs.events) {
-		t.Fatalf("run read %d of %d events", gs.next, len(gs.events))
+	if gs.Taken() != len(gs.Events) {
+		t.Fatalf("run read %d of %d events", gs.Taken(), len(gs.Events))
 	}
 }
 
@@ -149,8 +120,8 @@ func TestFlushesBeforeWaiting(t *testing.T) {
 func TestBackendBufferedBurst(t *testing.T) {
 	for _, protocol := range []string{"grpc", "connect"} {
 		t.Run(protocol, func(t *testing.T) {
-			gs, want := gatedText(40, 10)
-			srv, _ := standalone(t, evergreen.FrontendConfig{Runner: gatedRunner{gs}})
+			gs, release, want := gatedText(40, 10)
+			srv, _ := standalone(t, evergreen.FrontendConfig{Runner: gatedRunner(gs)})
 			be, err := evergreen.NewBackend(evergreen.BackendConfig{URL: srv.URL, Protocol: protocol})
 			if err != nil {
 				t.Fatal(err)
@@ -188,7 +159,7 @@ func TestBackendBufferedBurst(t *testing.T) {
 				if _, end := canonical.TerminalOf(events[len(events)-1]); !end && deltas > 0 {
 					ends = append(ends, deltas)
 					select {
-					case gs.release <- struct{}{}:
+					case release <- struct{}{}:
 					default: // more ends than waits: reported below
 					}
 				}

@@ -28,7 +28,9 @@ type Script struct {
 	BeforeWait func() error
 	// Waits counts the Recvs that waited.
 	Waits int
-	next  int
+	// Closed tells that Close was called.
+	Closed bool
+	next   int
 }
 
 // Recv returns the next event, then io.EOF.
@@ -49,8 +51,11 @@ func (s *Script) Recv() (*canonical.Event, error) {
 	return ev, nil
 }
 
-// Close does nothing.
-func (s *Script) Close() error { return nil }
+// Close records that it was called.
+func (s *Script) Close() error { s.Closed = true; return nil }
+
+// Taken is how many events Recv has returned.
+func (s *Script) Taken() int { return s.next }
 
 // Buffered returns s as a stream that says how many events Recv returns
 // without waiting, as the bridge's runs do.

@@ -46,6 +46,12 @@ func TestScriptBuffered(t *testing.T) {
 	if s.Waits != 1 || len(waited) != 1 {
 		t.Fatalf("%d waits, BeforeWait called %d times; want 1 and 1", s.Waits, len(waited))
 	}
+	if s.Taken() != len(evs) || s.Closed {
+		t.Fatalf("taken %d of %d, closed %v before Close", s.Taken(), len(evs), s.Closed)
+	}
+	if _ = st.Close(); !s.Closed {
+		t.Fatal("Close did not record that it was called")
+	}
 }
 
 // A flush records what it sent; one with nothing new records nothing, and
