@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 
@@ -130,7 +131,7 @@ func (e *encoder) end() error {
 	if err := e.stopBlock(nil); err != nil {
 		return err
 	}
-	reason := cmpOr(e.stopReason, "end_turn")
+	reason := cmp.Or(e.stopReason, "end_turn")
 	md := messageDeltaEvent{Type: "message_delta", Delta: messageDelta{StopReason: &reason}, Usage: wireUsage(&e.use)}
 	if reason == "stop_sequence" && e.stopSeq != "" {
 		md.Delta.StopSequence = &e.stopSeq
@@ -149,13 +150,6 @@ func wireUsage(u *canonical.Usage) usage {
 		InputTokens: max(in, 0), OutputTokens: u.GetOutputTokens(),
 		CacheReadInputTokens: u.GetCacheReadTokens(), CacheCreationInputTokens: u.GetCacheCreationTokens(),
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // startBlock opens the wire block of a canonical block.

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"cmp"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -325,7 +326,7 @@ func (d *streamDecoder) blockStop(ev *streamEvent, out []*canonical.Event) ([]*c
 	if ub.kind == kindToolUse {
 		args := ub.args
 		if len(bytes.TrimSpace(args)) == 0 {
-			args = []byte(cmpOr(ub.start, "{}"))
+			args = []byte(cmp.Or(ub.start, "{}"))
 			if d.cur != i {
 				out = d.open(i, ub, out)
 			}
@@ -385,7 +386,7 @@ func (d *streamDecoder) upstreamError(ev *streamEvent, out []*canonical.Event) [
 	t, msg := "", "upstream error"
 	if ev.Error != nil {
 		t = ev.Error.Type
-		msg = cmpOr(ev.Error.Message, t)
+		msg = cmp.Or(ev.Error.Message, t)
 	}
 	return d.b.End(out, canonical.StatusFailed, canonical.WireError(codeOf(0, t), msg))
 }

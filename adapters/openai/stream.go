@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"strconv"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -156,24 +157,15 @@ func chunkError(c *inChunk, errorEvent bool) *canonical.Error {
 	case k == '{':
 		var ie inError
 		_ = json.Unmarshal(c.Error, &ie, json.AllowInvalidUTF8(true))
-		return canonical.WireError(codeOfWire(ie.Code, ie.Type, 0), trimMessage(cmpOr(ie.Message, ie.Type, "upstream error")))
+		return canonical.WireError(codeOfWire(ie.Code, ie.Type, 0), trimMessage(cmp.Or(ie.Message, ie.Type, "upstream error")))
 	case k == '"':
 		var s string
 		_ = json.Unmarshal(c.Error, &s, json.AllowInvalidUTF8(true))
-		return canonical.WireError(canonical.CodeInternal, trimMessage(cmpOr(s, "upstream error")))
+		return canonical.WireError(canonical.CodeInternal, trimMessage(cmp.Or(s, "upstream error")))
 	case c.Object == "error" || errorEvent:
-		return canonical.WireError(codeOfWire(c.Code, c.Type, 0), trimMessage(cmpOr(c.Message, c.Type, "upstream error")))
+		return canonical.WireError(codeOfWire(c.Code, c.Type, 0), trimMessage(cmp.Or(c.Message, c.Type, "upstream error")))
 	}
 	return nil
-}
-
-func cmpOr(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // usageOf is a canonical usage of CompletionUsage.
@@ -200,7 +192,7 @@ func (d *streamDecoder) begin(c *inChunk, out []*canonical.Event) []*canonical.E
 	d.started = true
 	out = d.b.StartMessage(out, c.ID, "assistant")
 	out[len(out)-1].GetMessageStart().Metadata = map[string]*structpb.Value{
-		"provider": structpb.NewStringValue("openai"), "model": structpb.NewStringValue(cmpOr(c.Model, d.model))}
+		"provider": structpb.NewStringValue("openai"), "model": structpb.NewStringValue(cmp.Or(c.Model, d.model))}
 	return out
 }
 
@@ -208,7 +200,7 @@ func (d *streamDecoder) begin(c *inChunk, out []*canonical.Event) []*canonical.E
 func (d *streamDecoder) choice(c *inChunk, ch *inChoice, out []*canonical.Event) ([]*canonical.Event, *canonical.Error) {
 	out = d.begin(c, out)
 	dl := &ch.Delta
-	if r := cmpOr(dl.ReasoningContent, dl.Reasoning); r != "" {
+	if r := cmp.Or(dl.ReasoningContent, dl.Reasoning); r != "" {
 		out = d.b.Reasoning(d.closeCall(out), r)
 	}
 	if dl.Content != "" {
@@ -280,7 +272,7 @@ func (d *streamDecoder) toolDelta(tc *inCallDelta, pos int, out []*canonical.Eve
 		out = d.closeCall(out)
 		uc.open = true
 		d.cur = idx
-		out = d.b.ToolCall(out, cmpOr(uc.id, "call_"+strconv.Itoa(idx)), uc.name)
+		out = d.b.ToolCall(out, cmp.Or(uc.id, "call_"+strconv.Itoa(idx)), uc.name)
 		frag = string(uc.held) + frag
 		uc.held = nil
 	} else if d.cur != idx {
