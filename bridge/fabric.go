@@ -69,11 +69,14 @@ type Fabric struct {
 	published atomic.Uint64
 	pubBytes  atomic.Uint64 // bytes of the messages counted in published
 	dropped   atomic.Uint64
+	// logFetchWait is one fetch's wait in a read of the replay log
+	// (logFetchWait; tests shorten it).
+	logFetchWait time.Duration
 }
 
 // StartFabric starts (or joins) NATS and ensures the JetStream assets.
 func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.Logger) (*Fabric, error) {
-	f := &Fabric{cfg: cfg, log: log, pubq: pubQueue{max: cfg.PublishQueue, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, acks: make(chan struct{}, 1), stop: make(chan struct{})}
+	f := &Fabric{cfg: cfg, log: log, pubq: pubQueue{max: cfg.PublishQueue, wake: make(chan struct{}, 1), lazy: make(chan struct{}, 1)}, acks: make(chan struct{}, 1), stop: make(chan struct{}), logFetchWait: logFetchWait}
 	f.connectedAt.Store(time.Now().UnixNano())
 	url := cfg.URL
 	opts := []nats.Option{

@@ -106,11 +106,18 @@ type logSpan struct {
 	max           int
 }
 
-// readThreadLog reads span through an ephemeral pull consumer of its own:
+// readThreadLog reads span through ephemeral pull consumers of its own:
 // nats.go's ordered consumer recreates its consumer at every Fetch with
 // retries of its own that take no context (seen holding a client past any
 // deadline while a killed server still held the consumer). It returns the
 // events and the stream message the next read starts at.
+//
+// A consumer that acknowledges nothing forgets what it delivered, and a
+// fetch drops what arrives after its wait ends (a process starved of CPU
+// for the wait's last tenth: seen once as a bench's agent reader failing
+// data_loss while the log held every event). A read that finds a delivery
+// missing starts a new consumer after the last message it took, at most
+// logReadRestarts times in a row without progress.
 func (f *Fabric) readThreadLog(ctx context.Context, thread string, span logSpan) ([]*canonical.Event, uint64, error) {
 	filter := f.ThreadSubjects(thread)
 	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
@@ -120,6 +127,36 @@ func (f *Fabric) readThreadLog(ctx context.Context, thread string, span logSpan)
 	if err != nil {
 		return nil, span.start, err
 	}
+	rd := logRead{span: span, last: lastMsg.Sequence, wait: f.logFetchWait, next: span.start}
+	for stalls := 0; ; {
+		if rd.next > rd.last {
+			return rd.out, rd.next, nil
+		}
+		from := rd.next
+		lost, err := f.readFrom(ctx, filter, &rd)
+		if err != nil {
+			return nil, rd.next, err
+		}
+		if !lost {
+			return rd.out, rd.next, nil
+		}
+		if stalls++; rd.next != from {
+			stalls = 0
+		}
+		if stalls > logReadRestarts {
+			return nil, rd.next, fmt.Errorf("the replay log's deliveries to a reader were lost %d times in a row", stalls)
+		}
+	}
+}
+
+// logReadRestarts bounds the consumers in a row a read of the log starts
+// without taking a message (readThreadLog).
+const logReadRestarts = 3
+
+// readFrom reads rd on through a new consumer starting at rd.next (0:
+// the thread's first message); lost when a delivery went missing and the
+// read must go on from rd.next through another.
+func (f *Fabric) readFrom(ctx context.Context, filter string, rd *logRead) (lost bool, err error) {
 	cfg := jetstream.ConsumerConfig{
 		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
@@ -128,113 +165,118 @@ func (f *Fabric) readThreadLog(ctx context.Context, thread string, span logSpan)
 		MemoryStorage:     true,
 		Replicas:          1,
 	}
-	if span.start > 0 {
-		if span.start > lastMsg.Sequence {
-			return nil, span.start, nil
-		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, span.start
+	if rd.next > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, rd.next
 	}
 	cons, err := f.js.CreateConsumer(ctx, EventsStream, cfg)
 	if err != nil {
-		return nil, span.start, err
+		return false, err
 	}
 	defer func() { // do not leave it to its inactivity threshold (but do not wait long)
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		_ = f.js.DeleteConsumer(dctx, EventsStream, cons.CachedInfo().Name)
 	}()
-	return fetchSpan(ctx, cons, span, lastMsg.Sequence)
+	rd.cons, rd.taken = cons, 0
+	return rd.fetchSpan(ctx)
 }
 
-// fetchSpan reads span from cons, up to stream message last. Each fetch
-// waits at most logFetchWait; one that gives nothing while the consumer
-// has nothing pending means the log let go of the rest (replay_max_bytes
-// discards the oldest while a reader reads), and the read ends there
-// rather than wait for messages that will not come.
-func fetchSpan(ctx context.Context, cons jetstream.Consumer, span logSpan, last uint64) ([]*canonical.Event, uint64, error) {
-	var out []*canonical.Event
-	next := span.start
+// logRead is one read of a thread's replay log: its span, the stream
+// message the log ended at when it began, what it has read and where it
+// goes on, and its current consumer with the deliveries taken from it.
+type logRead struct {
+	span  logSpan
+	last  uint64
+	wait  time.Duration // one fetch's (logFetchWait)
+	out   []*canonical.Event
+	next  uint64 // the stream message the read goes on at
+	cons  jetstream.Consumer
+	taken uint64 // the consumer's deliveries taken, in order
+}
+
+// fetchSpan reads the span on from rd.cons, up to stream message last.
+// Each fetch waits at most rd.wait; one that gives nothing while the
+// consumer has delivered everything it took and has nothing pending means
+// the log let go of the rest (replay_max_bytes discards the oldest while a
+// reader reads), and the read ends there rather than wait for messages
+// that will not come. lost: a delivery went missing (the consumer's
+// delivery numbers skip one, or it delivered more than was taken).
+func (rd *logRead) fetchSpan(ctx context.Context) (lost bool, err error) {
 	for {
-		var got int
-		var done bool
-		var err error
-		if out, next, got, done, err = fetchBatch(ctx, cons, span, last, out, next); err != nil {
-			return nil, next, err
-		}
-		if done {
-			return out, next, nil
+		got, done, lost, err := rd.fetchBatch(ctx)
+		if err != nil || done || lost {
+			return lost, err
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, next, err
+			return false, err
 		}
-		if got == 0 {
-			if done, err := drained(ctx, cons); err != nil || done {
-				return out, last + 1, err
-			}
+		if got > 0 {
+			continue
+		}
+		info, err := rd.cons.Info(ctx)
+		switch {
+		case err != nil:
+			return false, err
+		case info.Delivered.Consumer != rd.taken:
+			return true, nil
+		case info.NumPending == 0 && info.NumAckPending == 0:
+			rd.next = rd.last + 1
+			return false, nil
 		}
 	}
 }
 
-// fetchBatch is one fetch of fetchSpan, waiting at most logFetchWait: it
-// appends span's events to out and says how many messages it got, and
-// done when the read ends in them (next is then where the next read
-// starts).
-func fetchBatch(ctx context.Context, cons jetstream.Consumer, span logSpan, last uint64, out []*canonical.Event, next uint64) (_ []*canonical.Event, _ uint64, got int, done bool, err error) {
-	fctx, cancel := context.WithTimeout(ctx, logFetchWait)
+// fetchBatch is one fetch of fetchSpan, waiting at most rd.wait: it
+// appends the span's events to rd.out and says how many messages it got,
+// done when the read ends in them (rd.next is then where the next read
+// starts), lost when one before them went missing (rd.next is the
+// first not read).
+func (rd *logRead) fetchBatch(ctx context.Context) (got int, done, lost bool, err error) {
+	fctx, cancel := context.WithTimeout(ctx, rd.wait)
 	defer cancel()
-	batch, err := cons.Fetch(256, jetstream.FetchContext(fctx))
+	batch, err := rd.cons.Fetch(256, jetstream.FetchContext(fctx))
 	if err != nil {
-		return out, next, 0, false, err
+		return 0, false, false, err
 	}
+	span := rd.span
 	for m := range batch.Messages() {
 		got++
-		evs, seq, err := decodeLogMsg(m)
+		meta, err := m.Metadata()
 		if err != nil {
-			return out, next, got, false, err
+			return got, false, false, err
 		}
-		next = seq + 1
+		if meta.Sequence.Consumer != rd.taken+1 {
+			return got, false, true, nil
+		}
+		rd.taken++
+		seq := meta.Sequence.Stream
+		evs, err := DecodeEvents(m.Data())
+		if err != nil {
+			return got, false, false, fmt.Errorf("replay log message %d does not decode: %v", seq, err)
+		}
 		for _, ev := range evs {
 			if s := ev.GetSeq(); s > span.after && s < span.before {
-				if span.max > 0 && len(out) == span.max {
-					return out, seq, got, true, nil // this message again, for the rest
+				if span.max > 0 && len(rd.out) == span.max {
+					rd.next = seq // this message again, for the rest
+					return got, true, false, nil
 				}
-				out = append(out, ev)
+				rd.out = append(rd.out, ev)
 			}
 		}
 		if len(evs) > 0 && evs[len(evs)-1].GetSeq() >= span.before {
-			return out, seq, got, true, nil // this message again, for what is at or past before
+			rd.next = seq // this message again, for what is at or past before
+			return got, true, false, nil
 		}
-		if seq >= last {
-			return out, next, got, true, nil
+		rd.next = seq + 1
+		if seq >= rd.last {
+			return got, true, false, nil
 		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return out, next, got, false, err
+		return got, false, false, err
 	}
-	return out, next, got, false, nil
+	return got, false, false, nil
 }
 
 // logFetchWait bounds one fetch of a replay-log read.
 const logFetchWait = 2 * time.Second
-
-// decodeLogMsg is a replay-log message's events and stream sequence.
-func decodeLogMsg(m jetstream.Msg) ([]*canonical.Event, uint64, error) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return nil, 0, err
-	}
-	evs, err := DecodeEvents(m.Data())
-	if err != nil {
-		return nil, 0, fmt.Errorf("replay log message %d does not decode: %v", meta.Sequence.Stream, err)
-	}
-	return evs, meta.Sequence.Stream, nil
-}
-
-// drained reports whether cons has nothing more to deliver.
-func drained(ctx context.Context, cons jetstream.Consumer) (bool, error) {
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return false, err
-	}
-	return info.NumPending == 0 && info.NumAckPending == 0, nil
-}
