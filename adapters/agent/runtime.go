@@ -572,7 +572,7 @@ func (s *runtimeRun) Recv() (*canonical.Event, error) {
 		case err != nil:
 			s.failLocked(err)
 		default:
-			s.handleLocked(ev)
+			err = s.handleLocked(ev)
 		}
 		s.mu.Unlock()
 		if err != nil {
@@ -582,21 +582,7 @@ func (s *runtimeRun) Recv() (*canonical.Event, error) {
 	if s.large {
 		s.large = false
 		if err := s.saveCheckpoints(context.Background()); err != nil {
-			// The values events queued name records that are not
-			// stored: the run fails rather than send what no reader
-			// could read.
-			if s.up != nil {
-				_ = s.up.Close()
-			}
-			end := canonical.Terminal(canonical.StatusFailed, canonical.AsError(err))
-			s.queue = nil
-			s.mu.Lock()
-			if s.ended { // its end was queued: the save made then failed too
-				s.addEnd(end)
-			} else {
-				s.finishLocked(end)
-			}
-			s.mu.Unlock()
+			return nil, s.checkpointsNotSaved(err)
 		}
 	}
 	ev := s.queue[0]
@@ -611,26 +597,47 @@ func (s *runtimeRun) isEnded() bool {
 }
 
 // handleLocked queues ev and the steps it makes; a terminal event comes
-// after the thread's state is saved.
-func (s *runtimeRun) handleLocked(ev *canonical.Event) {
+// after the thread's state is saved. An event the encoder refuses (a
+// block past MaxBlockBytes) cancels the run, and the stream fails with
+// the error (see checkpointsNotSaved for why not a failed end).
+func (s *runtimeRun) handleLocked(ev *canonical.Event) error {
 	c := s.c()
 	_, terminal := canonical.TerminalOf(ev)
 	if s.mode == modeUndecided {
 		s.decide(ev, terminal)
 	}
-	if !terminal {
-		if err := s.add(ev); err != nil {
-			// The run is cancelled and ends failed with the error.
-			s.r.log.Warn("run cancelled: event not encodable", "thread", s.th.id, "run", s.run, "err", err)
-			_ = s.up.Close()
-			ev = canonical.Terminal(canonical.StatusFailed, canonical.AsError(err))
-		} else {
-			c.observe(&s.runAcc, ev)
-			return
-		}
+	if terminal {
+		c.observe(&s.runAcc, ev)
+		s.finishLocked(ev)
+		return nil
+	}
+	if err := s.add(ev); err != nil {
+		s.r.log.Warn("run cancelled: event not encodable", "thread", s.th.id, "run", s.run, "err", err)
+		_ = s.up.Close()
+		s.failLocked(err)
+		return err
 	}
 	c.observe(&s.runAcc, ev)
-	s.finishLocked(ev)
+	return nil
+}
+
+// checkpointsNotSaved fails the run whose checkpoint records, which its
+// queued values events name, could not be written: no reader could read
+// those events, so the queue goes, and the stream fails with err. The
+// bridge then ends the run as it ends any stream that fails, finishing
+// what the events given so far left open; a failed end queued here, after
+// the message whose finish was dropped with the queue, broke the event
+// model, and the bridge's refusal of it hid err.
+func (s *runtimeRun) checkpointsNotSaved(err error) error {
+	if s.up != nil {
+		_ = s.up.Close()
+	}
+	s.queue = nil
+	ce := canonical.Errorf(canonical.CodeOf(err), "the thread's state could not be saved: %v", err)
+	s.mu.Lock()
+	s.failLocked(ce) // nothing more when the run's end was queued and saved
+	s.mu.Unlock()
+	return ce
 }
 
 // addEnd queues an event the encoder cannot fail on (a lifecycle event,

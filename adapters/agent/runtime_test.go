@@ -511,3 +511,75 @@ func TestRuntimeWireFramesAreTheFrontends(t *testing.T) {
 		}
 	}
 }
+
+// refusingStore refuses every write of a record whose key starts with
+// prefix (a store full, or gone, when a checkpoint is written).
+type refusingStore struct {
+	canonical.ThreadStore
+	prefix string
+}
+
+func (s refusingStore) Put(ctx context.Context, thread, key string, value []byte, expectRev uint64) (uint64, error) {
+	if strings.HasPrefix(key, s.prefix) {
+		return 0, canonical.Errorf(canonical.CodeResourceExhausted, "thread store full (test)")
+	}
+	return s.ThreadStore.Put(ctx, thread, key, value, expectRev)
+}
+
+// A run the runtime cannot go on with fails with the reason, and what its
+// stream gives before the failure, ended as the bridge ends a stream that
+// fails (Guard.End), is a run of the event model: its state not saved
+// (the checkpoint record its large values name refused: before, the
+// runtime dropped the events it had queued, a message's finish among
+// them, and gave a failed end, which the bridge refused as "backend broke
+// the event model: run ends with an open message or block", the store's
+// error lost), or a block past MaxBlockBytes (before, a failed end inside
+// the open block, refused the same way).
+func TestRuntimeFailureKeepsTheEventModel(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(canonical.ThreadStore) canonical.ThreadStore
+		cfg   agent.RuntimeConfig
+		want  string
+	}{
+		{"state not saved", func(s canonical.ThreadStore) canonical.ThreadStore {
+			return refusingStore{ThreadStore: s, prefix: "agent.ckpt."}
+		},
+			agent.RuntimeConfig{InlineValues: 400}, "thread store full"},
+		{"block too large", func(s canonical.ThreadStore) canonical.ThreadStore { return s },
+			agent.RuntimeConfig{MaxBlockBytes: 100}, "MaxBlockBytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := agent.NewRuntime(tc.store(startStore(t)), nil, tc.cfg)
+			req := &canonical.Request{RunId: "run-fail", ThreadId: "t-fail", Target: "echo", Runtime: "agent",
+				Inputs: []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", strings.Repeat("word ", 40))}}}
+			s, err := rt.Start(context.Background(), req, scripted.New(scripted.Config{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var evs []*canonical.Event
+			var g canonical.Guard
+			for {
+				ev, err := s.Recv()
+				if err != nil {
+					if canonical.CodeOf(err) != canonical.CodeResourceExhausted || !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("stream ended with %v, want resource_exhausted naming %q", err, tc.want)
+					}
+					evs = g.End(evs, canonical.StatusFailed, canonical.AsError(err))
+					break
+				}
+				if v := g.Observe(ev); v != nil {
+					t.Fatalf("event %d (%v) refused: %v", len(evs), ev.GetKind(), v.Message)
+				}
+				evs = append(evs, ev)
+			}
+			if err := canonical.Validate(evs); err != nil {
+				t.Fatal(err)
+			}
+			if evs[len(evs)-2].GetMessageFinish() == nil {
+				t.Fatalf("the event before the end is %v, want the open message finished", evs[len(evs)-2].GetKind())
+			}
+		})
+	}
+}
