@@ -192,6 +192,7 @@ type logRead struct {
 	next  uint64 // the stream message the read goes on at
 	cons  jetstream.Consumer
 	taken uint64 // the consumer's deliveries taken, in order
+	batch int    // messages the last fetch asked for
 }
 
 // fetchSpan reads the span on from rd.cons, up to stream message last.
@@ -234,7 +235,15 @@ func (rd *logRead) fetchSpan(ctx context.Context) (lost bool, err error) {
 func (rd *logRead) fetchBatch(ctx context.Context) (got int, done, lost bool, err error) {
 	fctx, cancel := context.WithTimeout(ctx, rd.wait)
 	defer cancel()
-	batch, err := rd.cons.Fetch(256, jetstream.FetchContext(fctx))
+	// A read that stops at span.max may need a few messages of the
+	// hundreds a fetch could give (a message holds up to 64 KiB of
+	// events), and the server loads and sends every message asked for:
+	// the first fetch asks for few, the one after a full one for twice
+	// as many.
+	if rd.batch == 0 {
+		rd.batch = logFetchFirst
+	}
+	batch, err := rd.cons.Fetch(rd.batch, jetstream.FetchContext(fctx))
 	if err != nil {
 		return 0, false, false, err
 	}
@@ -275,8 +284,18 @@ func (rd *logRead) fetchBatch(ctx context.Context) (got int, done, lost bool, er
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return got, false, false, err
 	}
+	if got == rd.batch {
+		rd.batch = min(2*rd.batch, logFetchMax)
+	}
 	return got, false, false, nil
 }
 
 // logFetchWait bounds one fetch of a replay-log read.
 const logFetchWait = 2 * time.Second
+
+// A read of the log asks its first fetch for logFetchFirst messages and
+// each next for twice as many, up to logFetchMax (fetchBatch).
+const (
+	logFetchFirst = 8
+	logFetchMax   = 256
+)
