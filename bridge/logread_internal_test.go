@@ -24,15 +24,7 @@ func TestLogReadEndsWhenTheLogLetsGo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	const thread = "th"
-	subj := "interlingua.events." + subject.Token(thread) + ".run"
-	var last uint64
-	for seq := uint64(1); seq <= 10; seq++ {
-		ack, err := f.js.Publish(ctx, subj, seqData(t, seq))
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = ack.Sequence
-	}
+	last := publishSeqs(ctx, t, f, thread, 10)[9]
 	for m := last - 4; m <= last; m++ { // the last five go
 		if err := f.events.DeleteMsg(ctx, m); err != nil {
 			t.Fatal(err)
@@ -61,6 +53,22 @@ func TestLogReadEndsWhenTheLogLetsGo(t *testing.T) {
 	}
 }
 
+// publishSeqs stores in f's replay log n messages of thread's run "run",
+// one text delta each, seqs 1 to n, and returns their stream sequences.
+func publishSeqs(ctx context.Context, t *testing.T, f *Fabric, thread string, n int) []uint64 {
+	t.Helper()
+	subj := "interlingua.events." + subject.Token(thread) + ".run"
+	streamSeqs := make([]uint64, 0, n)
+	for seq := uint64(1); seq <= uint64(n); seq++ {
+		ack, err := f.js.Publish(ctx, subj, seqData(t, seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamSeqs = append(streamSeqs, ack.Sequence)
+	}
+	return streamSeqs
+}
+
 // seqData is an EventBatch of one text delta with seq.
 func seqData(t *testing.T, seq uint64) []byte {
 	t.Helper()
@@ -83,15 +91,7 @@ func TestLogReadReportsALostDelivery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	const thread = "th"
-	subj := "interlingua.events." + subject.Token(thread) + ".run"
-	var streamSeqs []uint64
-	for seq := uint64(1); seq <= 10; seq++ {
-		ack, err := f.js.Publish(ctx, subj, seqData(t, seq))
-		if err != nil {
-			t.Fatal(err)
-		}
-		streamSeqs = append(streamSeqs, ack.Sequence)
-	}
+	streamSeqs := publishSeqs(ctx, t, f, thread, 10)
 	for _, tc := range []struct {
 		name string
 		drop map[uint64]bool // deliveries lost, 1 the first
