@@ -22,6 +22,10 @@ type sseSink struct {
 	rid     string
 	started bool
 	data    bytes.Buffer // the event being queued, reused: QueueEvent copies it
+	// deltas are the content_block_delta templates, by the delta's type:
+	// marshalling every text delta was 0.4 µs of a delta's cost.
+	deltas map[string]*json.Template
+	buf    []byte // a delta's event, reused
 }
 
 func (s *sseSink) start() {
@@ -38,11 +42,68 @@ func (s *sseSink) start() {
 
 func (s *sseSink) event(name string, v any) error {
 	s.data.Reset()
+	if ev, ok := v.(*blockDeltaEvent); ok {
+		if b, ok := s.delta(ev); ok {
+			s.start()
+			return s.sw.QueueEvent("", name, b)
+		}
+	}
 	if err := json.MarshalWrite(&s.data, v); err != nil {
 		return canonical.Errorf(canonical.CodeInternal, "encoding %s: %v", name, err)
 	}
 	s.start()
 	return s.sw.QueueEvent("", name, s.data.Bytes())
+}
+
+// delta writes a text, thinking or input JSON delta from its type's
+// template; false for another delta (a signature, once a block) or a
+// text the template leaves to Marshal.
+func (s *sseSink) delta(ev *blockDeltaEvent) ([]byte, bool) {
+	var kind, text string
+	switch d := ev.Delta.(type) {
+	case *textDelta:
+		kind, text = d.Type, d.Text
+	case *thinkingDelta:
+		kind, text = d.Type, d.Thinking
+	case *inputJSONDelta:
+		kind, text = d.Type, d.PartialJSON
+	default:
+		return nil, false
+	}
+	t, ok := s.deltas[kind]
+	if !ok {
+		t, _ = json.NewTemplate(deltaFill(ev.Type, ev.Delta)) // nil: marshalled each time
+		if s.deltas == nil {
+			s.deltas = map[string]*json.Template{}
+		}
+		s.deltas[kind] = t
+	}
+	if t == nil {
+		return nil, false
+	}
+	b, ok := t.Append(s.buf[:0], int64(ev.Index), text)
+	s.buf = b
+	return b, ok
+}
+
+// deltaFill makes the content_block_delta events of d's type with index
+// n and text s, for its template.
+func deltaFill(evType string, d any) func(n int64, s string) any {
+	switch d := d.(type) {
+	case *textDelta:
+		return func(n int64, s string) any {
+			return &blockDeltaEvent{Type: evType, Index: int(n), Delta: &textDelta{Type: d.Type, Text: s}}
+		}
+	case *thinkingDelta:
+		return func(n int64, s string) any {
+			return &blockDeltaEvent{Type: evType, Index: int(n), Delta: &thinkingDelta{Type: d.Type, Thinking: s}}
+		}
+	default:
+		t := d.(*inputJSONDelta).Type
+		return func(n int64, s string) any {
+			return &blockDeltaEvent{Type: evType, Index: int(n), Delta: &inputJSONDelta{Type: t, PartialJSON: s}}
+		}
+	}
 }
 
 // streamRun writes the run as a Messages event stream, with a ping after
