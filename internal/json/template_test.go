@@ -1,8 +1,8 @@
 package json_test
 
 import (
-	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/interlingua-dev/interlingua/internal/json"
@@ -37,38 +37,41 @@ func stringFirst(n int64, s string) any {
 }
 
 // A template writes what Marshal writes, byte for byte, for any integer
-// and any valid string, whichever of the two comes first; a string that
-// is not UTF-8 is left to Marshal (which refuses it).
+// and any string, whichever of the two comes first, with the library's
+// defaults or other options (HTML and JavaScript escaping, invalid UTF-8
+// allowed); a string Marshal refuses (invalid UTF-8, by default) the
+// template refuses too, dst untouched.
 func TestTemplateIsMarshal(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, fill := range []func(int64, string) any{fillDelta, stringFirst} {
-		tpl, ok := json.NewTemplate(fill)
-		if !ok {
-			t.Fatal("no template for a value with one integer and one string member")
-		}
-		alphabet := []rune("ab \"\\/<>&\n\t\u0000\u001f\u007f\u2028\u2029é😀\ufffd")
-		for range 2000 {
-			n := r.Int64() - r.Int64()
-			rs := make([]rune, r.IntN(12))
-			for i := range rs {
-				rs[i] = alphabet[r.IntN(len(alphabet))]
+	escaping := []json.Options{json.EscapeForHTML(true), json.EscapeForJS(true), json.AllowInvalidUTF8(true)}
+	for _, opts := range [][]json.Options{nil, escaping} {
+		for _, fill := range []func(int64, string) any{fillDelta, stringFirst} {
+			tpl, ok := json.NewTemplate(fill, opts...)
+			if !ok {
+				t.Fatalf("options %v: no template for a value with one integer and one string member", opts)
 			}
-			checkTemplate(t, tpl, fill, n, string(rs))
-		}
-		if got, ok := tpl.Append([]byte("x"), 1, "bad \xff"); ok || string(got) != "x" {
-			t.Fatalf("invalid UTF-8: %q, %v; want dst untouched, false", got, ok)
+			alphabet := []string{"a", "b", " ", "\"", "\\", "/", "<", ">", "&", "\n", "\t", "\x00", "\x1f", "\x7f",
+				"\u2028", "\u2029", "é", "😀", "\ufffd", "\xff", "\xc3"}
+			for range 2000 {
+				n := r.Int64() - r.Int64()
+				var sb strings.Builder
+				for range r.IntN(12) {
+					sb.WriteString(alphabet[r.IntN(len(alphabet))])
+				}
+				checkTemplate(t, tpl, fill, opts, n, sb.String())
+			}
 		}
 	}
 }
 
-func checkTemplate(t testing.TB, tpl *json.Template, fill func(int64, string) any, n int64, s string) {
+func checkTemplate(t testing.TB, tpl *json.Template, fill func(int64, string) any, opts []json.Options, n int64, s string) {
 	t.Helper()
-	want, err := json.Marshal(fill(n, s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := tpl.Append(nil, n, s)
-	if !ok || !bytes.Equal(got, want) {
+	want, err := json.Marshal(fill(n, s), opts...)
+	got, ok := tpl.Append([]byte("x"), n, s)
+	switch {
+	case err != nil && (ok || string(got) != "x"):
+		t.Fatalf("Append(%d, %q) = %s, %v; Marshal refuses it (%v): want dst untouched, false", n, s, got, ok, err)
+	case err == nil && (!ok || string(got) != "x"+string(want)):
 		t.Fatalf("Append(%d, %q) = %s, %v; Marshal: %s", n, s, got, ok, want)
 	}
 }
@@ -95,12 +98,6 @@ func FuzzTemplate(f *testing.F) {
 		f.Fatal("no template")
 	}
 	f.Fuzz(func(t *testing.T, n int64, s string) {
-		if got, ok := tpl.Append(nil, n, s); !ok {
-			if _, err := json.Marshal(fillDelta(n, s)); err == nil {
-				t.Fatalf("Append refused %q, which Marshal takes: %s", s, got)
-			}
-			return
-		}
-		checkTemplate(t, tpl, fillDelta, n, s)
+		checkTemplate(t, tpl, fillDelta, nil, n, s)
 	})
 }
