@@ -64,13 +64,19 @@ func NewTemplate(fill func(n int64, s string) any, opts ...Options) (*Template, 
 		first, firstLen, second, secondLen = i, len(intText), s, len(strText)
 	}
 	t.runs = [3][]byte{marked[:first], marked[first+firstLen : second], marked[second+secondLen:]}
-	const checkInt, checkString = 42, "a \"check\" <&> \u2028 é\n"
-	want, err := Marshal(fill(checkInt, checkString), opts...)
-	if err != nil {
-		return nil, false
-	}
-	if got, _ := t.Append(nil, checkInt, checkString); !bytes.Equal(got, want) {
-		return nil, false
+	// Checked with zero values too: a member omitted when zero
+	// (omitzero) is not one a template can fill.
+	for _, c := range []struct {
+		n int64
+		s string
+	}{{42, "a \"check\" <&> \u2028 é\n"}, {0, ""}} {
+		want, err := Marshal(fill(c.n, c.s), opts...)
+		if err != nil {
+			return nil, false
+		}
+		if got, _ := t.Append(nil, c.n, c.s); !bytes.Equal(got, want) {
+			return nil, false
+		}
 	}
 	return t, true
 }

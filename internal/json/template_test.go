@@ -76,13 +76,26 @@ func checkTemplate(t testing.TB, tpl *json.Template, fill func(int64, string) an
 	}
 }
 
-// No template is made for a value that does not hold both members once.
+// No template is made for a value that does not hold both members once,
+// whatever their values.
 func TestTemplateRefused(t *testing.T) {
 	for name, fill := range map[string]func(int64, string) any{
 		"string unset":    func(n int64, _ string) any { return map[string]int64{"n": n} },
 		"integer unset":   func(_ int64, s string) any { return map[string]string{"s": s} },
 		"string twice":    func(n int64, s string) any { return []any{n, s, s} },
 		"integer as text": func(n int64, s string) any { return []any{s, float64(n) / 2} },
+		"string omitted when empty": func(n int64, s string) any {
+			return struct {
+				N int64  `json:"n"`
+				S string `json:"s,omitzero"`
+			}{n, s}
+		},
+		"integer omitted when zero": func(n int64, s string) any {
+			return struct {
+				N int64  `json:"n,omitzero"`
+				S string `json:"s"`
+			}{n, s}
+		},
 	} {
 		if _, ok := json.NewTemplate(fill); ok {
 			t.Errorf("%s: a template was made", name)
