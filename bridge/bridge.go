@@ -567,6 +567,7 @@ type run struct {
 	readAt time.Time          // the time stamped on the events of up's last read
 	shared int                // events after the first stamped with readAt
 	once   sync.Once
+	upOnce sync.Once // closeUp's
 
 	// ahead, once readAhead runs, carries the events it takes (stamped,
 	// sequenced and published) to Recv; it is closed after the terminal
@@ -718,8 +719,22 @@ func (r *run) releaseLease(last uint64) {
 func (r *run) taken(ev *canonical.Event) *canonical.Event {
 	if _, ok := canonical.TerminalOf(ev); ok {
 		r.ended = true
+		// The end has its seq in the thread: the upstream is closed now,
+		// not when the client reads the end, so that a runtime holding the
+		// thread's turn (the agent runtime's queued runs) gives it up
+		// after its end's seq and never before, whatever the client's pace.
+		r.closeUp()
 	}
 	return ev
+}
+
+// closeUp closes the upstream, once.
+func (r *run) closeUp() {
+	r.upOnce.Do(func() {
+		if r.up != nil {
+			_ = r.up.Close()
+		}
+	})
 }
 
 // refuseTooLarge ends the run failed in place of an event larger than a
@@ -827,9 +842,7 @@ func (r *run) Close() error {
 func (r *run) finish() {
 	r.once.Do(func() {
 		r.cancel()
-		if r.up != nil {
-			_ = r.up.Close()
-		}
+		r.closeUp()
 		if r.seqReady != nil {
 			<-r.seqReady // cancelled: the request returns
 		}

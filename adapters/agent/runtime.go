@@ -272,9 +272,9 @@ func (s *runtimeRun) openWith(th *runtimeThread) error {
 // abandon ends a run that did not start: its turn is given up.
 func (s *runtimeRun) abandon() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.ended = true
-	s.mu.Unlock()
-	s.r.release(s.th, true)
+	s.releaseLocked()
 }
 
 // nodeMessages is the messages of a request's input nodes: one per text
@@ -331,6 +331,19 @@ type runtimeRun struct {
 	// come from another goroutine while Recv waits for the backend.
 	mu    sync.Mutex
 	ended bool
+	// released: the thread's turn is given up. A run that ends keeps it
+	// until Close, which the bridge calls once the run's end has its seq
+	// in the thread: given up before, the next run's first event could
+	// take a seq before this run's end (TestMultitask, one run in 25).
+	released bool
+}
+
+// releaseLocked gives the thread's turn up, once.
+func (s *runtimeRun) releaseLocked() {
+	if !s.released {
+		s.released = true
+		s.r.release(s.th, true)
+	}
 }
 
 func (s *runtimeRun) c() *convo { return &s.th.c }
@@ -698,7 +711,6 @@ func (s *runtimeRun) failLocked(err error) {
 	if err := s.save(context.Background()); err != nil {
 		s.r.log.Error("thread state not saved", "thread", s.th.id, "run", s.run, "err", err)
 	}
-	s.r.release(s.th, true)
 }
 
 // finishLocked saves the thread and queues the run's terminal event; a
@@ -719,7 +731,6 @@ func (s *runtimeRun) finishLocked(end *canonical.Event) {
 		end = canonical.Terminal(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "the thread's state could not be saved: %v", err))
 	}
 	s.addEnd(end)
-	s.r.release(s.th, true)
 }
 
 // Close implements canonical.Stream. A run closed before its end has its
@@ -737,6 +748,7 @@ func (s *runtimeRun) Close() error {
 		return err
 	}
 	s.failLocked(canonical.Errorf(canonical.CodeCanceled, "run cancelled"))
+	s.releaseLocked()
 	return err
 }
 
