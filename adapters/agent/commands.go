@@ -180,11 +180,25 @@ type cmdCtx struct {
 
 // running reports whether the thread has a run going on, here or on
 // another instance (the store says so), or waiting for its turn here.
+// A run started here counts until the thread's record shows its end, not
+// until drain reads that end: the runtime saves the end before the end
+// takes its seq, and a client that saw it in the thread may ask again
+// before drain's goroutine runs.
 func (f *Frontend) running(c *cmdCtx) bool {
+	if c.rec != nil && c.rec.Status == "running" {
+		return true
+	}
 	f.mu.Lock()
-	queued := f.queued[c.thread]
-	f.mu.Unlock()
-	return queued > 0 || (c.rec != nil && c.rec.Status == "running")
+	defer f.mu.Unlock()
+	if f.queued[c.thread] == 0 {
+		return false
+	}
+	for id, lr := range f.runs {
+		if lr.thread == c.thread && (c.rec == nil || !c.rec.ended(id)) {
+			return true
+		}
+	}
+	return false
 }
 
 // runOptions reads config, metadata and the fork target shared by run.start,

@@ -1,6 +1,11 @@
 package agent
 
-import "github.com/interlingua-dev/interlingua/canonical"
+import (
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
 
 // EncodeFrames encodes one canonical event to complete frames (seqs from 1
 // per call), for the external tests.
@@ -36,4 +41,12 @@ func WireFrames(ev *canonical.Event) []string {
 		out = append(out, string(r.frame))
 	}
 	return out
+}
+
+// SlowDrain holds the frontend's reading of each run it started for d
+// after the run's end, until the test ends; call it before starting the
+// server, whose cleanup must run first.
+func SlowDrain(t testing.TB, d time.Duration) {
+	drainDelay = d
+	t.Cleanup(func() { drainDelay = 0 })
 }

@@ -846,6 +846,45 @@ func TestMultitask(t *testing.T) {
 	}
 }
 
+// TestThreadFreeAtItsRunsEnd: a client that has read a run's end from
+// the thread acts on it at once, while the frontend's own reading of the
+// run lags (held 300 ms here; a busy machine does it unasked, as CI did):
+// the interrupt is answered, and a run with multitask_strategy reject
+// starts, rather than "is not interrupted" or "active run".
+func TestThreadFreeAtItsRunsEnd(t *testing.T) {
+	agent.SlowDrain(t, 300*time.Millisecond)
+	s := newServer(t, agent.Config{})
+	st := s.openSSE(t, "free", `{"channels":["lifecycle","input"]}`, nil)
+	defer st.Close()
+	s.runStart(t, "free", "demo-approval", user("What is 6 * 7?"), nil)
+	var asked struct {
+		InterruptID string `json:"interrupt_id"`
+	}
+	events := st.untilTerminal()
+	for _, e := range events {
+		if e.Method == "input.requested" {
+			_ = json.Unmarshal(e.Params.Data, &asked)
+		}
+	}
+	if asked.InterruptID == "" || events[len(events)-1].status() != "interrupted" {
+		t.Fatalf("the run did not end interrupted with an interrupt: %+v", events)
+	}
+	res := s.command(t, "free", 2, "input.respond", map[string]any{"namespace": []string{}, "interrupt_id": asked.InterruptID, "response": map[string]any{"approved": true}})
+	if res["type"] != "success" {
+		t.Fatalf("input.respond: %v", res)
+	}
+	if end := st.untilTerminal(); end[len(end)-1].status() != "completed" {
+		t.Fatalf("resumed run ends %s", end[len(end)-1].status())
+	}
+	res = s.command(t, "free", 3, "run.start", map[string]any{"assistant_id": "demo-approval", "input": user("again"), "multitask_strategy": "reject"})
+	if res["type"] != "success" {
+		t.Fatalf("run.start after the end: %v", res)
+	}
+	if end := st.untilTerminal(); end[len(end)-1].status() != "interrupted" {
+		t.Fatalf("third run ends %s", end[len(end)-1].status())
+	}
+}
+
 // TestStateSharedThroughStore: two frontends share the thread store, so a
 // thread run on one is served by the other.
 func TestStateSharedThroughStore(t *testing.T) {

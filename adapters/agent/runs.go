@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -60,10 +61,13 @@ func (f *Frontend) startRun(c *cmdCtx, req *canonical.Request, opts runtimeOptio
 	return nil
 }
 
-// drain reads a run started here to its end. The run stops counting as
-// the thread's at its terminal event, which it reads before the thread's
-// readers do (they read the replay log): a client that saw the run end
-// finds the thread free.
+// drainDelay holds drain after a run's end: tests set it to show that a
+// client does not depend on drain's pace. Zero here.
+var drainDelay time.Duration
+
+// drain reads a run started here to its end, then forgets it; running
+// does not wait for that (a client reading the thread may see the end
+// first).
 func (f *Frontend) drain(id string, lr *localRun, s canonical.Stream) {
 	defer f.wg.Done()
 	ended := false
@@ -73,6 +77,9 @@ func (f *Frontend) drain(id string, lr *localRun, s canonical.Stream) {
 			break
 		}
 		_, ended = canonical.TerminalOf(ev)
+	}
+	if drainDelay > 0 {
+		time.Sleep(drainDelay)
 	}
 	f.mu.Lock()
 	delete(f.runs, id)
