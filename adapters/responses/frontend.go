@@ -545,6 +545,26 @@ type writer struct {
 	delta    *json.Template
 	deltaKey deltaKey
 	buf      []byte // a delta's event, reused
+	// held are the events that end the response (error, response.failed,
+	// .incomplete, .completed), written by end: the caller records the
+	// end first, so a client that read it and at once retrieves or
+	// continues the response finds it ended, not in_progress. Queued, an
+	// event of sse.BatchBytes or more would be sent at once.
+	held []heldEvent
+}
+
+type heldEvent struct {
+	typ  string
+	data []byte
+}
+
+// endsResponse reports whether an event of type typ ends the response.
+func endsResponse(typ string) bool {
+	switch typ {
+	case "error", "response.completed", "response.failed", "response.incomplete":
+		return true
+	}
+	return false
 }
 
 // deltaKey is what a block's delta events share: all their members but
@@ -629,6 +649,10 @@ func (o *writer) event(ev *streamEvent) error {
 		}
 		data = o.data.Bytes()
 	}
+	if len(o.held) > 0 || endsResponse(ev.Type) {
+		o.held = append(o.held, heldEvent{ev.Type, bytes.Clone(data)})
+		return nil
+	}
 	if err := o.sw.QueueEvent("", ev.Type, data); err != nil {
 		o.failed = true
 		return err
@@ -661,12 +685,16 @@ func (o *writer) isGone() bool {
 	return o.failed
 }
 
-// end writes data: [DONE] (unless noDone) and flushes.
+// end writes the held events, then data: [DONE] (unless noDone), and
+// flushes.
 func (o *writer) end(noDone bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.failed {
 		return
+	}
+	for _, ev := range o.held {
+		_ = o.sw.QueueEvent("", ev.typ, ev.data)
 	}
 	if !noDone {
 		_ = o.sw.Data([]byte("[DONE]"))

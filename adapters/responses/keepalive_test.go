@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -12,12 +13,16 @@ import (
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
-// slowRunner's runs think (send nothing) for pause, then answer "done".
-type slowRunner struct{ pause time.Duration }
+// slowRunner's runs think (send nothing) for pause, then answer text
+// ("done" when empty).
+type slowRunner struct {
+	pause time.Duration
+	text  string
+}
 
 func (r slowRunner) Run(ctx context.Context, _ *canonical.Request) (canonical.Stream, error) {
 	b := canonical.NewBuilder()
-	evs := b.Text(nil, "done")
+	evs := b.Text(nil, cmp.Or(r.text, "done"))
 	return &slowStream{ctx: ctx, pause: r.pause, evs: b.End(evs, canonical.StatusCompleted, nil)}, nil
 }
 
