@@ -177,17 +177,7 @@ func (c *convo) checkpoint(source, node, run string) {
 		values = valuesJSON(rec.Values, nil)
 	}
 	c.emit(methodValues, values, run)
-	b := append([]byte(`{"id":`), appendString(nil, id)...)
-	if parent != "" {
-		b = append(b, `,"parent_id":`...)
-		b = appendString(b, parent)
-	}
-	b = append(b, `,"step":`...)
-	b = strconv.AppendInt(b, step, 10)
-	b = append(b, `,"source":"`...)
-	b = append(b, source...)
-	b = append(b, `"}`...)
-	c.emit(methodCheckpoints, b, run)
+	c.emit(methodCheckpoints, appendJSON(nil, &checkpointData{ID: id, ParentID: parent, Step: step, Source: source}), run)
 }
 
 // maxDropped bounds the checkpoint ids kept for removal while saves fail;
@@ -252,9 +242,7 @@ func (c *convo) addMessages(msgs []json.Value, update map[string]json.Value, nod
 		if len(msgs) > 0 {
 			u["messages"] = joinArray(msgs)
 		}
-		b := appendString(append(make([]byte, 0, stateBytes(u)+len(node)+32), `{"node":`...), node)
-		b = appendValuesJSON(append(b, `,"values":`...), u, nil)
-		c.emit(methodUpdates, append(b, '}'), run)
+		c.emit(methodUpdates, appendJSON(nil, &stateUpdate{Node: node, Values: json.Value(valuesJSON(u, nil))}), run)
 	}
 	c.checkpoint(source, node, run)
 }

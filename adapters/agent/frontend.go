@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
 )
@@ -241,14 +242,17 @@ func (f *Frontend) readState(ctx context.Context, thread string) (*threadRecord,
 	return readState(ctx, f.cfg.Store, thread, 0, f.cfg.Logger)
 }
 
+// transportError is a transport-level failure's body (1.2).
+type transportError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
 // httpError writes a transport-level failure: {"error","message"} (1.2).
 func httpError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	b := append([]byte(`{"error":`), appendString(nil, code)...)
-	b = append(b, `,"message":`...)
-	b = appendString(b, msg)
-	_, _ = w.Write(append(b, '}', '\n'))
+	_, _ = w.Write(append(appendJSON(nil, &transportError{Error: code, Message: msg}), '\n'))
 }
 
 func canonicalHTTPError(w http.ResponseWriter, err error) {
@@ -313,38 +317,37 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, errNoSuchRun, "thread not found")
 		return
 	}
-	// The rest is written apart: the values are the whole conversation,
-	// and appendString may grow the array it writes to, whatever its size.
-	rest := []byte(`,"next":[],"tasks":[],"metadata":{},"created_at":null,"checkpoint":`)
+	state := &threadState{Values: valuesJSON(rec.Values, nil), Interrupts: make([]stateInterrupt, len(rec.Interrupts))}
 	if h := rec.Head; h != "" {
-		rest = append(rest, `{"thread_id":`...)
-		rest = appendString(rest, thread)
-		rest = append(rest, `,"checkpoint_ns":"","checkpoint_id":`...)
-		rest = appendString(rest, h)
-		rest = append(rest, '}')
-	} else {
-		rest = append(rest, "null"...)
+		state.Checkpoint = &stateCheckpoint{ThreadID: thread, CheckpointID: h}
 	}
-	rest = append(rest, `,"interrupts":`...)
-	rest = append(appendInterrupts(rest, rec.Interrupts), '}')
-	b := make([]byte, 0, len(`{"values":`)+stateBytes(rec.Values)+len(rest)+1) // +1: writeJSON's newline
-	b = appendValuesJSON(append(b, `{"values":`...), rec.Values, nil)
-	writeJSON(w, append(b, rest...))
+	for i, x := range rec.Interrupts {
+		state.Interrupts[i] = stateInterrupt{ID: x.ID, Value: x.Payload}
+	}
+	writeJSON(w, appendJSON(nil, state))
 }
 
-func appendInterrupts(b []byte, in []interruptRec) []byte {
-	b = append(b, '[')
-	for i, x := range in {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"id":`...)
-		b = appendString(b, x.ID)
-		b = append(b, `,"value":`...)
-		b = append(b, x.Payload...)
-		b = append(b, '}')
-	}
-	return append(b, ']')
+// threadState is LangGraph's ThreadState as GET /threads/{id}/state
+// answers it: the values, the head checkpoint, the pending interrupts.
+type threadState struct {
+	Values     json.Value       `json:"values"`
+	Next       []string         `json:"next"`
+	Tasks      []json.Value     `json:"tasks"`
+	Metadata   struct{}         `json:"metadata"`
+	CreatedAt  *string          `json:"created_at"`
+	Checkpoint *stateCheckpoint `json:"checkpoint"`
+	Interrupts []stateInterrupt `json:"interrupts"`
+}
+
+type stateCheckpoint struct {
+	ThreadID     string `json:"thread_id"`
+	CheckpointNS string `json:"checkpoint_ns"`
+	CheckpointID string `json:"checkpoint_id"`
+}
+
+type stateInterrupt struct {
+	ID    string     `json:"id"`
+	Value json.Value `json:"value"`
 }
 
 // serveCancel is LangGraph's POST /threads/{id}/runs/{run_id}/cancel: it

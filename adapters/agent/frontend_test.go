@@ -885,6 +885,48 @@ func TestThreadFreeAtItsRunsEnd(t *testing.T) {
 	}
 }
 
+// TestStateEndpoint: GET /threads/{id}/state (LangGraph's hydration) of
+// a thread at an interrupt is its values and head checkpoint as state.get
+// gives them, and the pending interrupt with the payload input.requested
+// carried.
+func TestStateEndpoint(t *testing.T) {
+	s := newServer(t, agent.Config{})
+	st := s.openSSE(t, "hydrate", `{"channels":["lifecycle","input"]}`, nil)
+	defer st.Close()
+	s.runStart(t, "hydrate", "demo-approval", user("What is 6 * 7?"), nil)
+	var asked struct {
+		InterruptID string          `json:"interrupt_id"`
+		Payload     json.RawMessage `json:"payload"`
+	}
+	for _, e := range st.untilTerminal() {
+		if e.Method == "input.requested" {
+			_ = json.Unmarshal(e.Params.Data, &asked)
+		}
+	}
+	res := s.command(t, "hydrate", 2, "state.get", map[string]any{"namespace": []string{}})
+	result, _ := res["result"].(map[string]any)
+	ckpt, _ := result["checkpoint"].(map[string]any)
+	if ckpt == nil || asked.InterruptID == "" {
+		t.Fatalf("no checkpoint (%v) or no interrupt (%+v)", res, asked)
+	}
+	var payload any
+	_ = json.Unmarshal(asked.Payload, &payload)
+	want, _ := json.Marshal(map[string]any{
+		"values": result["values"], "next": []any{}, "tasks": []any{}, "metadata": map[string]any{}, "created_at": nil,
+		"checkpoint": map[string]any{"thread_id": "hydrate", "checkpoint_ns": "", "checkpoint_id": ckpt["id"]},
+		"interrupts": []any{map[string]any{"id": asked.InterruptID, "value": payload}},
+	})
+	resp, err := http.Get(s.URL + "/threads/hydrate/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !jsonEqual(got, want) {
+		t.Fatalf("GET state: %d %s\n%s\nwant\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), got, want)
+	}
+}
+
 // TestStateSharedThroughStore: two frontends share the thread store, so a
 // thread run on one is served by the other.
 func TestStateSharedThroughStore(t *testing.T) {

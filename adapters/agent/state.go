@@ -196,15 +196,11 @@ func decodeMessages(raw []byte) []json.Value {
 	return msgs
 }
 
-// valuesJSON is the state as a JSON object, keys sorted.
+// valuesJSON is the state as a JSON object, keys sorted (of keys, when
+// not nil). A state is made whole in one array: grown by append, a
+// conversation's values left twice their size behind them at each step.
 func valuesJSON(v map[string]json.Value, keys []string) []byte {
-	return appendValuesJSON(make([]byte, 0, stateBytes(v)+2), v, keys)
-}
-
-// appendValuesJSON appends valuesJSON's object to b. A state is made
-// whole in one array: grown by append, a conversation's values left
-// twice their size behind them at each step.
-func appendValuesJSON(b []byte, v map[string]json.Value, keys []string) []byte {
+	b := make([]byte, 0, stateBytes(v)+2)
 	names := make([]string, 0, len(v))
 	for k := range v {
 		if keys == nil || slices.Contains(keys, k) {
@@ -309,6 +305,13 @@ func inputMessages(raw json.Value, idPrefix string) (msgs []json.Value, update m
 	return msgs, update, nil
 }
 
+// inputMessage is a message dict made of an input string.
+type inputMessage struct {
+	Type    string `json:"type"`
+	Content string `json:"content"`
+	ID      string `json:"id"`
+}
+
 // normalizeMessage turns an input message ({role|type, content, ...} or a
 // string) into a LangChain message dict with a type and an id.
 func normalizeMessage(raw json.Value, id string) (json.Value, *protoError) {
@@ -318,7 +321,7 @@ func normalizeMessage(raw json.Value, id string) (json.Value, *protoError) {
 		if json.Unmarshal(raw, &s, peerJSON) != nil { // invalid UTF-8 as U+FFFD, as encoding/json read it
 			return nil, perr(errInvalidArgument, "content is not a string.")
 		}
-		return json.Value(fmt.Sprintf(`{"type":"human","content":%s,"id":%s}`, appendString(nil, s), appendString(nil, id))), nil
+		return appendJSON(nil, &inputMessage{Type: "human", Content: s, ID: id}), nil
 	}
 	var m map[string]json.Value
 	// peerJSON: as encoding/json read it, the last of a repeated name kept
