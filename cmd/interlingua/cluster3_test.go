@@ -168,7 +168,12 @@ func waitMetaLeader(t *testing.T, nodes []*natsNode) {
 	deadline := time.Now().Add(60 * time.Second)
 	for !metaLeaderAmong(nodes) {
 		if time.Now().After(deadline) {
-			t.Fatal("the NATS cluster elected no JetStream meta leader within 60s")
+			var seen []string
+			for _, n := range nodes {
+				l, current := metaLeader(n)
+				seen = append(seen, fmt.Sprintf("%s names %q, sees current %v", n.name, l, current))
+			}
+			t.Fatalf("the NATS cluster elected no JetStream meta leader within 60s: %s", strings.Join(seen, "; "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
