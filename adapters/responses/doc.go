@@ -41,7 +41,10 @@
 //     too). previous_response_id continues with the stored input and
 //     output, then the new input; instructions, tools and sampling come
 //     from the new request only. store:false writes nothing. The record is
-//     written when the run starts (status in_progress) and when it ends.
+//     written when the run starts (status in_progress) and when it ends,
+//     before the stream's end events (error, response.completed, .failed,
+//     .incomplete) are sent: a client that read the end and at once
+//     retrieves or continues the response finds it ended.
 //     A record an instance left unfinished when it stopped (kill -9) is
 //     ended from the bridge's replay log by the next instance that reads
 //     it: its run ends failed (unavailable) once its owner has been quiet
