@@ -242,7 +242,7 @@ func (c *convo) addMessages(msgs []json.Value, update map[string]json.Value, nod
 		if len(msgs) > 0 {
 			u["messages"] = joinArray(msgs)
 		}
-		c.emit(methodUpdates, appendJSON(nil, &stateUpdate{Node: node, Values: json.Value(valuesJSON(u, nil))}), run)
+		c.emit(methodUpdates, appendJSON(nil, &stateUpdate{Node: node, Values: u}), run)
 	}
 	c.checkpoint(source, node, run)
 }

@@ -317,7 +317,7 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, errNoSuchRun, "thread not found")
 		return
 	}
-	state := &threadState{Values: valuesJSON(rec.Values, nil), Interrupts: make([]stateInterrupt, len(rec.Interrupts))}
+	state := &threadState{Values: rec.Values, Interrupts: make([]stateInterrupt, len(rec.Interrupts))}
 	if h := rec.Head; h != "" {
 		state.Checkpoint = &stateCheckpoint{ThreadID: thread, CheckpointID: h}
 	}
@@ -330,13 +330,13 @@ func (f *Frontend) serveState(w http.ResponseWriter, r *http.Request) {
 // threadState is LangGraph's ThreadState as GET /threads/{id}/state
 // answers it: the values, the head checkpoint, the pending interrupts.
 type threadState struct {
-	Values     json.Value       `json:"values"`
-	Next       []string         `json:"next"`
-	Tasks      []json.Value     `json:"tasks"`
-	Metadata   struct{}         `json:"metadata"`
-	CreatedAt  *string          `json:"created_at"`
-	Checkpoint *stateCheckpoint `json:"checkpoint"`
-	Interrupts []stateInterrupt `json:"interrupts"`
+	Values     map[string]json.Value `json:"values"`
+	Next       []string              `json:"next"`
+	Tasks      []json.Value          `json:"tasks"`
+	Metadata   struct{}              `json:"metadata"`
+	CreatedAt  *string               `json:"created_at"`
+	Checkpoint *stateCheckpoint      `json:"checkpoint"`
+	Interrupts []stateInterrupt      `json:"interrupts"`
 }
 
 type stateCheckpoint struct {
