@@ -155,12 +155,9 @@ func (s *streamWriter) finish(reason string, u *canonical.Usage) error {
 		return err
 	}
 	if s.usage {
-		data, err := json.Marshal(usageChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-			Choices: []struct{}{}, Usage: wireUsageOf(u)})
-		if err != nil {
-			return canonical.Errorf(canonical.CodeInternal, "encoding the usage chunk: %v", err)
-		}
-		if err := s.sw.QueueData(data); err != nil {
+		c := &outChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+			Choices: []chunkChoice{}, Usage: wireUsageOf(u)}
+		if err := s.send(c); err != nil {
 			return err
 		}
 	}
@@ -181,16 +178,17 @@ func (s *streamWriter) fail(e *canonical.Error) error {
 	return s.sw.Data(streamError(e))
 }
 
-// outChunk is a ChatCompletionChunk as the frontend writes it: usage is
-// null on every chunk but the last when include_usage asks for it, absent
-// otherwise.
+// outChunk is a ChatCompletionChunk as the frontend writes it. When
+// include_usage asks for it, usage is null (json.Value) on every chunk but
+// the last, which has no choices and the usage (*wireUsage); otherwise it
+// is absent (nil).
 type outChunk struct {
 	ID      string        `json:"id"`
 	Object  string        `json:"object"`
 	Created int64         `json:"created"`
 	Model   string        `json:"model"`
 	Choices []chunkChoice `json:"choices"`
-	Usage   json.Value    `json:"usage,omitzero"`
+	Usage   any           `json:"usage,omitzero"`
 }
 
 type chunkChoice struct {
@@ -220,16 +218,6 @@ type chunkCall struct {
 type chunkFunction struct {
 	Name      *string `json:"name,omitzero"`
 	Arguments string  `json:"arguments"`
-}
-
-// usageChunk is the last chunk of include_usage: no choices, the usage.
-type usageChunk struct {
-	ID      string     `json:"id"`
-	Object  string     `json:"object"`
-	Created int64      `json:"created"`
-	Model   string     `json:"model"`
-	Choices []struct{} `json:"choices"`
-	Usage   *wireUsage `json:"usage"`
 }
 
 // collector gathers a run into one chat.completion, bounded by limit bytes
