@@ -119,6 +119,25 @@ func TestCodes(t *testing.T) {
 	}
 }
 
+// An upstream's HTTP error status reads as the code its meaning names;
+// the statuses without one fall back by class.
+func TestCodeOfHTTPStatus(t *testing.T) {
+	for status, want := range map[int]Code{
+		200: CodeOK, 204: CodeOK,
+		400: CodeInvalidArgument, 422: CodeInvalidArgument, 418: CodeInvalidArgument,
+		401: CodeUnauthenticated, 402: CodeFailedPrecondition, 403: CodePermissionDenied,
+		404: CodeNotFound, 405: CodeUnimplemented, 501: CodeUnimplemented,
+		408: CodeDeadlineExceeded, 504: CodeDeadlineExceeded, 409: CodeAborted,
+		413: CodeResourceExhausted, 429: CodeResourceExhausted, 499: CodeCanceled,
+		500: CodeInternal, 502: CodeUnavailable, 503: CodeUnavailable, 529: CodeUnavailable,
+		0: CodeUnknown, 302: CodeUnknown, 599: CodeUnknown,
+	} {
+		if got := CodeOfHTTPStatus(status); got != want {
+			t.Errorf("CodeOfHTTPStatus(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
 func TestPromptText(t *testing.T) {
 	conv := &Node{Children: []*Node{
 		TextNode("system", "be brief"), TextNode("user", "hi"), TextNode("assistant", "hello"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 )
 
@@ -84,6 +85,48 @@ func Errorf(code Code, format string, args ...any) *Error {
 // address, the dial error) is kept for the run-end log line.
 func Unreachable(backend string, cause error) *Error {
 	return &Error{Code: CodeUnavailable, Message: backend + " backend: the upstream did not answer", Cause: cause}
+}
+
+// CodeOfHTTPStatus is the canonical code of an upstream's HTTP error
+// status, for the HTTP backends (Triton, OpenAI, Responses, Anthropic),
+// whose own tables read their protocol's error types and messages first
+// and fall back to it. It is not the inverse of any frontend's status
+// table: 400 covers every invalid request. A 2xx is OK; another status
+// without a meaning of its own is InvalidArgument (4xx) or Unknown.
+func CodeOfHTTPStatus(status int) Code {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusPaymentRequired: // a bill to pay (Anthropic's billing_error)
+		return CodeFailedPrecondition
+	case http.StatusForbidden:
+		return CodePermissionDenied
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return CodeUnimplemented
+	case http.StatusConflict:
+		return CodeAborted
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return CodeResourceExhausted
+	case 499: // client closed request (nginx)
+		return CodeCanceled
+	case http.StatusInternalServerError:
+		return CodeInternal
+	case http.StatusBadGateway, http.StatusServiceUnavailable, 529: // 529: Anthropic's overloaded
+		return CodeUnavailable
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return CodeDeadlineExceeded
+	}
+	switch {
+	case status >= 200 && status < 300:
+		return CodeOK
+	case status >= 400 && status < 500:
+		return CodeInvalidArgument
+	}
+	return CodeUnknown
 }
 
 // WireError returns an *Error that a peer sent.

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
-	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/protocol"
 )
 
@@ -86,12 +84,11 @@ func (c *BackendConfig) key() (string, error) { return c.APIKey.Read("api_key") 
 // Backend is a canonical.Backend calling a Messages server. It is safe
 // for concurrent use; its streams run no goroutines.
 type Backend struct {
-	cfg    BackendConfig
-	base   string
-	key    string
-	client *http.Client
-	own    *http.Transport
-	log    *slog.Logger
+	*bodystream.Upstream // Close releases its idle connections
+	cfg                  BackendConfig
+	base                 string
+	key                  string
+	log                  *slog.Logger
 }
 
 // NewBackend validates cfg, reads the key and returns the backend.
@@ -109,20 +106,12 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxToolInputBytes = cmp.Or(cfg.MaxToolInputBytes, 16<<20)
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
-	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
+	b := &Backend{Upstream: bodystream.NewUpstream("anthropic", cfg.HTTPClient, cfg.Headers),
+		cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
-}
-
-// Close releases the idle connections of the backend's own transport.
-func (b *Backend) Close() error {
-	if b.own != nil {
-		b.own.CloseIdleConnections()
-	}
-	return nil
 }
 
 // redacted is the base URL without credentials, for causes.
@@ -144,26 +133,12 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInternal, "anthropic backend: encoding the request: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/v1/messages", bytes.NewReader(body))
-	if err != nil {
-		cancel()
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "anthropic backend: %v", err)
-	}
-	b.headers(hreq.Header, req)
-	tracing.ToHTTP(ctx, hreq.Header)
 	b.log.Debug("anthropic request", "run", req.GetRunId(), "model", model)
-	resp, err := b.client.Do(hreq)
-	if err != nil {
-		e := b.transportError(ctx, err)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	resp, e := b.Post(ctx, b.base+"/v1/messages", body, func(h http.Header) { b.headers(h, req) }, httpError)
+	if e != nil {
 		cancel()
 		return nil, e
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		ce := httpError(resp)
-		resp.Body.Close()
-		cancel()
-		return nil, ce
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		resp.Body.Close()
@@ -177,7 +152,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 }
 
 // headers sets the request's headers: the key, the version, the client's
-// betas, the configured extras.
+// betas (Post adds the configured extras).
 func (b *Backend) headers(h http.Header, req *canonical.Request) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "text/event-stream")
@@ -196,17 +171,6 @@ func (b *Backend) headers(h http.Header, req *canonical.Request) {
 	if len(betas) > 0 {
 		h.Set("Anthropic-Beta", strings.Join(betas, ","))
 	}
-	for k, v := range b.cfg.Headers {
-		h.Set(k, v)
-	}
-}
-
-// transportError is the error for a request that got no response.
-func (b *Backend) transportError(ctx context.Context, err error) *canonical.Error {
-	if ctx.Err() != nil {
-		return canonical.AsError(ctx.Err())
-	}
-	return canonical.Unreachable("anthropic", fmt.Errorf("POST %s: %w", b.redacted(), err))
 }
 
 // httpError reads an error answer: Anthropic's error object, an OpenAI-

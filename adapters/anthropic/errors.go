@@ -85,36 +85,7 @@ func codeOf(status int, errType string) canonical.Code {
 	case errOverloaded:
 		return canonical.CodeUnavailable
 	}
-	return codeOfStatus(status)
-}
-
-// codeOfStatus is the canonical code of an HTTP status without a known
-// error type (a proxy's answer, an OpenAI-style gateway's error).
-func codeOfStatus(status int) canonical.Code {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return canonical.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return canonical.CodeUnauthenticated
-	case http.StatusPaymentRequired:
-		return canonical.CodeFailedPrecondition
-	case http.StatusForbidden:
-		return canonical.CodePermissionDenied
-	case http.StatusNotFound:
-		return canonical.CodeNotFound
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return canonical.CodeResourceExhausted
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return canonical.CodeDeadlineExceeded
-	case http.StatusBadGateway, http.StatusServiceUnavailable, 529:
-		return canonical.CodeUnavailable
-	case http.StatusInternalServerError:
-		return canonical.CodeInternal
-	}
-	if status >= 400 && status < 500 {
-		return canonical.CodeInvalidArgument
-	}
-	return canonical.CodeUnknown
+	return canonical.CodeOfHTTPStatus(status)
 }
 
 // appendError appends Anthropic's error object.

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -19,7 +18,6 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
-	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/protocol"
 )
 
@@ -90,12 +88,11 @@ func (c *BackendConfig) key() (string, error) { return c.APIKey.Read("api_key") 
 // Backend is a canonical.Backend calling a Chat Completions server. It is
 // safe for concurrent use; its streams run no goroutines.
 type Backend struct {
-	cfg    BackendConfig
-	url    string // …/chat/completions
-	key    string
-	client *http.Client
-	own    *http.Transport
-	log    *slog.Logger
+	*bodystream.Upstream // Close releases its idle connections
+	cfg                  BackendConfig
+	url                  string // …/chat/completions
+	key                  string
+	log                  *slog.Logger
 }
 
 // NewBackend validates cfg, reads the key and returns the backend.
@@ -117,20 +114,12 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxToolArgsBytes = cmp.Or(cfg.MaxToolArgsBytes, 16<<20)
-	b := &Backend{cfg: cfg, url: base + "/chat/completions", key: key, log: cfg.Logger}
-	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
+	b := &Backend{Upstream: bodystream.NewUpstream("openai", cfg.HTTPClient, cfg.Headers),
+		cfg: cfg, url: base + "/chat/completions", key: key, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
-}
-
-// Close releases the idle connections of the backend's own transport.
-func (b *Backend) Close() error {
-	if b.own != nil {
-		b.own.CloseIdleConnections()
-	}
-	return nil
 }
 
 // redacted is the URL without credentials, for causes.
@@ -152,26 +141,12 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInternal, "openai backend: encoding the request: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
-	if err != nil {
-		cancel()
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "openai backend: %v", err)
-	}
-	b.headers(hreq.Header)
-	tracing.ToHTTP(ctx, hreq.Header)
 	b.log.Debug("openai request", "run", req.GetRunId(), "model", model)
-	resp, err := b.client.Do(hreq)
-	if err != nil {
-		e := b.transportError(ctx, err)
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	resp, e := b.Post(ctx, b.url, body, b.headers, httpError)
+	if e != nil {
 		cancel()
 		return nil, e
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		ce := httpError(resp)
-		resp.Body.Close()
-		cancel()
-		return nil, ce
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		resp.Body.Close()
@@ -216,24 +191,13 @@ func marshalRequest(r *outRequest) ([]byte, error) {
 	return append(body, '}'), nil
 }
 
-// headers sets the request's headers: the key, the configured extras.
+// headers sets the request's headers: the protocol's and the key.
 func (b *Backend) headers(h http.Header) {
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "text/event-stream")
 	if b.key != "" {
 		h.Set("Authorization", "Bearer "+b.key)
 	}
-	for k, v := range b.cfg.Headers {
-		h.Set(k, v)
-	}
-}
-
-// transportError is the error for a request that got no response.
-func (b *Backend) transportError(ctx context.Context, err error) *canonical.Error {
-	if ctx.Err() != nil {
-		return canonical.AsError(ctx.Err())
-	}
-	return canonical.Unreachable("openai", fmt.Errorf("POST %s: %w", b.redacted(), err))
 }
 
 // httpError reads an error answer: {"error":{...}} (code a string, an
@@ -243,7 +207,7 @@ func httpError(resp *http.Response) *canonical.Error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var c inChunk
 	msg := ""
-	code := codeOfStatus(resp.StatusCode)
+	code := canonical.CodeOfHTTPStatus(resp.StatusCode)
 	if json.Unmarshal(data, &c, json.AllowInvalidUTF8(true)) == nil {
 		var ie inError
 		switch {

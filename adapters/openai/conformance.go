@@ -40,10 +40,10 @@ var conformanceProfile = &profile.Profile{
 }
 
 // conformanceStatusCode is the code the backend reads from the status the
-// peer answers code with (statusOf, then codeOfStatus).
+// peer answers code with (statusOf, then canonical.CodeOfHTTPStatus).
 func conformanceStatusCode(code string) string {
 	c, _ := canonical.ParseCode(code)
-	return codeOfStatus(statusOf(c)).String()
+	return canonical.CodeOfHTTPStatus(statusOf(c)).String()
 }
 
 // conformanceCarried reports whether b crosses a Chat Completions wire.

@@ -51,39 +51,6 @@ func errorType(status int) string {
 	return "invalid_request_error"
 }
 
-// codeOfStatus is the canonical code of an upstream's error status. It is
-// not the inverse of statusOf: 400 covers every invalid request.
-func codeOfStatus(status int) canonical.Code {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return canonical.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return canonical.CodeUnauthenticated
-	case http.StatusForbidden:
-		return canonical.CodePermissionDenied
-	case http.StatusNotFound:
-		return canonical.CodeNotFound
-	case http.StatusConflict:
-		return canonical.CodeAborted
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return canonical.CodeResourceExhausted
-	case 499:
-		return canonical.CodeCanceled
-	case http.StatusNotImplemented:
-		return canonical.CodeUnimplemented
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return canonical.CodeUnavailable
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return canonical.CodeDeadlineExceeded
-	case http.StatusInternalServerError:
-		return canonical.CodeInternal
-	}
-	if status >= 400 && status < 500 {
-		return canonical.CodeInvalidArgument
-	}
-	return canonical.CodeUnknown
-}
-
 // codeOfWire is the canonical code of an error object's code (a string:
 // our frontend's canonical code names, or OpenAI's codes; an integer: the
 // HTTP status, as vLLM writes it), falling back to status (0 when the
@@ -99,11 +66,11 @@ func codeOfWire(code json.Value, typ string, status int) canonical.Code {
 		}
 	case '0':
 		if n, err := strconv.Atoi(string(code)); err == nil && n >= 400 {
-			return codeOfStatus(n)
+			return canonical.CodeOfHTTPStatus(n)
 		}
 	}
 	if status != 0 { // the status says more than a generic type
-		return codeOfStatus(status)
+		return canonical.CodeOfHTTPStatus(status)
 	}
 	if c, ok := codeOfName(typ); ok {
 		return c

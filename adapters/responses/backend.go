@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
-	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/protocol"
 )
 
@@ -86,12 +84,11 @@ func (c *BackendConfig) Validate() error {
 // Backend is a canonical.Backend calling a Responses server. It is safe
 // for concurrent use; its streams run no goroutines.
 type Backend struct {
-	cfg    BackendConfig
-	base   string
-	key    string
-	client *http.Client
-	own    *http.Transport
-	log    *slog.Logger
+	*bodystream.Upstream // Close releases its idle connections
+	cfg                  BackendConfig
+	base                 string
+	key                  string
+	log                  *slog.Logger
 }
 
 // NewBackend validates cfg and returns the backend.
@@ -107,20 +104,12 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
-	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
+	b := &Backend{Upstream: bodystream.NewUpstream("responses", cfg.HTTPClient, cfg.Headers),
+		cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
-}
-
-// Close releases the idle connections of the backend's own transport.
-func (b *Backend) Close() error {
-	if b.own != nil {
-		b.own.CloseIdleConnections()
-	}
-	return nil
 }
 
 // redacted is the base URL without credentials, for logs.
@@ -138,31 +127,10 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	hreq, herr := http.NewRequestWithContext(ctx, http.MethodPost, b.base+"/responses", bytes.NewReader(body))
-	if herr != nil {
-		cancel()
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "responses backend: %v", herr)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	if b.key != "" {
-		hreq.Header.Set("Authorization", "Bearer "+b.key)
-	}
-	for k, v := range b.cfg.Headers {
-		hreq.Header.Set(k, v)
-	}
-	tracing.ToHTTP(ctx, hreq.Header)
 	b.log.Debug("responses request", "run", req.GetRunId(), "model", model)
-	resp, herr := b.client.Do(hreq)
-	if herr != nil {
-		e := b.transportError(ctx, herr)
-		cancel()
-		return nil, e
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := b.httpError(resp)
-		resp.Body.Close()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	resp, e := b.Post(ctx, b.base+"/responses", body, b.headers, b.httpError)
+	if e != nil {
 		cancel()
 		return nil, e
 	}
@@ -176,16 +144,13 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	return bodystream.New(c), nil
 }
 
-// transportError is the error for a request that got no response.
-func (b *Backend) transportError(ctx context.Context, err error) *canonical.Error {
-	if ctx.Err() != nil {
-		return canonical.AsError(ctx.Err())
+// headers sets the request's headers: the protocol's and the key.
+func (b *Backend) headers(h http.Header) {
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	if b.key != "" {
+		h.Set("Authorization", "Bearer "+b.key)
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return canonical.Unreachable("responses", fmt.Errorf("POST %s/responses: %w", b.redacted(), err))
 }
 
 // httpError reads an error response in OpenAI's form (or other text).
@@ -204,7 +169,7 @@ func (b *Backend) httpError(resp *http.Response) *canonical.Error {
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return canonical.WireError(codeOf(resp.StatusCode), msg)
+	return canonical.WireError(canonical.CodeOfHTTPStatus(resp.StatusCode), msg)
 }
 
 // object decodes a whole JSON response (a server that does not stream).

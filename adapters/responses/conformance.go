@@ -43,7 +43,7 @@ var conformanceProfile = &profile.Profile{
 func conformanceCode(code string, refused bool) string {
 	c, _ := canonical.ParseCode(code)
 	if refused {
-		return codeOf(statusOf(c)).String()
+		return canonical.CodeOfHTTPStatus(statusOf(c)).String()
 	}
 	return codeOfFailure(failureCode(c)).String()
 }

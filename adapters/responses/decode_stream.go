@@ -420,10 +420,10 @@ func (d *streamDecoder) errorEvent(ev *upEvent, out []*canonical.Event) []*canon
 		case e.Code != nil:
 			c = codeOfFailure(*e.Code)
 		case ev.Status != 0:
-			c = codeOf(ev.Status)
+			c = canonical.CodeOfHTTPStatus(ev.Status)
 		}
 		if ev.Status != 0 && e.Code != nil && c == canonical.CodeInternal {
-			c = codeOf(ev.Status)
+			c = canonical.CodeOfHTTPStatus(ev.Status)
 		}
 	}
 	return d.b.End(d.closeBlock(out), canonical.StatusFailed, canonical.WireError(c, msg))

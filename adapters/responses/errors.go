@@ -49,39 +49,6 @@ func errorType(status int) string {
 	return "invalid_request_error"
 }
 
-// codeOf is the canonical code of an upstream's error status. It is not
-// the inverse of statusOf: 400 covers every invalid request.
-func codeOf(status int) canonical.Code {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return canonical.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return canonical.CodeUnauthenticated
-	case http.StatusForbidden:
-		return canonical.CodePermissionDenied
-	case http.StatusNotFound:
-		return canonical.CodeNotFound
-	case http.StatusConflict:
-		return canonical.CodeAborted
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return canonical.CodeResourceExhausted
-	case 499: // client closed request (nginx)
-		return canonical.CodeCanceled
-	case http.StatusNotImplemented:
-		return canonical.CodeUnimplemented
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return canonical.CodeUnavailable
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return canonical.CodeDeadlineExceeded
-	case http.StatusInternalServerError:
-		return canonical.CodeInternal
-	}
-	if status >= 400 && status < 500 {
-		return canonical.CodeInvalidArgument
-	}
-	return canonical.CodeUnknown
-}
-
 // failureCode is the code of a failed response's error (and of the error
 // event before it) for a canonical code: OpenAI's ResponseError codes where
 // one fits, the canonical code's name otherwise (a client reads it as a

@@ -1,7 +1,6 @@
 package triton
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -20,7 +19,6 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
-	"github.com/interlingua-dev/interlingua/internal/tracing"
 )
 
 // BackendConfig configures a backend that calls one Triton server (plain
@@ -107,11 +105,10 @@ const maxCachedModels = 1024
 // Backend is a canonical.Backend calling a Triton server. It is safe for
 // concurrent use; its streams run no goroutines.
 type Backend struct {
-	cfg    BackendConfig
-	base   string
-	client *http.Client
-	own    *http.Transport // closed by Close when we made it
-	log    *slog.Logger
+	*bodystream.Upstream // Close releases its idle connections
+	cfg                  BackendConfig
+	base                 string
+	log                  *slog.Logger
 
 	mu   sync.Mutex
 	meta map[string]modelInputs
@@ -129,20 +126,12 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 1024)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxResponseBytes = cmp.Or(cfg.MaxResponseBytes, 16<<20)
-	b := &Backend{cfg: cfg, base: strings.TrimRight(cfg.URL, "/"), log: cfg.Logger, meta: map[string]modelInputs{}}
-	b.client, b.own = bodystream.NewClient(cfg.HTTPClient)
+	b := &Backend{Upstream: bodystream.NewUpstream("triton", cfg.HTTPClient, cfg.Headers), cfg: cfg,
+		base: strings.TrimRight(cfg.URL, "/"), log: cfg.Logger, meta: map[string]modelInputs{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
-}
-
-// Close releases the idle connections of the backend's own transport.
-func (b *Backend) Close() error {
-	if b.own != nil {
-		b.own.CloseIdleConnections()
-	}
-	return nil
 }
 
 func (b *Backend) modelURL(model string) string {
@@ -173,31 +162,16 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	}
 	streaming := b.cfg.Endpoint == "generate_stream"
 	body := encodeRequest(req, streaming, inputs, b.cfg.MaxTokens)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.modelURL(model)+"/"+b.cfg.Endpoint, bytes.NewReader(body))
-	if err != nil {
-		cancel()
-		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "triton backend: %v", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if streaming {
-		hreq.Header.Set("Accept", "text/event-stream")
-	}
-	for k, v := range b.cfg.Headers {
-		hreq.Header.Set(k, v)
-	}
-	tracing.ToHTTP(ctx, hreq.Header) // the run's trace continues upstream
 	b.log.Debug("triton request", "run", req.GetRunId(), "model", model, "endpoint", b.cfg.Endpoint)
-	resp, err := b.client.Do(hreq)
-	if err != nil {
-		e := b.transportError(ctx, "POST", err) // before cancel: it tells our cancellation from the upstream's failure
+	resp, e := b.Post(ctx, b.modelURL(model)+"/"+b.cfg.Endpoint, body, func(h http.Header) {
+		h.Set("Content-Type", "application/json")
+		if streaming {
+			h.Set("Accept", "text/event-stream")
+		}
+	}, b.httpError)
+	if e != nil {
 		cancel()
 		return nil, e
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		ce := b.httpError(resp)
-		resp.Body.Close()
-		cancel()
-		return nil, ce
 	}
 	// A server that answers generate_stream with one JSON object (no
 	// streaming support) is read as /generate.
@@ -209,20 +183,6 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 		c.Object, c.MaxObjectBytes, c.MaxObjectOption = dec.Object, b.cfg.MaxResponseBytes, "max_response_bytes"
 	}
 	return bodystream.New(c), nil
-}
-
-// transportError is the error for a request that got no response.
-func (b *Backend) transportError(ctx context.Context, what string, err error) *canonical.Error {
-	if ctx.Err() != nil {
-		return canonical.AsError(ctx.Err())
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	// The upstream's address stays in the cause, for the log: a client is
-	// told what failed, not where our upstreams are.
-	return canonical.Unreachable("triton", fmt.Errorf("%s %s: %w", what, b.redacted(), err))
 }
 
 // httpError reads an error response: an SSE body (a first response that
@@ -283,12 +243,10 @@ func (b *Backend) inputs(ctx context.Context, model string) (modelInputs, error)
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "triton backend: %v", err)
 	}
-	for k, v := range b.cfg.Headers {
-		hreq.Header.Set(k, v)
-	}
-	resp, err := b.client.Do(hreq)
+	b.SetHeaders(hreq.Header)
+	resp, err := b.Client.Do(hreq)
 	if err != nil {
-		return nil, b.transportError(ctx, "GET", err)
+		return nil, b.TransportError(ctx, http.MethodGet, hreq.URL.String(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -48,38 +48,10 @@ const unknownModelPrefix = "Request for unknown model:"
 // ALREADY_EXISTS and CANCELLED, read as InvalidArgument unless the message
 // names an unknown model.
 func codeOf(status int, msg string) canonical.Code {
-	switch status {
-	case http.StatusBadRequest:
-		if strings.HasPrefix(msg, unknownModelPrefix) {
-			return canonical.CodeNotFound
-		}
-		return canonical.CodeInvalidArgument
-	case http.StatusUnauthorized:
-		return canonical.CodeUnauthenticated
-	case http.StatusForbidden:
-		return canonical.CodePermissionDenied
-	case http.StatusNotFound:
+	if status == http.StatusBadRequest && strings.HasPrefix(msg, unknownModelPrefix) {
 		return canonical.CodeNotFound
-	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return canonical.CodeUnimplemented
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return canonical.CodeDeadlineExceeded
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return canonical.CodeResourceExhausted
-	case 499: // client closed request (nginx)
-		return canonical.CodeCanceled
-	case http.StatusInternalServerError:
-		return canonical.CodeInternal
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return canonical.CodeUnavailable
 	}
-	switch {
-	case status >= 200 && status < 300:
-		return canonical.CodeOK
-	case status >= 400 && status < 500:
-		return canonical.CodeInvalidArgument
-	}
-	return canonical.CodeUnknown
+	return canonical.CodeOfHTTPStatus(status)
 }
 
 // errorBody is Triton's error object {"error":"<msg>"}.

@@ -1,11 +1,14 @@
 // Package bodystream is what every HTTP backend shares (Triton, OpenAI,
-// Anthropic, OpenAI Responses): its client (NewClient, Redacted) and the
-// read loop of its response bodies as a run's canonical events, around
-// each protocol's own incremental decoder. Recv reads the body, so no goroutine runs behind a
-// stream; what one read decodes is returned without another (Buffered).
+// Anthropic, OpenAI Responses): its upstream (Upstream: the client, the
+// request and the errors of one that got no answer) and the read loop of
+// its response bodies as a run's canonical events, around each
+// protocol's own incremental decoder. Recv reads the body, so no
+// goroutine runs behind a stream; what one read decodes is returned
+// without another (Buffered).
 package bodystream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/internal/wiretap"
 )
 
@@ -184,22 +188,94 @@ func (s *Stream) Close() error {
 	return nil
 }
 
-// NewClient returns configured, or a client with its own transport (own
-// is then that transport; the backend's Close releases its idle
-// connections). Concurrent runs to one upstream each hold a connection:
-// the transport keeps 256 per host for reuse rather than the default two;
-// a read takes up to ReadBufSize, so a burst is decoded, and written on,
-// at once.
-func NewClient(configured *http.Client) (client *http.Client, own *http.Transport) {
+// Upstream is how an HTTP backend calls its server: the client, and the
+// transport the backend owns when it was given none. It is safe for
+// concurrent use.
+type Upstream struct {
+	// Backend names the backend type in errors ("triton").
+	Backend string
+	Client  *http.Client
+	// Headers are the backend's configured extra headers, set on every
+	// request after the protocol's own (so they may override them).
+	Headers map[string]string
+	own     *http.Transport // Close releases its idle connections
+}
+
+// NewUpstream returns the upstream of a backend of type backend, calling
+// through configured, or through a client with its own transport, and
+// sending the extra headers.
+// Concurrent runs to one upstream each hold a connection: the transport
+// keeps 256 per host for reuse rather than the default two; a read takes
+// up to ReadBufSize, so a burst is decoded, and written on, at once.
+func NewUpstream(backend string, configured *http.Client, headers map[string]string) *Upstream {
 	if configured != nil {
-		return configured, nil
+		return &Upstream{Backend: backend, Client: configured, Headers: headers}
 	}
-	own = http.DefaultTransport.(*http.Transport).Clone()
+	own := http.DefaultTransport.(*http.Transport).Clone()
 	own.MaxIdleConns, own.MaxIdleConnsPerHost = 256, 256 // the clone's total is 100
 	own.ReadBufferSize = ReadBufSize
 	// The inspector records a captured run's upstream exchange through
 	// the wrapper (internal/wiretap); one atomic load while it is off.
-	return &http.Client{Transport: wiretap.Transport(own)}, own
+	return &Upstream{Backend: backend, Client: &http.Client{Transport: wiretap.Transport(own)}, Headers: headers, own: own}
+}
+
+// Close releases the idle connections of the upstream's own transport.
+func (u *Upstream) Close() error {
+	if u.own != nil {
+		u.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Post sends body to target with the headers header sets, then the
+// extra ones, within ctx
+// (the run's, with the backend's timeout), and returns the response when
+// its status is 2xx. A request that got no response fails as
+// TransportError says; another status with what httpError reads from the
+// response (whose body Post then closes).
+func (u *Upstream) Post(ctx context.Context, target string, body []byte, header func(http.Header),
+	httpError func(*http.Response) *canonical.Error) (*http.Response, *canonical.Error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "%s backend: %v", u.Backend, err)
+	}
+	header(req.Header)
+	u.SetHeaders(req.Header)
+	tracing.ToHTTP(ctx, req.Header) // the run's trace continues upstream
+	resp, err := u.Client.Do(req)
+	if err != nil {
+		return nil, u.TransportError(ctx, http.MethodPost, target, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		ce := httpError(resp)
+		resp.Body.Close()
+		return nil, ce
+	}
+	return resp, nil
+}
+
+// SetHeaders sets the extra headers on h.
+func (u *Upstream) SetHeaders(h http.Header) {
+	for k, v := range u.Headers {
+		h.Set(k, v)
+	}
+}
+
+// TransportError is the error of a request (method, to target) that got
+// no response: the context's, when we cancelled it or its time ran out,
+// else unavailable. Called before the context is cancelled, so that our
+// cancellation is told from the upstream's failure. The upstream's
+// address stays in the cause, for the log: a client is told what failed,
+// not where our upstreams are.
+func (u *Upstream) TransportError(ctx context.Context, method, target string, err error) *canonical.Error {
+	if ctx.Err() != nil {
+		return canonical.AsError(ctx.Err())
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // its URL is not redacted
+	}
+	return canonical.Unreachable(u.Backend, fmt.Errorf("%s %s: %w", method, Redacted(target, u.Backend), err))
 }
 
 // Redacted is raw, a URL, without its credentials, for causes and logs;

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -166,20 +167,81 @@ func TestStreamCancelled(t *testing.T) {
 // own transport (its idle connections are the backend's to release),
 // wrapped by the inspector's wiretap, and
 // an upstream's address loses its credentials in causes.
-func TestNewClientAndRedacted(t *testing.T) {
+func TestNewUpstreamAndRedacted(t *testing.T) {
 	configured := &http.Client{}
-	if c, own := NewClient(configured); c != configured || own != nil {
-		t.Fatalf("configured client: %p %v", c, own)
+	if u := NewUpstream("x", configured, nil); u.Client != configured || u.own != nil {
+		t.Fatalf("configured client: %+v", u)
 	}
-	c, own := NewClient(nil)
-	if own == nil || c.Transport != wiretap.Transport(own) || own.MaxIdleConnsPerHost != 256 || own.ReadBufferSize != ReadBufSize {
+	u := NewUpstream("x", nil, nil)
+	if own := u.own; own == nil || u.Client.Transport != wiretap.Transport(own) || own.MaxIdleConnsPerHost != 256 || own.ReadBufferSize != ReadBufSize {
 		t.Fatalf("own transport: %+v", own)
 	}
-	own.CloseIdleConnections()
+	_ = u.Close()
 	if got := Redacted("http://user:secret@upstream:8000/v1", "x"); got != "http://user:xxxxx@upstream:8000/v1" {
 		t.Errorf("Redacted = %q", got)
 	}
 	if got := Redacted("http://[::1", "x"); got != "x" {
 		t.Errorf("Redacted(not a URL) = %q", got)
+	}
+}
+
+// Post sends the protocol's headers, then the configured ones over them;
+// a 2xx answer is the caller's to read, another is what httpError makes
+// of it (its body closed); a request that got no answer is unavailable,
+// with the address, without its password, in the cause only; one we
+// cancelled is cancelled.
+func TestPost(t *testing.T) {
+	var got http.Header
+	var gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		if r.URL.Path == "/fail" {
+			http.Error(w, "no such model", http.StatusNotFound)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	u := NewUpstream("demo", nil, map[string]string{"X-Extra": "1", "Accept": "application/x-override"})
+	defer u.Close()
+	header := func(h http.Header) { h.Set("Accept", "text/event-stream"); h.Set("Authorization", "Bearer k") }
+	httpError := func(resp *http.Response) *canonical.Error {
+		b, _ := io.ReadAll(resp.Body)
+		return canonical.WireError(canonical.CodeOfHTTPStatus(resp.StatusCode), strings.TrimSpace(string(b)))
+	}
+	ctx := context.Background()
+
+	resp, e := u.Post(ctx, srv.URL+"/ok", []byte(`{"a":1}`), header, httpError)
+	if e != nil {
+		t.Fatalf("2xx: %v", e)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" || gotBody != `{"a":1}` || got.Get("Accept") != "application/x-override" ||
+		got.Get("Authorization") != "Bearer k" || got.Get("X-Extra") != "1" {
+		t.Fatalf("2xx: body %q, sent %q with headers %v", body, gotBody, got)
+	}
+
+	if _, e := u.Post(ctx, srv.URL+"/fail", nil, header, httpError); e == nil || e.Code != canonical.CodeNotFound || e.Message != "no such model" {
+		t.Fatalf("404: %v", e)
+	}
+
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := strings.Replace(dead.URL, "http://", "http://user:secret@", 1)
+	dead.Close()
+	_, e = u.Post(ctx, deadURL+"/v1", nil, header, httpError)
+	if e == nil || e.Code != canonical.CodeUnavailable || e.Message != "demo backend: the upstream did not answer" {
+		t.Fatalf("no answer: %v", e)
+	}
+	if cause := e.Cause.Error(); !strings.HasPrefix(cause, "POST http://user:xxxxx@") || strings.Contains(cause, "secret") || strings.Count(cause, "http://") != 1 {
+		t.Fatalf("no answer: cause %q", cause)
+	}
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, e := u.Post(cancelled, srv.URL+"/ok", nil, header, httpError); e == nil || e.Code != canonical.CodeCanceled {
+		t.Fatalf("cancelled: %v", e)
 	}
 }
