@@ -452,22 +452,13 @@ var knownMembers = map[string]bool{
 // extraParameters passes the request's other scalar members on as
 // canonical parameters (strings, numbers, booleans; others are ignored).
 func extraParameters(body []byte, req *canonical.Request) *canonical.Error {
-	var all map[string]json.Value
-	if err := json.Unmarshal(body, &all); err != nil {
+	extra, err := json.UnknownScalars(body, knownMembers)
+	if err != nil {
 		return jsonError(err, "")
 	}
-	for k, v := range all {
-		if knownMembers[k] {
-			continue
-		}
-		switch v.Kind() {
-		case '"', '0', 't', 'f':
-			var x any
-			if json.Unmarshal(v, &x) == nil {
-				if pv := canonical.Value(x); pv != nil {
-					req.Parameters[k] = pv
-				}
-			}
+	for k, x := range extra {
+		if pv := canonical.Value(x); pv != nil {
+			req.Parameters[k] = pv
 		}
 	}
 	return nil

@@ -152,22 +152,13 @@ func (c *chatRequest) hasTool(name string) bool {
 // fault injection), as vLLM accepts extra members; objects and arrays are
 // ignored.
 func extraParameters(body []byte, req *canonical.Request) *apiError {
-	var all map[string]json.Value
-	if err := json.Unmarshal(body, &all); err != nil {
+	extra, err := json.UnknownScalars(body, knownMembers)
+	if err != nil {
 		return jsonError(err)
 	}
-	for k, v := range all {
-		if knownMembers[k] {
-			continue
-		}
-		switch v.Kind() {
-		case '"', '0', 't', 'f':
-			var x any
-			if json.Unmarshal(v, &x) == nil {
-				if pv := canonical.Value(x); pv != nil {
-					req.Parameters[k] = pv
-				}
-			}
+	for k, x := range extra {
+		if pv := canonical.Value(x); pv != nil {
+			req.Parameters[k] = pv
 		}
 	}
 	return nil

@@ -116,6 +116,34 @@ func NewDecoder(r io.Reader, opts ...Options) *Decoder { return jsontext.NewDeco
 // NewEncoder writes JSON to w.
 func NewEncoder(w io.Writer, opts ...Options) *Encoder { return jsontext.NewEncoder(w, opts...) }
 
+// UnknownScalars decodes the members of the JSON object body that known
+// does not name and whose values are strings, numbers or booleans: a
+// frontend's extra sampling parameters (vLLM's top_k, min_p), passed on
+// as they are. Members holding objects, arrays or null are left out.
+func UnknownScalars(body []byte, known map[string]bool) (map[string]any, error) {
+	var all map[string]Value
+	if err := Unmarshal(body, &all); err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	for k, v := range all {
+		if known[k] {
+			continue
+		}
+		switch v.Kind() {
+		case '"', '0', 't', 'f':
+			var x any
+			if Unmarshal(v, &x) == nil {
+				if out == nil {
+					out = map[string]any{}
+				}
+				out[k] = x
+			}
+		}
+	}
+	return out, nil
+}
+
 // Valid reports whether b is one valid JSON value (duplicate names refused).
 func Valid(b []byte) bool { return jsontext.Value(b).IsValid() }
 

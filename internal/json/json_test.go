@@ -39,3 +39,29 @@ func TestDefaults(t *testing.T) {
 		t.Fatal("Valid")
 	}
 }
+
+// UnknownScalars keeps the scalar members known does not name, decoded;
+// objects, arrays and null are left out, and a body that is not an
+// object is an error.
+func TestUnknownScalars(t *testing.T) {
+	got, err := json.UnknownScalars([]byte(`{"model":"m","top_k":40,"min_p":0.5,"tag":"x","flag":false,"obj":{"a":1},"arr":[1],"nil":null}`),
+		map[string]bool{"model": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"top_k": float64(40), "min_p": 0.5, "tag": "x", "flag": false}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
+	}
+	if got, err := json.UnknownScalars([]byte(`{"model":"m"}`), map[string]bool{"model": true}); err != nil || got != nil {
+		t.Fatalf("nothing unknown: %v %v", got, err)
+	}
+	if _, err := json.UnknownScalars([]byte(`[1]`), nil); err == nil {
+		t.Fatal("an array is not an object")
+	}
+}
