@@ -53,8 +53,7 @@ type metered struct {
 	span                      trace.Span
 	release                   func() // the API key's run slot
 	// mu orders Recv's metering with Close's end: Close may run on
-	// another goroutine than Recv (canonical.Stream), as a frontend that
-	// reads the run on a goroutine of its own (internal/burst) does.
+	// another goroutine than Recv (canonical.Stream allows it).
 	mu   sync.Mutex
 	done bool
 }

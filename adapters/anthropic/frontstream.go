@@ -5,10 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
+	"sync"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/burst"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
@@ -106,8 +105,9 @@ func deltaFill(evType string, d any) func(n int64, s string) any {
 	}
 }
 
-// streamRun writes the run as a Messages event stream, with a ping after
-// each PingInterval without an event.
+// streamRun writes the run as a Messages event stream, each event as it
+// comes (a burst at once: flushed when the run holds no more), with a
+// ping after each PingInterval without a write.
 func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, model, rid string) {
 	sw, err := sse.NewWriter(w)
 	if err != nil {
@@ -117,23 +117,18 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, mod
 	}
 	out := &sseSink{w: w, sw: sw, rid: rid}
 	enc := newEncoder(out, model)
-	rc := burst.New(stream)
-	defer rc.Close()
-	ping := time.NewTimer(f.cfg.PingInterval)
+	var mu sync.Mutex // the pings' and this loop's writes
+	ping := sse.NewKeepalive(&mu, f.cfg.PingInterval, func() error { return f.ping(enc, out) })
 	defer ping.Stop()
+	ready, _ := stream.(canonical.Buffered)
 	for {
-		select {
-		case <-ping.C:
-			if err := f.ping(enc, out); err != nil {
-				return
-			}
-			ping.Reset(f.cfg.PingInterval)
-			continue
-		case b := <-rc.C():
-			if f.writeBatch(enc, out, b, model) {
-				return
-			}
-			ping.Reset(f.cfg.PingInterval)
+		ev, err := stream.Recv()
+		mu.Lock()
+		done := f.write(enc, out, ev, err, model, ready == nil || ready.Buffered() == 0)
+		ping.Wrote()
+		mu.Unlock()
+		if done {
+			return
 		}
 	}
 }
@@ -150,37 +145,33 @@ func (f *Frontend) ping(enc *encoder, out *sseSink) error {
 	return out.sw.Flush()
 }
 
-// writeBatch writes a batch's events and flushes them; it reports whether
+// write writes the events of ev, or the error that ended the run, and
+// flushes them when idle (nothing more is at hand); it reports whether
 // the response has ended (the run's end, a failure, a client gone).
-func (f *Frontend) writeBatch(enc *encoder, out *sseSink, b burst.Batch, model string) bool {
-	for _, ev := range b.Events {
-		done, fail, err := enc.event(ev)
-		if err != nil {
-			f.log.Debug("messages: client gone", "model", model, "run", ev.GetRunId(), "err", err)
-			return true
-		}
-		if done {
-			if fail != nil {
-				f.fail(out, fail)
-				return true
-			}
-			_ = out.sw.Flush()
-			return true
-		}
-	}
-	if b.Err != nil {
-		err := b.Err
+func (f *Frontend) write(enc *encoder, out *sseSink, ev *canonical.Event, err error, model string, idle bool) bool {
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
 		}
 		f.fail(out, canonical.AsError(err))
 		return true
 	}
-	if err := out.sw.Flush(); err != nil {
-		f.log.Debug("messages: client gone", "model", model, "err", err)
+	done, fail, err := enc.event(ev)
+	if err != nil {
+		f.log.Debug("messages: client gone", "model", model, "run", ev.GetRunId(), "err", err)
 		return true
 	}
-	return false
+	if done && fail != nil {
+		f.fail(out, fail)
+		return true
+	}
+	if done || idle {
+		if err := out.sw.Flush(); err != nil && !done {
+			f.log.Debug("messages: client gone", "model", model, "err", err)
+			return true
+		}
+	}
+	return done
 }
 
 // fail reports a run's failure: Anthropic's error object with its status

@@ -4,15 +4,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/burst"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
 
-// streamRun writes the run as chunks, with a keepalive comment after each
-// Keepalive without one (which commits the 200 if nothing did yet).
+// streamRun writes the run as chunks, each as its event comes (a burst at
+// once: flushed when the run holds no more), with a keepalive comment
+// after each Keepalive without a write (which commits the 200 if nothing
+// did yet).
 func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *decoded) {
 	sw, err := sse.NewWriter(w)
 	if err != nil {
@@ -22,52 +24,46 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 	}
 	out := newStreamWriter(w, sw, d.model, f.cfg.ReasoningField, time.Now().Unix(), d.includeUsage)
 	rd := newReader(out)
-	rc := burst.New(stream)
-	defer rc.Close()
-	tick := time.NewTimer(f.cfg.Keepalive)
-	defer tick.Stop()
+	var mu sync.Mutex // the keepalive's and this loop's writes
+	ka := sse.NewKeepalive(&mu, f.cfg.Keepalive, func() error {
+		out.start()
+		return sw.Comment("keepalive")
+	})
+	defer ka.Stop()
+	ready, _ := stream.(canonical.Buffered)
 	for {
-		select {
-		case <-tick.C:
-			out.start()
-			if err := sw.Comment("keepalive"); err != nil {
-				return
-			}
-			tick.Reset(f.cfg.Keepalive)
-		case b := <-rc.C():
-			if f.writeBatch(rd, out, b, d.model) {
-				return
-			}
-			tick.Reset(f.cfg.Keepalive)
+		ev, err := stream.Recv()
+		mu.Lock()
+		done := f.write(rd, out, ev, err, d.model, ready == nil || ready.Buffered() == 0)
+		ka.Wrote()
+		mu.Unlock()
+		if done {
+			return
 		}
 	}
 }
 
-// writeBatch writes a batch's chunks and flushes them; it reports whether
+// write writes the chunks of ev, or the error that ended the run, and
+// flushes them when idle (nothing more is at hand); it reports whether
 // the response has ended (the run's end, a failure, a client gone).
-func (f *Frontend) writeBatch(rd *reader, out *streamWriter, b burst.Batch, model string) bool {
-	for _, ev := range b.Events {
-		done, err := rd.event(ev)
-		if err != nil {
-			f.log.Debug("chat completions: client gone", "model", model, "run", ev.GetRunId(), "err", err)
-			return true
-		}
-		if done {
-			_ = out.sw.Flush()
-			return true
-		}
-	}
-	if b.Err != nil {
-		err := b.Err
+func (f *Frontend) write(rd *reader, out *streamWriter, ev *canonical.Event, err error, model string, idle bool) bool {
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
 		}
 		_ = out.fail(canonical.AsError(err))
 		return true
 	}
-	if err := out.sw.Flush(); err != nil {
-		f.log.Debug("chat completions: client gone", "model", model, "err", err)
+	done, err := rd.event(ev)
+	if err != nil {
+		f.log.Debug("chat completions: client gone", "model", model, "run", ev.GetRunId(), "err", err)
 		return true
 	}
-	return false
+	if done || idle {
+		if err := out.sw.Flush(); err != nil && !done {
+			f.log.Debug("chat completions: client gone", "model", model, "err", err)
+			return true
+		}
+	}
+	return done
 }

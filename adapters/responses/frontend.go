@@ -534,8 +534,8 @@ type writer struct {
 	w      http.ResponseWriter
 	sw     *sse.Writer
 	mu     sync.Mutex
-	failed bool      // a write failed: the client is gone
-	last   time.Time // of the last write
+	failed bool           // a write failed: the client is gone
+	ka     *sse.Keepalive // while one runs (keepalive), told of each write
 	// data holds the event being queued, reused: QueueEvent copies it.
 	data bytes.Buffer
 	// delta is the template of the open block's delta events (nil: they
@@ -657,7 +657,7 @@ func (o *writer) event(ev *streamEvent) error {
 		o.failed = true
 		return err
 	}
-	o.last = time.Now()
+	o.wrote()
 	return nil
 }
 
@@ -673,7 +673,7 @@ func (o *writer) flushIfQueued() (gone bool) {
 		if err := o.sw.Flush(); err != nil {
 			o.failed = true
 		}
-		o.last = time.Now()
+		o.wrote()
 	}
 	return o.failed
 }
@@ -703,37 +703,34 @@ func (o *writer) end(noDone bool) {
 }
 
 // keepalive writes ": keepalive" whenever the stream has been silent for
-// every (a keepalive event would fail Open Responses' compliance checks),
-// until stop is closed; the returned function stops it and waits.
+// every (a keepalive event would fail Open Responses' compliance checks);
+// the returned function stops it.
 func (o *writer) keepalive(every time.Duration) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
+	ka := sse.NewKeepalive(&o.mu, every, func() error {
+		if o.failed {
+			return errGone
+		}
+		err := o.sw.Comment("keepalive")
+		o.failed = err != nil
+		return err
+	})
 	o.mu.Lock()
-	o.last = time.Now()
+	o.ka = ka
 	o.mu.Unlock()
-	go o.keepaliveLoop(every, done, exited)
 	return func() {
-		close(done)
-		<-exited
+		ka.Stop()
+		o.mu.Lock()
+		o.ka = nil
+		o.mu.Unlock()
 	}
 }
 
-func (o *writer) keepaliveLoop(every time.Duration, done, exited chan struct{}) {
-	defer close(exited)
-	t := time.NewTicker(every / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case now := <-t.C:
-			o.mu.Lock()
-			if !o.failed && now.Sub(o.last) >= every {
-				if err := o.sw.Comment("keepalive"); err != nil {
-					o.failed = true
-				}
-				o.last = now
-			}
-			o.mu.Unlock()
-		}
+// wrote tells the keepalive of a write; the caller holds o.mu.
+func (o *writer) wrote() {
+	if o.ka != nil {
+		o.ka.Wrote()
 	}
 }
+
+// errGone stops a keepalive whose client a write found gone.
+var errGone = errors.New("the client is gone")

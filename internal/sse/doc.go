@@ -2,7 +2,8 @@
 // Standard defines it (section 9.2, "Server-sent events": the
 // text/event-stream format and the EventSource parsing and dispatch rules),
 // shared by every adapter that speaks SSE (Triton generate_stream, the
-// LangChain agent protocol, the XML renderer).
+// LangChain agent protocol, OpenAI Chat Completions and Responses,
+// Anthropic Messages, the XML renderer).
 //
 // Directions:
 //
@@ -28,6 +29,10 @@
 //     up, so no handler (its stack, net/http's buffers) stays behind an
 //     idle stream. NewConnWriter is a Writer on it. HTTP/2 and HTTP/1.0
 //     are declined: those streams stay on their handler.
+//   - Keepalive writes a heartbeat (a comment, Anthropic's ping) on a
+//     stream left silent for an interval, from a timer under the writer's
+//     lock, so a stream's one goroutine waits in its run's Recv and
+//     writes each event as it comes.
 //   - Parser reads a stream fed in chunks cut at any byte (Feed and End, as
 //     the repository's streaming converters do). Lines end in LF, CRLF or
 //     CR, also when a CRLF is split between chunks; a UTF-8 byte order mark
@@ -54,5 +59,6 @@
 // while it is at most 64 KiB.
 //
 // Neither Writer nor Parser is safe for concurrent use: each belongs to one
-// stream and is used by one goroutine at a time.
+// stream and is used by one goroutine at a time (a Keepalive's send runs
+// under the lock the stream's writes hold).
 package sse
