@@ -52,3 +52,25 @@ func TestWriteCanonicalRefusal(t *testing.T) {
 		}
 	}
 }
+
+// UpstreamURL takes an http(s) URL with a host and names the option, and
+// what it should be, in what it refuses.
+func TestUpstreamURL(t *testing.T) {
+	if u, err := UpstreamURL("url", "https://h:8000/v1", "x"); err != nil || u.Host != "h:8000" || u.Path != "/v1" {
+		t.Fatalf("good URL: %v %v", u, err)
+	}
+	for raw, want := range map[string]string{
+		"":               "url: required (the server)",
+		"ws://h/v1":      `url: "ws://h/v1" is not an http(s) URL with a host`,
+		"http:///v1":     `url: "http:///v1" is not an http(s) URL with a host`,
+		"http://[::1":    `url: "http://[::1" is not an http(s) URL with a host`,
+		"localhost:8000": `url: "localhost:8000" is not an http(s) URL with a host`,
+	} {
+		if _, err := UpstreamURL("url", raw, "the server"); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %s", raw, err, want)
+		}
+	}
+	if _, err := UpstreamURL("url", "", ""); err == nil || err.Error() != "url: required" {
+		t.Errorf("without what: %v", err)
+	}
+}

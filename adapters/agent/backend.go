@@ -28,6 +28,7 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/tracing"
 	"github.com/interlingua-dev/interlingua/internal/wiretap"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // BackendConfig configures a client of an upstream agent-protocol thread
@@ -71,12 +72,8 @@ type BackendConfig struct {
 // Validate names every bad field.
 func (c BackendConfig) Validate() error {
 	var errs []error
-	u, err := url.Parse(c.URL)
-	switch {
-	case c.URL == "":
-		errs = append(errs, errors.New("url: required (the agent server's base URL)"))
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		errs = append(errs, fmt.Errorf("url: %q is not an http(s) URL", c.URL))
+	if _, err := protocol.UpstreamURL("url", c.URL, "the agent server's base URL"); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Transport {
 	case "", "sse", "websocket":

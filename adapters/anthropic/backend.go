@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -62,10 +61,8 @@ type BackendConfig struct {
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
-	if c.BaseURL == "" {
-		errs = append(errs, errors.New("base_url: required"))
-	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
+	if u, err := protocol.UpstreamURL("base_url", c.BaseURL, "the server's root, as the Anthropic SDKs take it"); err != nil {
+		errs = append(errs, err)
 	} else if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") {
 		errs = append(errs, fmt.Errorf("base_url: %q ends in /v1: give the server's root, as the Anthropic SDKs take it", c.BaseURL))
 	}

@@ -128,7 +128,7 @@ func TestBackendConfig(t *testing.T) {
 		cfg  anthropic.BackendConfig
 		want string
 	}{
-		{anthropic.BackendConfig{}, "base_url: required"},
+		{anthropic.BackendConfig{}, "base_url: required (the server's root, as the Anthropic SDKs take it)"},
 		{anthropic.BackendConfig{BaseURL: "https://api.anthropic.com/v1"}, `base_url: "https://api.anthropic.com/v1" ends in /v1: give the server's root, as the Anthropic SDKs take it`},
 		{anthropic.BackendConfig{BaseURL: "http://x", Auth: "basic"}, `auth: "basic" is not x-api-key or bearer`},
 		{anthropic.BackendConfig{BaseURL: "http://x", APIKey: protocol.SecretRef{Env: "ANTHROPIC_TEST_UNSET_VARIABLE"}}, "api_key: environment variable ANTHROPIC_TEST_UNSET_VARIABLE is empty or unset"},

@@ -257,7 +257,7 @@ func TestBackendCancel(t *testing.T) {
 // TestBackendConfig names bad options.
 func TestBackendConfig(t *testing.T) {
 	_, err := evergreen.NewBackend(evergreen.BackendConfig{URL: "ftp://x", Protocol: "soap", Outputs: []string{"images"}, Limits: evergreen.Limits{MaxDepth: -1}})
-	for _, want := range []string{`url: scheme "ftp"`, `protocol: "soap"`, `outputs: "images"`, "max_depth: must not be negative"} {
+	for _, want := range []string{`url: "ftp://x" is not an http(s) URL with a host`, `protocol: "soap"`, `outputs: "images"`, "max_depth: must not be negative"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %q", err, want)
 		}

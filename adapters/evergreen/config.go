@@ -14,6 +14,7 @@ import (
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // Limits bound one session's node store (section 3.4 of the reference).
@@ -249,16 +250,8 @@ func (c BackendConfig) withDefaults() BackendConfig {
 // Validate names every bad field.
 func (c BackendConfig) Validate() error {
 	var errs []error
-	u, err := url.Parse(c.URL)
-	switch {
-	case c.URL == "":
-		errs = append(errs, errors.New("url: required (http://host:port for h2c, https:// for TLS)"))
-	case err != nil:
-		errs = append(errs, fmt.Errorf("url: %v", err))
-	case u.Scheme != "http" && u.Scheme != "https":
-		errs = append(errs, fmt.Errorf("url: scheme %q is not http or https", u.Scheme))
-	case u.Host == "":
-		errs = append(errs, fmt.Errorf("url: %q has no host", c.URL))
+	if _, err := protocol.UpstreamURL("url", c.URL, "http://host:port for h2c, https:// for TLS"); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Protocol {
 	case "", "grpc", "connect":

@@ -64,10 +64,8 @@ type BackendConfig struct {
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
-	if c.BaseURL == "" {
-		errs = append(errs, errors.New("base_url: required (the API root with /v1, as the OpenAI SDKs take it)"))
-	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
+	if u, err := protocol.UpstreamURL("base_url", c.BaseURL, "the API root with /v1, as the OpenAI SDKs take it"); err != nil {
+		errs = append(errs, err)
 	} else if strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/chat/completions") {
 		errs = append(errs, fmt.Errorf("base_url: %q names the endpoint: give the API root (…/v1)", c.BaseURL))
 	}

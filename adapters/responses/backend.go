@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -62,10 +61,8 @@ type BackendConfig struct {
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
-	if c.BaseURL == "" {
-		errs = append(errs, errors.New("base_url: required (the API root with /v1, as the OpenAI SDKs take it)"))
-	} else if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("base_url: %q is not an http(s) URL with a host", c.BaseURL))
+	if _, err := protocol.UpstreamURL("base_url", c.BaseURL, "the API root with /v1, as the OpenAI SDKs take it"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must not be negative"))

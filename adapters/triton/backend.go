@@ -19,6 +19,7 @@ import (
 	"github.com/interlingua-dev/interlingua/internal/bodystream"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
+	"github.com/interlingua-dev/interlingua/protocol"
 )
 
 // BackendConfig configures a backend that calls one Triton server (plain
@@ -69,10 +70,8 @@ type BackendConfig struct {
 // Validate reports every invalid field, by its option name.
 func (c *BackendConfig) Validate() error {
 	var errs []error
-	if c.URL == "" {
-		errs = append(errs, errors.New("url: required"))
-	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("url: %q is not an http(s) URL with a host", c.URL))
+	if _, err := protocol.UpstreamURL("url", c.URL, "the Triton server's base URL"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Version != "" && strings.Trim(c.Version, "0123456789") != "" {
 		errs = append(errs, fmt.Errorf("version: %q is not a number", c.Version))
