@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,21 +13,23 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/chunk"
 )
 
 // decodeChunks runs the backend's decoder over chunks, as stream.Recv
-// does: a Feed error or End's error fails the run.
+// does (each overwritten once fed: chunk.Feed): a Feed error or End's
+// error fails the run.
 func decodeChunks(chunks [][]byte) []*canonical.Event {
 	d := newStreamDecoder(1<<16, 1<<16, "m", "run-")
 	out := d.b.Lifecycle(nil, canonical.StatusRunning)
-	for _, c := range chunks {
-		var err error
-		if out, err = d.Feed(c, out); err != nil {
-			return d.Fail(out, err)
-		}
-	}
-	out, err := d.End(out)
+	err := chunk.Feed(chunks, func(c []byte) (err error) {
+		out, err = d.Feed(c, out)
+		return err
+	})
 	if err != nil {
+		return d.Fail(out, err)
+	}
+	if out, err = d.End(out); err != nil {
 		out = d.Fail(out, err)
 	}
 	return out
@@ -114,18 +115,6 @@ func TestStreamDecoder(t *testing.T) {
 	}
 }
 
-// split cuts b at random points (some inside runes and CRLFs).
-func split(b []byte, seed uint64) [][]byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var out [][]byte
-	for len(b) > 0 {
-		n := 1 + r.IntN(min(len(b), 64))
-		out = append(out, b[:n])
-		b = b[n:]
-	}
-	return out
-}
-
 // TestStreamDecoderRechunking: any cut of a fixture, with LF, CRLF or CR
 // line ends, decodes to the same events as the whole.
 func TestStreamDecoderRechunking(t *testing.T) {
@@ -136,7 +125,7 @@ func TestStreamDecoderRechunking(t *testing.T) {
 		for _, eol := range []string{"\n", "\r\n", "\r"} {
 			w := []byte(strings.ReplaceAll(string(wire), "\n", eol))
 			for seed := range uint64(50) {
-				got := decodeChunks(split(w, seed))
+				got := decodeChunks(chunk.Random(w, seed))
 				if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
 					t.Fatalf("%s eol %q seed %d:\n%s", f, eol, seed, d)
 				}
@@ -157,7 +146,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":0}\n\n"), uint64(7))
 	f.Fuzz(func(t *testing.T, wire []byte, seed uint64) {
 		want := decodeChunks([][]byte{wire})
-		got := decodeChunks(split(wire, seed))
+		got := decodeChunks(chunk.Random(wire, seed))
 		if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
 			t.Fatalf("events depend on chunking:\n%s", d)
 		}

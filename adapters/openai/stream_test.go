@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,40 +13,31 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/chunk"
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
-// decodeChunks runs the stream decoder over chunks, then End.
+// decodeChunks runs the stream decoder over chunks (each overwritten once
+// fed: chunk.Feed), then End.
 func decodeChunks(chunks [][]byte) ([]*canonical.Event, error) {
 	d := newStreamDecoder(1<<20, 1<<20, "m", "run-")
 	var out []*canonical.Event
-	for _, c := range chunks {
-		var err error
-		if out, err = d.Feed(c, out); err != nil {
-			return d.Fail(out, err), err
+	err := chunk.Feed(chunks, func(c []byte) (err error) {
+		if !d.Ended() { // what comes after the end is not read
+			out, err = d.Feed(c, out)
 		}
-		if d.Ended() {
-			return out, nil
-		}
-	}
-	out, err := d.End(out)
+		return err
+	})
 	if err != nil {
 		return d.Fail(out, err), err
 	}
-	return out, nil
-}
-
-// split cuts data at points a seed chooses (none to many, single bytes
-// included).
-func split(data []byte, seed uint64) [][]byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var out [][]byte
-	for len(data) > 0 {
-		n := 1 + r.IntN(min(len(data), 1+int(seed%64)))
-		out = append(out, data[:n])
-		data = data[n:]
+	if d.Ended() {
+		return out, nil
 	}
-	return out
+	if out, err = d.End(out); err != nil {
+		return d.Fail(out, err), err
+	}
+	return out, nil
 }
 
 // render is the events as a golden holds them: one JSON line each, keys
@@ -135,7 +125,7 @@ func TestStreamRechunking(t *testing.T) {
 		}
 		want, werr := decodeChunks([][]byte{wire})
 		for seed := uint64(0); seed < 200; seed++ {
-			got, gerr := decodeChunks(split(wire, seed))
+			got, gerr := decodeChunks(chunk.Random(wire, seed))
 			if (werr == nil) != (gerr == nil) {
 				t.Fatalf("%s seed %d: error depends on chunking: %v / %v", f, seed, werr, gerr)
 			}
@@ -157,7 +147,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, wire []byte, seed uint64) {
 		want, werr := decodeChunks([][]byte{wire})
-		got, gerr := decodeChunks(split(wire, seed))
+		got, gerr := decodeChunks(chunk.Random(wire, seed))
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("error depends on chunking: %v / %v", werr, gerr)
 		}

@@ -28,6 +28,14 @@ func Split(data []byte, seed uint64, k int) [][]byte {
 	return append(out, data[prev:])
 }
 
+// Random cuts data as Split does into a number of pieces also drawn from
+// seed: from one piece to as many as data has bytes and one more, so a
+// run of seeds tries few long pieces and many short (and empty) ones.
+func Random(data []byte, seed uint64) [][]byte {
+	r := rand.New(rand.NewPCG(^seed, seed))
+	return Split(data, seed, 1+r.IntN(len(data)+1))
+}
+
 // TwoWay returns data cut in two at i.
 func TwoWay(data []byte, i int) [][]byte { return [][]byte{data[:i], data[i:]} }
 

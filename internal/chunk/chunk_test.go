@@ -34,6 +34,23 @@ func TestSplit(t *testing.T) {
 	}
 }
 
+// Random's pieces join back to the input, and a run of seeds reaches both
+// ends of its range: one piece, and as many as the input has bytes.
+func TestRandom(t *testing.T) {
+	data := []byte("0123456789abcdef")
+	fewest, most := len(data)+2, 0
+	for seed := range uint64(500) {
+		p := Random(data, seed)
+		if !bytes.Equal(bytes.Join(p, nil), data) || len(p) > len(data)+1 {
+			t.Fatalf("seed %d: %q", seed, p)
+		}
+		fewest, most = min(fewest, len(p)), max(most, len(p))
+	}
+	if fewest != 1 || most < len(data) {
+		t.Fatalf("piece counts from %d to %d, want 1 to at least %d", fewest, most, len(data))
+	}
+}
+
 // Feed hands over copies, in order, overwrites each once feed returns,
 // leaves the pieces alone and stops at the first error.
 func TestFeed(t *testing.T) {
