@@ -81,11 +81,11 @@ func (c *BackendConfig) key() (string, error) { return c.APIKey.Read("api_key") 
 // Backend is a canonical.Backend calling a Messages server. It is safe
 // for concurrent use; its streams run no goroutines.
 type Backend struct {
-	*bodystream.Upstream // Close releases its idle connections
-	cfg                  BackendConfig
-	base                 string
-	key                  string
-	log                  *slog.Logger
+	up   *bodystream.Upstream
+	cfg  BackendConfig
+	base string
+	key  string
+	log  *slog.Logger
 }
 
 // NewBackend validates cfg, reads the key and returns the backend.
@@ -103,13 +103,16 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxToolInputBytes = cmp.Or(cfg.MaxToolInputBytes, 16<<20)
-	b := &Backend{Upstream: bodystream.NewUpstream("anthropic", cfg.HTTPClient, cfg.Headers),
+	b := &Backend{up: bodystream.NewUpstream("anthropic", cfg.HTTPClient, cfg.Headers),
 		cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
 }
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error { return b.up.Close() }
 
 // redacted is the base URL without credentials, for causes.
 func (b *Backend) redacted() string { return bodystream.Redacted(b.base, "anthropic") }
@@ -132,7 +135,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	}
 	b.log.Debug("anthropic request", "run", req.GetRunId(), "model", model)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	resp, e := b.Post(ctx, b.base+"/v1/messages", body, func(h http.Header) { b.headers(h, req) }, httpError)
+	resp, e := b.up.Post(ctx, b.base+"/v1/messages", body, func(h http.Header) { b.headers(h, req) }, httpError)
 	if e != nil {
 		cancel()
 		return nil, e

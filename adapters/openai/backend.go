@@ -86,11 +86,11 @@ func (c *BackendConfig) key() (string, error) { return c.APIKey.Read("api_key") 
 // Backend is a canonical.Backend calling a Chat Completions server. It is
 // safe for concurrent use; its streams run no goroutines.
 type Backend struct {
-	*bodystream.Upstream // Close releases its idle connections
-	cfg                  BackendConfig
-	url                  string // …/chat/completions
-	key                  string
-	log                  *slog.Logger
+	up  *bodystream.Upstream
+	cfg BackendConfig
+	url string // …/chat/completions
+	key string
+	log *slog.Logger
 }
 
 // NewBackend validates cfg, reads the key and returns the backend.
@@ -112,13 +112,16 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Minute)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxToolArgsBytes = cmp.Or(cfg.MaxToolArgsBytes, 16<<20)
-	b := &Backend{Upstream: bodystream.NewUpstream("openai", cfg.HTTPClient, cfg.Headers),
+	b := &Backend{up: bodystream.NewUpstream("openai", cfg.HTTPClient, cfg.Headers),
 		cfg: cfg, url: base + "/chat/completions", key: key, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
 }
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error { return b.up.Close() }
 
 // redacted is the URL without credentials, for causes.
 func (b *Backend) redacted() string { return bodystream.Redacted(b.url, "openai") }
@@ -141,7 +144,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	}
 	b.log.Debug("openai request", "run", req.GetRunId(), "model", model)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	resp, e := b.Post(ctx, b.url, body, b.headers, httpError)
+	resp, e := b.up.Post(ctx, b.url, body, b.headers, httpError)
 	if e != nil {
 		cancel()
 		return nil, e

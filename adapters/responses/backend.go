@@ -81,11 +81,11 @@ func (c *BackendConfig) Validate() error {
 // Backend is a canonical.Backend calling a Responses server. It is safe
 // for concurrent use; its streams run no goroutines.
 type Backend struct {
-	*bodystream.Upstream // Close releases its idle connections
-	cfg                  BackendConfig
-	base                 string
-	key                  string
-	log                  *slog.Logger
+	up   *bodystream.Upstream
+	cfg  BackendConfig
+	base string
+	key  string
+	log  *slog.Logger
 }
 
 // NewBackend validates cfg and returns the backend.
@@ -101,13 +101,16 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{Upstream: bodystream.NewUpstream("responses", cfg.HTTPClient, cfg.Headers),
+	b := &Backend{up: bodystream.NewUpstream("responses", cfg.HTTPClient, cfg.Headers),
 		cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/"), key: key, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	return b, nil
 }
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error { return b.up.Close() }
 
 // redacted is the base URL without credentials, for logs.
 func (b *Backend) redacted() string { return bodystream.Redacted(b.base, "responses") }
@@ -126,7 +129,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	}
 	b.log.Debug("responses request", "run", req.GetRunId(), "model", model)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	resp, e := b.Post(ctx, b.base+"/responses", body, b.headers, b.httpError)
+	resp, e := b.up.Post(ctx, b.base+"/responses", body, b.headers, b.httpError)
 	if e != nil {
 		cancel()
 		return nil, e

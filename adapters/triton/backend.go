@@ -104,10 +104,10 @@ const maxCachedModels = 1024
 // Backend is a canonical.Backend calling a Triton server. It is safe for
 // concurrent use; its streams run no goroutines.
 type Backend struct {
-	*bodystream.Upstream // Close releases its idle connections
-	cfg                  BackendConfig
-	base                 string
-	log                  *slog.Logger
+	up   *bodystream.Upstream
+	cfg  BackendConfig
+	base string
+	log  *slog.Logger
 
 	mu   sync.Mutex
 	meta map[string]modelInputs
@@ -125,7 +125,7 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	cfg.MaxTokens = cmp.Or(cfg.MaxTokens, 1024)
 	cfg.MaxEventBytes = cmp.Or(cfg.MaxEventBytes, sse.DefaultMaxEventBytes)
 	cfg.MaxResponseBytes = cmp.Or(cfg.MaxResponseBytes, 16<<20)
-	b := &Backend{Upstream: bodystream.NewUpstream("triton", cfg.HTTPClient, cfg.Headers), cfg: cfg,
+	b := &Backend{up: bodystream.NewUpstream("triton", cfg.HTTPClient, cfg.Headers), cfg: cfg,
 		base: strings.TrimRight(cfg.URL, "/"), log: cfg.Logger, meta: map[string]modelInputs{}}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -140,6 +140,9 @@ func (b *Backend) modelURL(model string) string {
 	}
 	return u
 }
+
+// Close releases the idle connections of the backend's own transport.
+func (b *Backend) Close() error { return b.up.Close() }
 
 // redacted is the base URL without credentials, for messages.
 func (b *Backend) redacted() string { return bodystream.Redacted(b.base, "triton") }
@@ -162,7 +165,7 @@ func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.
 	streaming := b.cfg.Endpoint == "generate_stream"
 	body := encodeRequest(req, streaming, inputs, b.cfg.MaxTokens)
 	b.log.Debug("triton request", "run", req.GetRunId(), "model", model, "endpoint", b.cfg.Endpoint)
-	resp, e := b.Post(ctx, b.modelURL(model)+"/"+b.cfg.Endpoint, body, func(h http.Header) {
+	resp, e := b.up.Post(ctx, b.modelURL(model)+"/"+b.cfg.Endpoint, body, func(h http.Header) {
 		h.Set("Content-Type", "application/json")
 		if streaming {
 			h.Set("Accept", "text/event-stream")
@@ -242,10 +245,10 @@ func (b *Backend) inputs(ctx context.Context, model string) (modelInputs, error)
 	if err != nil {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "triton backend: %v", err)
 	}
-	b.SetHeaders(hreq.Header)
-	resp, err := b.Client.Do(hreq)
+	b.up.SetHeaders(hreq.Header)
+	resp, err := b.up.Client.Do(hreq)
 	if err != nil {
-		return nil, b.TransportError(ctx, http.MethodGet, hreq.URL.String(), err)
+		return nil, b.up.TransportError(ctx, http.MethodGet, hreq.URL.String(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
