@@ -535,7 +535,7 @@ type writer struct {
 	sw     *sse.Writer
 	mu     sync.Mutex
 	failed bool           // a write failed: the client is gone
-	ka     *sse.Keepalive // while one runs (keepalive), told of each write
+	ka     *sse.Keepalive // once keepalive started one, told of each write
 	// data holds the event being queued, reused: QueueEvent copies it.
 	data bytes.Buffer
 	// delta is the template of the open block's delta events (nil: they
@@ -717,12 +717,7 @@ func (o *writer) keepalive(every time.Duration) (stop func()) {
 	o.mu.Lock()
 	o.ka = ka
 	o.mu.Unlock()
-	return func() {
-		ka.Stop()
-		o.mu.Lock()
-		o.ka = nil
-		o.mu.Unlock()
-	}
+	return ka.Stop // a stopped keepalive may still be told of writes
 }
 
 // wrote tells the keepalive of a write; the caller holds o.mu.

@@ -25,6 +25,7 @@ type Keepalive struct {
 }
 
 // NewKeepalive starts a keepalive for a stream whose last write is now.
+// The caller does not hold mu.
 func NewKeepalive(mu *sync.Mutex, every time.Duration, send func() error) *Keepalive {
 	k := &Keepalive{mu: mu, every: every, send: send}
 	mu.Lock()
