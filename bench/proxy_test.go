@@ -104,90 +104,103 @@ func TestProxyTableRows(t *testing.T) {
 	}
 }
 
-// TestNoopProxyStreams: the proxy passes each piece of a stream on as it
-// comes, in the ways the harness's protocols stream, and a request body
-// the peer reads after its response has begun. Each side waits
-// for the other's previous piece before sending its next one, so a proxy
-// that held anything back would hang the exchange (and fail on the
-// deadline) rather than pass slowly.
-func TestNoopProxyStreams(t *testing.T) {
-	const pieces = 5
+// The TestNoopProxy* tests: the proxy passes each piece of a stream on as
+// it comes, in the ways the harness's protocols stream, and a request body
+// the peer reads after its response has begun. Each side waits for the
+// other's previous piece before sending its next one, so a proxy that held
+// anything back would hang the exchange (and fail on the deadline) rather
+// than pass slowly.
+
+// pieces is how many pieces each exchange passes.
+const pieces = 5
+
+// streamCtx bounds one exchange.
+func streamCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx
+}
 
-	t.Run("sse", func(t *testing.T) {
-		next := make(chan struct{})
-		px := proxied(t, "http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			rc := http.NewResponseController(w)
-			for i := range pieces {
-				fmt.Fprintf(w, "data: %d\n\n", i)
-				if err := rc.Flush(); err != nil {
-					return
-				}
-				select {
-				case <-next:
-				case <-r.Context().Done():
-					return
-				}
-			}
-		}), false)
-		req, _ := http.NewRequestWithContext(ctx, "GET", px.base+"/stream", nil)
-		resp, err := px.tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		br := bufio.NewReader(resp.Body)
+// TestNoopProxySSE: server-sent events pass one at a time.
+func TestNoopProxySSE(t *testing.T) {
+	ctx := streamCtx(t)
+	next := make(chan struct{})
+	px := proxied(t, "http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
 		for i := range pieces {
-			line, err := br.ReadString('\n')
-			if err != nil || line != fmt.Sprintf("data: %d\n", i) {
-				t.Fatalf("piece %d: %q, %v", i, line, err)
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			if err := rc.Flush(); err != nil {
+				return
 			}
-			_, _ = br.ReadString('\n')
-			next <- struct{}{}
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
 		}
-	})
+	}), false)
+	req, _ := http.NewRequestWithContext(ctx, "GET", px.base+"/stream", nil)
+	resp, err := px.tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for i := range pieces {
+		line, err := br.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+			t.Fatalf("piece %d: %q, %v", i, line, err)
+		}
+		_, _ = br.ReadString('\n')
+		next <- struct{}{}
+	}
+}
 
-	t.Run("websocket", func(t *testing.T) {
-		px := proxied(t, "ws", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+// TestNoopProxyWebSocket: WebSocket messages pass both ways.
+func TestNoopProxyWebSocket(t *testing.T) {
+	ctx := streamCtx(t)
+	px := proxied(t, "ws", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			kind, msg, err := c.ReadMessage()
 			if err != nil {
 				return
 			}
-			defer c.Close()
-			for {
-				kind, msg, err := c.ReadMessage()
-				if err != nil {
-					return
-				}
-				if c.WriteMessage(kind, append([]byte("echo "), msg...)) != nil {
-					return
-				}
+			if c.WriteMessage(kind, append([]byte("echo "), msg...)) != nil {
+				return
 			}
-		}), false)
-		if !strings.HasPrefix(px.base, "ws://") {
-			t.Fatalf("proxy base %q: want the peer's ws scheme", px.base)
 		}
-		c, _, err := websocket.DefaultDialer.DialContext(ctx, px.base+"/chat", nil)
-		if err != nil {
+	}), false)
+	if !strings.HasPrefix(px.base, "ws://") {
+		t.Fatalf("proxy base %q: want the peer's ws scheme", px.base)
+	}
+	c, _, err := websocket.DefaultDialer.DialContext(ctx, px.base+"/chat", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range pieces {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(strconv.Itoa(i))); err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		for i := range pieces {
-			if err := c.WriteMessage(websocket.TextMessage, []byte(strconv.Itoa(i))); err != nil {
-				t.Fatal(err)
-			}
-			_, msg, err := c.ReadMessage()
-			if err != nil || string(msg) != "echo "+strconv.Itoa(i) {
-				t.Fatalf("piece %d: %q, %v", i, msg, err)
-			}
+		_, msg, err := c.ReadMessage()
+		if err != nil || string(msg) != "echo "+strconv.Itoa(i) {
+			t.Fatalf("piece %d: %q, %v", i, msg, err)
 		}
-	})
+	}
+}
 
-	// A body the peer reads after its response has begun (gRPC's bidi
-	// streams on h2c; on HTTP/1.1, as a peer may answer before the end of
-	// a request's body).
+// TestNoopProxyFullDuplex: a body the peer reads after its response has
+// begun, over HTTP/1.1 and h2c.
+func TestNoopProxyFullDuplex(t *testing.T) {
+	ctx := streamCtx(t)
+	// gRPC's bidi streams are on h2c; on HTTP/1.1 a peer may answer
+	// before the end of a request's body.
 	for _, h2c := range []bool{false, true} {
 		t.Run(fmt.Sprintf("full duplex h2c=%v", h2c), func(t *testing.T) {
 			px := proxied(t, "http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

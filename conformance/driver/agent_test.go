@@ -53,7 +53,20 @@ func intOf(raw json.RawMessage) int {
 // carries the failure's code).
 func foldAgent(t *testing.T, sc agentpeer.Script) *cv1.Transcript {
 	t.Helper()
-	b := &cv1.Transcript{}
+	f := &agentFold{t: t, b: &cv1.Transcript{}}
+	for i, e := range scriptEvents(t, sc) {
+		f.event(i, e)
+	}
+	if !f.ended || !f.seenStart {
+		t.Fatalf("the script has no running lifecycle or no end (started %v, ended %v)", f.seenStart, f.ended)
+	}
+	return transcript.Normalize(f.b)
+}
+
+// scriptEvents reads a script's lines as the events a client receives; a
+// pause (only a last cancel) is the method "pause".
+func scriptEvents(t *testing.T, sc agentpeer.Script) []wireEvent {
+	t.Helper()
 	var evs []wireEvent
 	for i, l := range sc.Lines {
 		if l.Pause != "" {
@@ -76,166 +89,189 @@ func foldAgent(t *testing.T, sc agentpeer.Script) *cv1.Transcript {
 		}
 		evs = append(evs, wireEvent{method: l.Method, ns: p.Namespace, node: p.Node, data: p.Data, delay: l.DelayMs})
 	}
-	var (
-		msgOpen   bool
-		next      int
-		blk       map[string]json.RawMessage // the open block's start content
-		blkIndex  int
-		acc       strings.Builder
-		data      []byte
-		errCode   string // the last messages error's code, while it may end the run
-		ended     bool
-		seenStart bool
-	)
-	for i, e := range evs {
-		if ended {
-			t.Fatalf("event %d (%s) after the run's terminal event", i, e.method)
+	return evs
+}
+
+// agentFold is foldAgent's client: the transcript so far and the message
+// and block open.
+type agentFold struct {
+	t         *testing.T
+	b         *cv1.Transcript
+	msgOpen   bool
+	next      int
+	blk       map[string]json.RawMessage // the open block's start content
+	blkIndex  int
+	acc       strings.Builder
+	data      []byte
+	errCode   string // the last messages error's code, while it may end the run
+	ended     bool
+	seenStart bool
+}
+
+// event folds the script's event i.
+func (f *agentFold) event(i int, e wireEvent) {
+	t := f.t
+	if f.ended {
+		t.Fatalf("event %d (%s) after the run's terminal event", i, e.method)
+	}
+	if len(e.ns) != 0 {
+		t.Fatalf("event %d: namespace %v, want root", i, e.ns)
+	}
+	if e.delay > 0 && str(e.data["event"]) != "content-block-delta" {
+		t.Fatalf("event %d: a delay before %s, want only before deltas", i, str(e.data["event"]))
+	}
+	if f.errCode != "" && !(e.method == "lifecycle" && str(e.data["event"]) == "failed") {
+		f.b.Blocks = append(f.b.Blocks, &cv1.Block{Type: transcript.Error, Text: f.errCode})
+		f.errCode = ""
+	}
+	switch e.method {
+	case "pause":
+		if f.blk != nil { // a client keeps what the open block streamed
+			f.b.Blocks = append(f.b.Blocks, streamedBlock(f.blk, f.acc.String(), f.data))
 		}
-		if len(e.ns) != 0 {
-			t.Fatalf("event %d: namespace %v, want root", i, e.ns)
+		f.b.Status, f.b.Code = transcript.Cancelled, canonical.CodeCanceled.String()
+		f.ended = true
+	case "lifecycle":
+		f.lifecycle(i, e)
+	case "values", "checkpoints":
+	case "input.requested":
+		f.b.Interrupts = append(f.b.Interrupts, str(e.data["interrupt_id"]))
+	case "tools":
+		f.tools(i, e)
+	case "messages":
+		f.messages(i, e)
+	default:
+		t.Fatalf("event %d: method %s", i, e.method)
+	}
+}
+
+func (f *agentFold) lifecycle(i int, e wireEvent) {
+	switch ev := str(e.data["event"]); ev {
+	case "running":
+		if i != 0 || str(e.data["graph_name"]) != AgentGraph {
+			f.t.Fatalf("event %d: running, want it first with graph_name", i)
 		}
-		if e.delay > 0 && str(e.data["event"]) != "content-block-delta" {
-			t.Fatalf("event %d: a delay before %s, want only before deltas", i, str(e.data["event"]))
+		f.seenStart = true
+	case "completed", "interrupted", "failed":
+		if f.msgOpen {
+			f.t.Fatalf("event %d: %s with a message open", i, ev)
 		}
-		if errCode != "" && !(e.method == "lifecycle" && str(e.data["event"]) == "failed") {
-			b.Blocks = append(b.Blocks, &cv1.Block{Type: transcript.Error, Text: errCode})
-			errCode = ""
+		f.b.Status, f.ended = ev, true
+		if ev == "failed" {
+			f.b.Code = canonical.CodeUnknown.String()
+			if f.errCode != "" {
+				f.b.Code = f.errCode
+			}
 		}
-		switch e.method {
-		case "pause":
-			if blk != nil { // a client keeps what the open block streamed
-				b.Blocks = append(b.Blocks, streamedBlock(blk, acc.String(), data))
-			}
-			b.Status, b.Code = transcript.Cancelled, canonical.CodeCanceled.String()
-			ended = true
-		case "lifecycle":
-			switch ev := str(e.data["event"]); ev {
-			case "running":
-				if i != 0 || str(e.data["graph_name"]) != AgentGraph {
-					t.Fatalf("event %d: running, want it first with graph_name", i)
-				}
-				seenStart = true
-			case "completed", "interrupted", "failed":
-				if msgOpen {
-					t.Fatalf("event %d: %s with a message open", i, ev)
-				}
-				b.Status, ended = ev, true
-				if ev == "failed" {
-					b.Code = canonical.CodeUnknown.String()
-					if errCode != "" {
-						b.Code = errCode
-					}
-				}
-			default:
-				t.Fatalf("event %d: lifecycle %q", i, ev)
-			}
-			errCode = ""
-		case "values", "checkpoints":
-		case "input.requested":
-			b.Interrupts = append(b.Interrupts, str(e.data["interrupt_id"]))
-		case "tools":
-			if e.node != "tools" {
-				t.Fatalf("event %d: tools on node %q", i, e.node)
-			}
-			tl := &cv1.Tool{Id: str(e.data["tool_call_id"])}
-			switch str(e.data["event"]) {
-			case "tool-started":
-				tl.Event, tl.Name, tl.Value = "started", str(e.data["tool_name"]), jsonOf(t, e.data["input"])
-			case "tool-output-delta":
-				tl.Event, tl.Value = "output", str(e.data["delta"])
-			case "tool-finished":
-				tl.Event, tl.Value = "finished", jsonOf(t, e.data["output"])
-			case "tool-error":
-				tl.Event, tl.Value = "failed", str(e.data["code"])
-			default:
-				t.Fatalf("event %d: tools %s", i, e.data["event"])
-			}
-			b.Tools = append(b.Tools, tl)
-		case "messages":
-			if e.node != "agent" {
-				t.Fatalf("event %d: messages on node %q", i, e.node)
-			}
-			ev := str(e.data["event"])
-			if ev != "message-start" && ev != "error" && !msgOpen {
-				t.Fatalf("event %d: %s outside a message", i, ev)
-			}
-			switch ev {
-			case "message-start":
-				if msgOpen {
-					t.Fatalf("event %d: message-start in an open message", i)
-				}
-				if str(e.data["id"]) == "" || str(e.data["role"]) == "" {
-					t.Fatalf("event %d: message-start without id or role", i)
-				}
-				msgOpen, next = true, 0
-			case "content-block-start":
-				if blk != nil || intOf(e.data["index"]) != next {
-					t.Fatalf("event %d: block %s starts, want index %d with none open", i, e.data["index"], next)
-				}
-				_ = json.Unmarshal(e.data["content"], &blk)
-				blkIndex, next = next, next+1
-				acc.Reset()
-				data = nil
-			case "content-block-delta":
-				var d map[string]json.RawMessage
-				_ = json.Unmarshal(e.data["delta"], &d)
-				if blk == nil || intOf(e.data["index"]) != blkIndex {
-					t.Fatalf("event %d: a delta for block %s, not the open one", i, e.data["index"])
-				}
-				typ := str(blk["type"])
-				switch dt := str(d["type"]); {
-				case dt == "text-delta" && typ == "text":
-					acc.WriteString(str(d["text"]))
-				case dt == "reasoning-delta" && typ == "reasoning":
-					acc.WriteString(str(d["reasoning"]))
-				case dt == "tool-call-delta" && typ == "tool_call_chunk":
-					acc.WriteString(str(d["args"]))
-				case dt == "data-delta" && str(d["encoding"]) == "base64":
-					raw, err := base64.StdEncoding.DecodeString(str(d["data"]))
-					if err != nil {
-						t.Fatalf("event %d: a data slice is not whole base64: %v", i, err)
-					}
-					data = append(data, raw...)
-				default:
-					t.Fatalf("event %d: delta %s on a %s block", i, dt, typ)
-				}
-			case "content-block-finish":
-				if blk == nil || intOf(e.data["index"]) != blkIndex {
-					t.Fatalf("event %d: finish of block %s, not the open one", i, e.data["index"])
-				}
-				var c map[string]json.RawMessage
-				_ = json.Unmarshal(e.data["content"], &c)
-				b.Blocks = append(b.Blocks, finishedBlock(t, i, blk, c, acc.String(), data))
-				blk = nil
-			case "message-finish":
-				if blk != nil {
-					t.Fatalf("event %d: message-finish with block %d open", i, blkIndex)
-				}
-				switch r := str(e.data["reason"]); r {
-				case "stop", "tool_calls", "length", "content_filter":
-				default:
-					t.Fatalf("event %d: reason %q", i, r)
-				}
-				msgOpen = false
-			case "error":
-				if str(e.data["message"]) == "" {
-					t.Fatalf("event %d: an error without message", i)
-				}
-				if blk != nil {
-					b.Blocks = append(b.Blocks, streamedBlock(blk, acc.String(), data))
-				}
-				errCode, msgOpen, blk = str(e.data["code"]), false, nil
-			default:
-				t.Fatalf("event %d: messages %s", i, ev)
-			}
+	default:
+		f.t.Fatalf("event %d: lifecycle %q", i, ev)
+	}
+	f.errCode = ""
+}
+
+func (f *agentFold) tools(i int, e wireEvent) {
+	if e.node != "tools" {
+		f.t.Fatalf("event %d: tools on node %q", i, e.node)
+	}
+	tl := &cv1.Tool{Id: str(e.data["tool_call_id"])}
+	switch str(e.data["event"]) {
+	case "tool-started":
+		tl.Event, tl.Name, tl.Value = "started", str(e.data["tool_name"]), jsonOf(f.t, e.data["input"])
+	case "tool-output-delta":
+		tl.Event, tl.Value = "output", str(e.data["delta"])
+	case "tool-finished":
+		tl.Event, tl.Value = "finished", jsonOf(f.t, e.data["output"])
+	case "tool-error":
+		tl.Event, tl.Value = "failed", str(e.data["code"])
+	default:
+		f.t.Fatalf("event %d: tools %s", i, e.data["event"])
+	}
+	f.b.Tools = append(f.b.Tools, tl)
+}
+
+func (f *agentFold) messages(i int, e wireEvent) {
+	t := f.t
+	if e.node != "agent" {
+		t.Fatalf("event %d: messages on node %q", i, e.node)
+	}
+	ev := str(e.data["event"])
+	if ev != "message-start" && ev != "error" && !f.msgOpen {
+		t.Fatalf("event %d: %s outside a message", i, ev)
+	}
+	switch ev {
+	case "message-start":
+		if f.msgOpen {
+			t.Fatalf("event %d: message-start in an open message", i)
+		}
+		if str(e.data["id"]) == "" || str(e.data["role"]) == "" {
+			t.Fatalf("event %d: message-start without id or role", i)
+		}
+		f.msgOpen, f.next = true, 0
+	case "content-block-start":
+		if f.blk != nil || intOf(e.data["index"]) != f.next {
+			t.Fatalf("event %d: block %s starts, want index %d with none open", i, e.data["index"], f.next)
+		}
+		_ = json.Unmarshal(e.data["content"], &f.blk)
+		f.blkIndex, f.next = f.next, f.next+1
+		f.acc.Reset()
+		f.data = nil
+	case "content-block-delta":
+		f.delta(i, e)
+	case "content-block-finish":
+		if f.blk == nil || intOf(e.data["index"]) != f.blkIndex {
+			t.Fatalf("event %d: finish of block %s, not the open one", i, e.data["index"])
+		}
+		var c map[string]json.RawMessage
+		_ = json.Unmarshal(e.data["content"], &c)
+		f.b.Blocks = append(f.b.Blocks, finishedBlock(t, i, f.blk, c, f.acc.String(), f.data))
+		f.blk = nil
+	case "message-finish":
+		if f.blk != nil {
+			t.Fatalf("event %d: message-finish with block %d open", i, f.blkIndex)
+		}
+		switch r := str(e.data["reason"]); r {
+		case "stop", "tool_calls", "length", "content_filter":
 		default:
-			t.Fatalf("event %d: method %s", i, e.method)
+			t.Fatalf("event %d: reason %q", i, r)
 		}
+		f.msgOpen = false
+	case "error":
+		if str(e.data["message"]) == "" {
+			t.Fatalf("event %d: an error without message", i)
+		}
+		if f.blk != nil {
+			f.b.Blocks = append(f.b.Blocks, streamedBlock(f.blk, f.acc.String(), f.data))
+		}
+		f.errCode, f.msgOpen, f.blk = str(e.data["code"]), false, nil
+	default:
+		t.Fatalf("event %d: messages %s", i, ev)
 	}
-	if !ended || !seenStart {
-		t.Fatalf("the script has no running lifecycle or no end (started %v, ended %v)", seenStart, ended)
+}
+
+// delta folds a content-block-delta into the open block.
+func (f *agentFold) delta(i int, e wireEvent) {
+	var d map[string]json.RawMessage
+	_ = json.Unmarshal(e.data["delta"], &d)
+	if f.blk == nil || intOf(e.data["index"]) != f.blkIndex {
+		f.t.Fatalf("event %d: a delta for block %s, not the open one", i, e.data["index"])
 	}
-	return transcript.Normalize(b)
+	typ := str(f.blk["type"])
+	switch dt := str(d["type"]); {
+	case dt == "text-delta" && typ == "text":
+		f.acc.WriteString(str(d["text"]))
+	case dt == "reasoning-delta" && typ == "reasoning":
+		f.acc.WriteString(str(d["reasoning"]))
+	case dt == "tool-call-delta" && typ == "tool_call_chunk":
+		f.acc.WriteString(str(d["args"]))
+	case dt == "data-delta" && str(d["encoding"]) == "base64":
+		raw, err := base64.StdEncoding.DecodeString(str(d["data"]))
+		if err != nil {
+			f.t.Fatalf("event %d: a data slice is not whole base64: %v", i, err)
+		}
+		f.data = append(f.data, raw...)
+	default:
+		f.t.Fatalf("event %d: delta %s on a %s block", i, dt, typ)
+	}
 }
 
 // finishedBlock checks a finished block against its start and deltas and

@@ -153,7 +153,27 @@ func TestCortexEvergreen(t *testing.T) {
 		t.Errorf("reasoning:\n%s", th)
 	}
 
-	// The tool activity: one JSON leaf per tool event, in event order.
+	checkCortexTools(t, cortexTools(t, nodes), nodes["r"])
+
+	// The response streamed (a fragment per delta) with the analysis in it.
+	r := nodes["r"]
+	if r.frags < 10 {
+		t.Errorf("response in %d fragments: not streamed", r.frags)
+	}
+	text := string(r.data)
+	if !strings.Contains(text, "## Overview\nBased on analysis of Wikipedia, recent research papers, and news articles:\n\n"+analysis+"\n\n## Key Trends") ||
+		strings.Contains(text, "$comprehensive_analysis") || strings.Contains(text, "<response>") {
+		t.Errorf("response text:\n%s", text)
+	}
+	if got := finishCache(t, nc, done); got != analysis {
+		t.Errorf("cached value %q", got)
+	}
+}
+
+// cortexTools reads the tool_calls output: one JSON leaf per tool event,
+// in event order.
+func cortexTools(t *testing.T, nodes map[string]*egNode) []egToolEvent {
+	t.Helper()
 	var tools []egToolEvent
 	for _, c := range nodes["tc"].children {
 		leaf := nodes[c]
@@ -167,6 +187,14 @@ func TestCortexEvergreen(t *testing.T) {
 		e.msg = leaf.finalMsg
 		tools = append(tools, e)
 	}
+	return tools
+}
+
+// checkCortexTools checks the order of the tool events: each tool called
+// and started, the fetches overlapping, the analyzer after them on their
+// results, and the cache write started with the analysis but not awaited.
+func checkCortexTools(t *testing.T, tools []egToolEvent, response *egNode) {
+	t.Helper()
 	at := func(typ, id string) int {
 		return slices.IndexFunc(tools, func(e egToolEvent) bool { return e.Type == typ && e.ID == id })
 	}
@@ -213,21 +241,7 @@ func TestCortexEvergreen(t *testing.T) {
 	if at("tool_finished", "cache") >= 0 || at("tool_failed", "cache") >= 0 {
 		t.Fatalf("the run waited for the cache write: %+v", tools)
 	}
-	if r := nodes["r"]; r.finalMsg < tools[cs].msg {
-		t.Errorf("the response completed (message %d) before the cache write started (message %d)", r.finalMsg, tools[cs].msg)
-	}
-
-	// The response streamed (a fragment per delta) with the analysis in it.
-	r := nodes["r"]
-	if r.frags < 10 {
-		t.Errorf("response in %d fragments: not streamed", r.frags)
-	}
-	text := string(r.data)
-	if !strings.Contains(text, "## Overview\nBased on analysis of Wikipedia, recent research papers, and news articles:\n\n"+analysis+"\n\n## Key Trends") ||
-		strings.Contains(text, "$comprehensive_analysis") || strings.Contains(text, "<response>") {
-		t.Errorf("response text:\n%s", text)
-	}
-	if got := finishCache(t, nc, done); got != analysis {
-		t.Errorf("cached value %q", got)
+	if response.finalMsg < tools[cs].msg {
+		t.Errorf("the response completed (message %d) before the cache write started (message %d)", response.finalMsg, tools[cs].msg)
 	}
 }
