@@ -138,12 +138,19 @@ type Frontend struct {
 	// queued counts them per thread (MaxQueuedRuns).
 	runs   map[string]*localRun
 	queued map[string]int
+	// ends are the seqs of the ends of the runs started here that ended
+	// lately: what a stream the shutdown ends writes first (settled).
+	ends recentEnds
 	// subs are the WebSocket subscriptions, by id, for
 	// subscription.reconnect.
 	subs          map[string]*subRec
 	closing       chan struct{} // closed by Shutdown: streams and sockets end
 	closingCtx    context.Context
 	closingCancel context.CancelFunc
+	// streamsCtx is cancelled when Close stops waiting for the streams to
+	// write their threads' runs' ends: those left end at once.
+	streamsCtx    context.Context
+	cancelStreams context.CancelFunc
 	shutdown      bool
 	closed        atomic.Bool // no run starts after Close
 	// runMu orders wg.Add against Close's wg.Wait (taken alone, never
@@ -160,8 +167,10 @@ func NewFrontend(cfg Config) (*Frontend, error) {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	cctx, ccancel := context.WithCancel(context.Background())
+	sctx, scancel := context.WithCancel(context.Background())
 	f := &Frontend{cfg: cfg, runCtx: ctx, cancelRun: cancel, runs: map[string]*localRun{}, queued: map[string]int{},
-		subs: map[string]*subRec{}, closing: make(chan struct{}), closingCtx: cctx, closingCancel: ccancel}
+		subs: map[string]*subRec{}, closing: make(chan struct{}), closingCtx: cctx, closingCancel: ccancel,
+		streamsCtx: sctx, cancelStreams: scancel}
 	f.states = stateCache{store: cfg.Store, log: cfg.Logger, timeout: cfg.StoreTimeout, max: cfg.MaxStateCache, data: map[string][]byte{}}
 	return f, nil
 }
@@ -181,9 +190,12 @@ func (f *Frontend) Mount(mux *http.ServeMux) {
 	mux.HandleFunc("POST /threads/{thread_id}/runs/{run_id}/cancel", f.serveCancel)
 }
 
-// Shutdown ends every SSE stream and WebSocket (close 1001) and refuses new
-// ones; runs go on (the bridge drains them). Register it with the server's
-// OnShutdown.
+// Shutdown refuses new SSE streams and WebSockets and ends those open
+// (close 1001 on a WebSocket) once their thread's runs started here have
+// ended and they have written the runs' ends: runs go on (the bridge
+// drains them), and a client reading them here sees how they end. A
+// stream of a thread with no run here ends at once. Register it with the
+// server's OnShutdown.
 func (f *Frontend) Shutdown() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -195,14 +207,80 @@ func (f *Frontend) Shutdown() {
 }
 
 // Close shuts down, cancels every run started here and waits for the
-// frontend's goroutines.
+// frontend's goroutines: the streams write the ends of the runs it
+// cancelled, for settleWait at most, and then end at once.
 func (f *Frontend) Close() {
 	f.Shutdown()
 	f.runMu.Lock()
 	f.closed.Store(true)
 	f.runMu.Unlock()
 	f.cancelRun()
-	f.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		f.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+	f.cancelStreams()
+	<-done
+}
+
+const (
+	// settleWait bounds how long Close waits for the streams to write the
+	// ends of their threads' runs (the server gives every frontend's Close
+	// 5 s in all).
+	settleWait = 2 * time.Second
+	// settlePoll is how often a stream the shutdown ends looks again
+	// whether its thread's runs here have ended.
+	settlePoll = 20 * time.Millisecond
+	// endsKeep and maxEnds bound what recentEnds keeps: an end is looked
+	// for only while the replay log carries it to this instance's streams.
+	endsKeep = time.Minute
+	maxEnds  = 1 << 16
+)
+
+// settled reports whether a stream of thread that has read its events up
+// to seq at may end for the shutdown: no run started here on the thread
+// is going on or waiting, and at is past the end of the last one.
+func (f *Frontend) settled(thread string, at uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queued[thread] == 0 && at >= f.ends.seq[thread]
+}
+
+// recentEnds keeps, for endsKeep, the seq of the end of each thread's last
+// run started here.
+type recentEnds struct {
+	seq   map[string]uint64
+	order []threadEnd // oldest first
+}
+
+type threadEnd struct {
+	thread string
+	seq    uint64
+	at     time.Time
+}
+
+// note records the end of a run of thread at seq, letting go of the ends
+// older than endsKeep (or past maxEnds).
+func (e *recentEnds) note(thread string, seq uint64, now time.Time) {
+	for len(e.order) > 0 && (now.Sub(e.order[0].at) > endsKeep || len(e.order) >= maxEnds) {
+		old := e.order[0]
+		e.order = e.order[1:]
+		if e.seq[old.thread] == old.seq {
+			delete(e.seq, old.thread)
+		}
+	}
+	if e.seq == nil {
+		e.seq = map[string]uint64{}
+	}
+	e.seq[thread] = max(e.seq[thread], seq)
+	e.order = append(e.order, threadEnd{thread: thread, seq: seq, at: now})
 }
 
 func (f *Frontend) isClosed() bool { return f.closed.Load() }
@@ -452,6 +530,8 @@ func (f *Frontend) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	s.tail = tail
 	s.hb = time.AfterFunc(f.cfg.Heartbeat, s.heartbeat)
+	s.settle = time.AfterFunc(time.Hour, s.kick)
+	s.settle.Stop()
 	if !s.open(w, r) {
 		s.close()
 		return

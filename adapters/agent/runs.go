@@ -70,19 +70,24 @@ var drainDelay time.Duration
 // first).
 func (f *Frontend) drain(id string, lr *localRun, s canonical.Stream) {
 	defer f.wg.Done()
-	ended := false
+	ended, end := false, uint64(0) // end: the terminal event's seq
 	for !ended {
 		ev, err := s.Recv()
 		if err != nil {
 			break
 		}
-		_, ended = canonical.TerminalOf(ev)
+		if _, ended = canonical.TerminalOf(ev); ended {
+			end = ev.GetSeq()
+		}
 	}
 	if drainDelay > 0 {
 		time.Sleep(drainDelay)
 	}
 	f.mu.Lock()
 	delete(f.runs, id)
+	if ended {
+		f.ends.note(lr.thread, end, f.cfg.Now())
+	}
 	if f.queued[lr.thread]--; f.queued[lr.thread] <= 0 {
 		delete(f.queued, lr.thread)
 	}

@@ -31,13 +31,18 @@ type sseStream struct {
 	// writes; the one that finds nothing more to do goes idle.
 	state atomic.Int32
 	beat  atomic.Bool // a heartbeat is due
-	stop  atomic.Bool // end the stream (shutdown, the peer left)
+	stop  atomic.Bool // end the stream (the server, or the peer left)
 	// finish: the server ends the stream, which ends the body properly
 	// (its last chunk) for a peer still there.
 	finish atomic.Bool
+	// draining: the server is shutting down; the stream ends once its
+	// thread's runs here have ended and it has written their ends
+	// (Frontend.settled), looking again every settlePoll.
+	draining atomic.Bool
 
 	hb      *time.Timer
-	unwatch func() // stops open's watches (shutdown, the peer, Close)
+	settle  *time.Timer // draining: look again
+	unwatch func()      // stops open's watches (shutdown, the peer, Close)
 	batch   []record
 	ended   chan struct{} // closed when the stream has ended
 }
@@ -49,9 +54,11 @@ const (
 )
 
 // open starts the response: on a connection taken over from net/http when
-// it can be, else through w (HTTP/2). The stream ends when the server
-// shuts down (Shutdown), when the peer leaves (the Conn's gone, or the
-// request's context through w) and, on a Conn, at once at Close.
+// it can be, else through w (HTTP/2). The stream ends once the server's
+// shutdown (Shutdown) has let its thread's runs here end and it has
+// written their ends, when the peer leaves (the Conn's gone, or the
+// request's context through w), and at once when Close stops waiting for
+// that (f.streamsCtx).
 func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
 	f := s.f
 	sse.SetHeaders(w.Header())
@@ -63,12 +70,14 @@ func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
 		f.cfg.Logger.Debug("sse stream not started", "thread", s.tail.thread, "err", err)
 	case hijacked:
 		s.conn, s.sw = conn, sse.NewConnWriter(conn)
-		stopOther = context.AfterFunc(f.runCtx, func() { _ = conn.Close() })
+		stopOther = context.AfterFunc(f.streamsCtx, func() { _ = conn.Close() })
 	default:
 		if s.sw, err = sse.NewWriter(w); err != nil {
 			canonicalHTTPError(w, err)
 			break
 		}
+		// http.Server.Close cancels the request's context: Close's end
+		// comes that way.
 		stopOther = context.AfterFunc(r.Context(), s.end)
 		w.WriteHeader(http.StatusOK)
 		s.rc = http.NewResponseController(w)
@@ -111,10 +120,11 @@ func (s *sseStream) end() {
 	s.kick()
 }
 
-// shutdown ends the stream for the server's shutdown.
+// shutdown starts the stream's end for the server's shutdown: it goes on
+// until its thread's runs here have ended and their ends are written.
 func (s *sseStream) shutdown() {
-	s.finish.Store(true)
-	s.end()
+	s.draining.Store(true)
+	s.kick()
 }
 
 // heartbeat is the timer's: a comment is due.
@@ -177,6 +187,13 @@ func (s *sseStream) deliver() bool {
 	if s.stop.Load() {
 		return false
 	}
+	if s.draining.Load() {
+		if s.f.settled(s.tail.thread, s.tail.at) {
+			s.finish.Store(true)
+			return false
+		}
+		s.settle.Reset(settlePoll)
+	}
 	if s.beat.Swap(false) {
 		s.deadline()
 		if s.sw.Comment("heartbeat") != nil {
@@ -218,6 +235,7 @@ func (s *sseStream) write(recs []record, g *gap) bool {
 // peer is still there), and the handler waiting over HTTP/2 returns.
 func (s *sseStream) close() {
 	s.hb.Stop()
+	s.settle.Stop()
 	s.unwatch()
 	s.tail.close()
 	switch {

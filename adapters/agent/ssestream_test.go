@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/interlingua-dev/interlingua/adapters/agent"
 )
@@ -189,4 +192,82 @@ func TestSSEStreamsSeeEveryRunEnd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestShutdownDeliversRunEnds: streams open when the server begins to
+// shut down go on while the run started here on their thread goes on
+// (the bridge drains it), write every one of its events and its end, and
+// then end: the SSE body with its last chunk, the WebSocket with close
+// 1001. A stream of a thread with no run here ends at once.
+func TestShutdownDeliversRunEnds(t *testing.T) {
+	const deltas = 30
+	s := newServer(t, agent.Config{})
+	sse := s.openSSE(t, "drain-busy", `{"channels":["lifecycle","messages"]}`, nil)
+	idle := s.openSSE(t, "drain-idle", `{"channels":["lifecycle"]}`, nil)
+	w := s.dialWS(t, "drain-busy")
+	w.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"messages", "lifecycle"}}})
+	if r := w.response(1); r["type"] != "success" {
+		t.Fatalf("subscribe: %v", r)
+	}
+	s.runStart(t, "drain-busy", "stream", user("go"), map[string]any{"deltas": deltas, "delay_ms": 10})
+	var seen []envelope
+	for len(seen) == 0 || !strings.Contains(string(seen[len(seen)-1].Params.Data), "content-block-delta") {
+		seen = append(seen, sse.envelope())
+	}
+	s.fe.Shutdown() // the run has some 300 ms to go
+
+	select {
+	case <-idle.done:
+	case <-time.After(wait):
+		t.Fatal("the stream of a thread with no run here did not end at shutdown")
+	}
+	for {
+		e, ok := <-sse.events
+		if !ok {
+			break
+		}
+		var env envelope
+		if err := json.Unmarshal(e.Data, &env); err != nil {
+			t.Fatalf("frame %q: %v", e.Data, err)
+		}
+		seen = append(seen, env)
+	}
+	<-sse.done
+	if sse.err != io.EOF {
+		t.Fatalf("the SSE body ended with %v, want io.EOF", sse.err)
+	}
+	if n, end := countDeltas(seen), seen[len(seen)-1]; n != deltas || !end.rootTerminal() || end.status() != "completed" {
+		t.Fatalf("SSE: %d deltas, then %s %s; want %d, then the run's completed lifecycle", n, end.Method, end.status(), deltas)
+	}
+
+	var frames []envelope
+	for {
+		_ = w.c.SetReadDeadline(time.Now().Add(wait))
+		_, b, err := w.c.ReadMessage()
+		if err != nil {
+			if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+				t.Fatalf("the WebSocket ended with %v, want close 1001", err)
+			}
+			break
+		}
+		var env envelope
+		if err := json.Unmarshal(b, &env); err != nil {
+			t.Fatalf("frame %s: %v", b, err)
+		}
+		frames = append(frames, env)
+	}
+	if n, end := countDeltas(frames), frames[len(frames)-1]; n != deltas || !end.rootTerminal() || end.status() != "completed" {
+		t.Fatalf("WebSocket: %d deltas, then %s %s; want %d, then the run's completed lifecycle", n, end.Method, end.status(), deltas)
+	}
+}
+
+// countDeltas counts the content-block-delta events among envs.
+func countDeltas(envs []envelope) int {
+	n := 0
+	for _, e := range envs {
+		if e.Method == "messages" && e.status() == "content-block-delta" {
+			n++
+		}
+	}
+	return n
 }

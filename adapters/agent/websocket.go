@@ -100,7 +100,7 @@ func (cn *wsConn) kick() {
 func (cn *wsConn) serve() {
 	f := cn.f
 	ctx, cancel := context.WithCancel(cn.ctx)
-	stopOnShutdown := context.AfterFunc(f.closingCtx, cancel)
+	stopOnShutdown := context.AfterFunc(f.closingCtx, func() { cn.endWhenSettled(ctx, cancel) })
 	defer stopOnShutdown()
 	pumpDone := make(chan struct{})
 	go cn.pump(ctx, pumpDone)
@@ -112,6 +112,32 @@ func (cn *wsConn) serve() {
 	cn.mu.Unlock()
 	f.releaseSubs(cn, f.cfg.Now())
 	_ = cn.c.Close(wsconn.CloseGoingAway, "")
+}
+
+// endWhenSettled ends the connection (cancel) for the server's shutdown,
+// once its thread's runs here have ended and the live reader has sent
+// their ends (Frontend.settled), or at once when Close stops waiting
+// (streamsCtx); it returns early when the connection ends first.
+func (cn *wsConn) endWhenSettled(ctx context.Context, cancel context.CancelFunc) {
+	t := time.NewTicker(settlePoll)
+	defer t.Stop()
+	for {
+		cn.mu.Lock() // the pump sends what it read under it: at is sent
+		at := cn.live.at
+		cn.mu.Unlock()
+		if cn.f.settled(cn.thread, at) {
+			cancel()
+			return
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-cn.f.streamsCtx.Done():
+			cancel()
+			return
+		}
+	}
 }
 
 // readLoop reads and executes commands until the connection ends.

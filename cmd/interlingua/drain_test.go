@@ -61,6 +61,7 @@ routes:
 	}{
 		{"native", drainNative}, {"triton", drainTriton}, {"evergreen", drainEvergreen}, {"glide", drainGlide},
 		{"openai", drainOpenAI}, {"anthropic", drainAnthropic}, {"responses", drainResponses}, {"xml", drainXML},
+		{"agent", drainAgent},
 	}
 	ends := make([]func(t *testing.T), len(frontends))
 	for i, f := range frontends {
@@ -190,7 +191,7 @@ func drainGlide(t *testing.T, ctx context.Context, addr string) func(*testing.T)
 // reason before it (reference openai-chat 10.1).
 func drainOpenAI(t *testing.T, ctx context.Context, addr string) func(*testing.T) {
 	sse := openSSE(t, ctx, "http://"+addr+"/v1/chat/completions", nil,
-		`{"model":"hanging","stream":true,"messages":[{"role":"user","content":"a b"}]}`)
+		`{"model":"hanging","stream":true,"messages":[{"role":"user","content":"a b"}]}`).first(t)
 	return func(t *testing.T) {
 		evs := sse.rest(t)
 		last := evs[len(evs)-1]
@@ -206,7 +207,7 @@ func drainOpenAI(t *testing.T, ctx context.Context, addr string) func(*testing.T
 // drainAnthropic: an event: error with overloaded_error (unavailable).
 func drainAnthropic(t *testing.T, ctx context.Context, addr string) func(*testing.T) {
 	sse := openSSE(t, ctx, "http://"+addr+"/v1/messages", map[string]string{"anthropic-version": "2023-06-01"},
-		`{"model":"hanging","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"a b"}]}`)
+		`{"model":"hanging","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"a b"}]}`).first(t)
 	return func(t *testing.T) {
 		evs := sse.rest(t)
 		last := evs[len(evs)-1]
@@ -220,7 +221,7 @@ func drainAnthropic(t *testing.T, ctx context.Context, addr string) func(*testin
 // drainResponses: an error event, then response.failed carrying the
 // error, then [DONE].
 func drainResponses(t *testing.T, ctx context.Context, addr string) func(*testing.T) {
-	sse := openSSE(t, ctx, "http://"+addr+"/v1/responses", nil, `{"model":"hanging","stream":true,"input":"a b"}`)
+	sse := openSSE(t, ctx, "http://"+addr+"/v1/responses", nil, `{"model":"hanging","stream":true,"input":"a b"}`).first(t)
 	return func(t *testing.T) {
 		evs := sse.rest(t)
 		if n := len(evs); n < 3 || evs[n-1].data != "[DONE]" || evs[n-3].event != "error" || evs[n-2].event != "response.failed" {
@@ -263,13 +264,42 @@ func drainXML(t *testing.T, ctx context.Context, addr string) func(*testing.T) {
 	}
 }
 
+// drainAgent: the thread's stream goes on until the run has ended, with
+// its failed lifecycle event the last, then ends.
+func drainAgent(t *testing.T, ctx context.Context, addr string) func(*testing.T) {
+	base := "http://" + addr + "/threads/t-drain"
+	sse := openSSE(t, ctx, base+"/stream", nil, `{"channels":["lifecycle","messages"]}`)
+	resp, err := client.Post(base+"/commands", "application/json", strings.NewReader(
+		`{"id":1,"method":"run.start","params":{"assistant_id":"hanging","input":{"messages":[{"role":"user","content":"a b"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"type":"success"`) {
+		t.Fatalf("run.start: %s", body)
+	}
+	for e, ok := sse.next(); !strings.Contains(e.data, `"content-block-delta"`); e, ok = sse.next() {
+		if !ok {
+			t.Fatal("the agent stream ended before the run's first delta")
+		}
+	}
+	return func(t *testing.T) {
+		evs := sse.rest(t)
+		last := evs[len(evs)-1]
+		if last.event != "lifecycle" || !strings.Contains(last.data, `"event":"failed"`) || !strings.Contains(last.data, shuttingDown) {
+			t.Errorf("the agent stream's last event %s %s, want the run's failed lifecycle saying %q", last.event, last.data, shuttingDown)
+		}
+	}
+}
+
 // sseEvent is one server-sent event: its event: and data: lines.
 type sseEvent struct{ event, data string }
 
 // sseReader reads a POSTed SSE response.
 type sseReader struct{ sc *bufio.Scanner }
 
-// openSSE POSTs body to url and waits for the response's first event.
+// openSSE POSTs body to url; it fails unless the answer is 200.
 func openSSE(t *testing.T, ctx context.Context, url string, headers map[string]string, body string) *sseReader {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
@@ -286,9 +316,14 @@ func openSSE(t *testing.T, ctx context.Context, url string, headers map[string]s
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("%s: %s %s", url, resp.Status, b)
 	}
-	r := &sseReader{sc: bufio.NewScanner(resp.Body)}
+	return &sseReader{sc: bufio.NewScanner(resp.Body)}
+}
+
+// first waits for the first event.
+func (r *sseReader) first(t *testing.T) *sseReader {
+	t.Helper()
 	if _, ok := r.next(); !ok {
-		t.Fatalf("%s: no first event", url)
+		t.Fatal("the stream ended before its first event")
 	}
 	return r
 }
@@ -300,6 +335,9 @@ func (r *sseReader) next() (sseEvent, bool) {
 		line := r.sc.Text()
 		if line == "" && e != (sseEvent{}) {
 			return e, true
+		}
+		if strings.HasPrefix(line, ":") { // a comment: an event of its own here
+			return sseEvent{event: ":"}, true
 		}
 		if v, ok := strings.CutPrefix(line, "event: "); ok {
 			e.event = v
