@@ -236,8 +236,10 @@ const (
 	// 5 s in all).
 	settleWait = 2 * time.Second
 	// settlePoll is how often a stream the shutdown ends looks again
-	// whether its thread's runs here have ended.
-	settlePoll = 20 * time.Millisecond
+	// whether its thread's runs here have ended: the run's end reaches the
+	// stream through the log, which wakes it, but drain may forget the
+	// run only after that, and nothing wakes the stream then.
+	settlePoll = 50 * time.Millisecond
 	// endsKeep and maxEnds bound what recentEnds keeps: an end is looked
 	// for only while the replay log carries it to this instance's streams.
 	endsKeep = time.Minute
