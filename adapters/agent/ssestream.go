@@ -76,9 +76,9 @@ func (s *sseStream) open(w http.ResponseWriter, r *http.Request) bool {
 			canonicalHTTPError(w, err)
 			break
 		}
-		// http.Server.Close cancels the request's context: Close's end
-		// comes that way.
-		stopOther = context.AfterFunc(r.Context(), s.end)
+		stopPeer := context.AfterFunc(r.Context(), s.end)
+		stopClose := context.AfterFunc(f.streamsCtx, s.end)
+		stopOther = func() bool { a, b := stopPeer(), stopClose(); return a && b }
 		w.WriteHeader(http.StatusOK)
 		s.rc = http.NewResponseController(w)
 		_ = s.rc.SetWriteDeadline(f.cfg.Now().Add(f.cfg.WriteTimeout))

@@ -271,3 +271,47 @@ func countDeltas(envs []envelope) int {
 	}
 	return n
 }
+
+// TestCloseEndsDrainingHTTP2Stream: over HTTP/2 (the handler carries the
+// stream), a stream the shutdown left open for a hanging run gets the end
+// of that run when Close cancels it, and ends; Close returns.
+func TestCloseEndsDrainingHTTP2Stream(t *testing.T) {
+	cfg, _ := overBridge(t, agent.Config{})
+	fe, err := agent.NewFrontend(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	fe.Mount(mux)
+	ts := httptest.NewUnstartedServer(mux)
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	s := &server{URL: ts.URL, fe: fe, hc: ts.Client()}
+	st := s.openSSE(t, "h2-drain", `{"channels":["lifecycle"]}`, nil)
+	s.runStart(t, "h2-drain", "stream", user("go"), map[string]any{"hang": true, "deltas": 1})
+	if e := st.envelope(); e.status() != "running" {
+		t.Fatalf("first event %s %s", e.Method, e.status())
+	}
+	fe.Shutdown()
+	select {
+	case <-st.done:
+		t.Fatal("the stream ended at shutdown, its run still going")
+	case <-time.After(200 * time.Millisecond):
+	}
+	closed := make(chan struct{})
+	go func() {
+		fe.Close()
+		close(closed)
+	}()
+	end := st.envelope()
+	if !end.rootTerminal() {
+		t.Fatalf("after Close: %s %s, want the run's end", end.Method, end.status())
+	}
+	select {
+	case <-closed:
+	case <-time.After(wait):
+		t.Fatal("Close did not return")
+	}
+	<-st.done
+}
