@@ -98,6 +98,17 @@
 // nats.thread_ttl after their last write. The state commands read the
 // store, so any instance answers them.
 //
+// Shutdown (registered with the server's OnShutdown): new streams,
+// WebSockets and runs are refused with 503 or unknown_error; a stream or
+// WebSocket of a thread with a run started on this instance stays open
+// until no such run goes on or waits and it has written the last one's
+// end (the bridge drains the runs: they finish, or fail "the server is
+// shutting down"), then ends, SSE with its last chunk and a WebSocket with
+// close 1001; one of a thread with no run here ends at once, and its
+// client resumes elsewhere from its last event id. Close cancels the runs
+// started here, waits up to 2 s for the streams to write their ends, and
+// ends the rest. TestShutdownDeliversRunEnds.
+//
 // A backend that
 // reports state itself (the agent backend marks its events; others are
 // recognised by a state event before any message) is an agent: its values,
