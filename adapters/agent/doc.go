@@ -98,8 +98,8 @@
 // nats.thread_ttl after their last write. The state commands read the
 // store, so any instance answers them.
 //
-// Shutdown (registered with the server's OnShutdown): new streams,
-// WebSockets and runs are refused with 503 or unknown_error; a stream or
+// Shutdown (registered with the server's OnShutdown): new streams and
+// WebSockets are refused with 503 (new runs, by the bridge); a stream or
 // WebSocket of a thread with a run started on this instance stays open
 // until no such run goes on or waits and it has written the last one's
 // end (the bridge drains the runs: they finish, or fail "the server is
