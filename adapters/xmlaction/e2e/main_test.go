@@ -5,11 +5,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/interlingua-dev/interlingua/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(serviceEnv) != "" {
 		os.Exit(serveTools())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, leaktest.Upstream...)
 }
