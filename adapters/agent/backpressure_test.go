@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,21 +42,9 @@ func (l tightListener) Accept() (net.Conn, error) {
 // connections have small receive buffers.
 func newTightServer(t *testing.T, cfg agent.Config) (*server, *http.Client) {
 	t.Helper()
-	cfg, b := overBridge(t, cfg)
-	fe, err := agent.NewFrontend(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	fe.Mount(mux)
-	ts := httptest.NewUnstartedServer(mux)
+	fe, ts, b := unstartedServer(t, cfg)
 	ts.Listener = tightListener{ts.Listener}
 	ts.Start()
-	t.Cleanup(func() {
-		fe.Shutdown()
-		ts.Close()
-		fe.Close()
-	})
 	tr := &http.Transport{DialContext: tightDial}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient, b: b}, &http.Client{Transport: tr}

@@ -121,6 +121,17 @@ func overBridge(t testing.TB, cfg agent.Config) (agent.Config, *bridge.Bridge) {
 // cfg's Runner is one).
 func newServer(t testing.TB, cfg agent.Config) *server {
 	t.Helper()
+	fe, ts, b := unstartedServer(t, cfg)
+	ts.Start()
+	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient, b: b}
+}
+
+// unstartedServer is a frontend with cfg over a bridge, mounted on an
+// httptest server the caller sets up and starts. The test's cleanup shuts
+// the frontend down (its streams end once their runs here have), closes
+// the server, then closes the frontend.
+func unstartedServer(t testing.TB, cfg agent.Config) (*agent.Frontend, *httptest.Server, *bridge.Bridge) {
+	t.Helper()
 	cfg, b := overBridge(t, cfg)
 	fe, err := agent.NewFrontend(cfg)
 	if err != nil {
@@ -128,13 +139,13 @@ func newServer(t testing.TB, cfg agent.Config) *server {
 	}
 	mux := http.NewServeMux()
 	fe.Mount(mux)
-	ts := httptest.NewServer(mux)
+	ts := httptest.NewUnstartedServer(mux)
 	t.Cleanup(func() {
-		fe.Shutdown() // ends the streams, so the server can close
+		fe.Shutdown()
 		ts.Close()
 		fe.Close()
 	})
-	return &server{URL: ts.URL, fe: fe, hc: http.DefaultClient, b: b}
+	return fe, ts, b
 }
 
 // command posts one command and returns the decoded response.

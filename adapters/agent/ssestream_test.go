@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -80,21 +79,9 @@ func TestSSEStreamOutlivesItsHandler(t *testing.T) {
 // (HTTP/2), the handler carries the stream as before: heartbeats, a run's
 // events, and its end when the client goes.
 func TestSSEStreamOverHTTP2(t *testing.T) {
-	cfg, _ := overBridge(t, agent.Config{Heartbeat: 50 * time.Millisecond})
-	fe, err := agent.NewFrontend(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	fe.Mount(mux)
-	ts := httptest.NewUnstartedServer(mux)
+	fe, ts, _ := unstartedServer(t, agent.Config{Heartbeat: 50 * time.Millisecond})
 	ts.EnableHTTP2 = true
 	ts.StartTLS()
-	t.Cleanup(func() {
-		fe.Shutdown()
-		ts.Close()
-		fe.Close()
-	})
 	s := &server{URL: ts.URL, fe: fe, hc: ts.Client()}
 	handlers := httpHandlers()
 	st := s.openSSE(t, "h2", `{"channels":["lifecycle"]}`, nil)
@@ -276,17 +263,9 @@ func countDeltas(envs []envelope) int {
 // stream), a stream the shutdown left open for a hanging run gets the end
 // of that run when Close cancels it, and ends; Close returns.
 func TestCloseEndsDrainingHTTP2Stream(t *testing.T) {
-	cfg, _ := overBridge(t, agent.Config{})
-	fe, err := agent.NewFrontend(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	fe.Mount(mux)
-	ts := httptest.NewUnstartedServer(mux)
+	fe, ts, _ := unstartedServer(t, agent.Config{})
 	ts.EnableHTTP2 = true
 	ts.StartTLS()
-	t.Cleanup(ts.Close)
 	s := &server{URL: ts.URL, fe: fe, hc: ts.Client()}
 	st := s.openSSE(t, "h2-drain", `{"channels":["lifecycle"]}`, nil)
 	s.runStart(t, "h2-drain", "stream", user("go"), map[string]any{"hang": true, "deltas": 1})
