@@ -120,17 +120,9 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, mod
 	var mu sync.Mutex // the pings' and this loop's writes
 	ping := sse.NewKeepalive(&mu, f.cfg.PingInterval, func() error { return f.ping(enc, out) })
 	defer ping.Stop()
-	ready, _ := stream.(canonical.Buffered)
-	for {
-		ev, err := stream.Recv()
-		mu.Lock()
-		done := f.write(enc, out, ev, err, model, ready == nil || ready.Buffered() == 0)
-		ping.Wrote()
-		mu.Unlock()
-		if done {
-			return
-		}
-	}
+	ping.Relay(stream, func(ev *canonical.Event, err error, idle bool) bool {
+		return f.write(enc, out, ev, err, model, idle)
+	})
 }
 
 // ping writes a ping (after message_start, which it sends first when no

@@ -30,17 +30,9 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 		return sw.Comment("keepalive")
 	})
 	defer ka.Stop()
-	ready, _ := stream.(canonical.Buffered)
-	for {
-		ev, err := stream.Recv()
-		mu.Lock()
-		done := f.write(rd, out, ev, err, d.model, ready == nil || ready.Buffered() == 0)
-		ka.Wrote()
-		mu.Unlock()
-		if done {
-			return
-		}
-	}
+	ka.Relay(stream, func(ev *canonical.Event, err error, idle bool) bool {
+		return f.write(rd, out, ev, err, d.model, idle)
+	})
 }
 
 // write writes the chunks of ev, or the error that ended the run, and

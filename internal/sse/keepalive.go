@@ -3,6 +3,8 @@ package sse
 import (
 	"sync"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // Keepalive speaks on a stream its writer leaves silent: it calls send
@@ -33,6 +35,26 @@ func NewKeepalive(mu *sync.Mutex, every time.Duration, send func() error) *Keepa
 	k.last = time.Now()
 	k.timer = time.AfterFunc(every, k.fire)
 	return k
+}
+
+// Relay writes stream on its writer's goroutine, with the keepalive
+// speaking while Recv waits: each event, or the error that ended the
+// stream, goes to write with mu held, then Wrote is called; idle tells
+// write that the stream holds nothing more at hand (canonical.Buffered
+// says so, or cannot tell), so that it flushes. Relay returns once write
+// reports the response has ended. The caller does not hold mu.
+func (k *Keepalive) Relay(stream canonical.Stream, write func(ev *canonical.Event, err error, idle bool) (done bool)) {
+	ready, _ := stream.(canonical.Buffered)
+	for {
+		ev, err := stream.Recv()
+		k.mu.Lock()
+		done := write(ev, err, ready == nil || ready.Buffered() == 0)
+		k.Wrote()
+		k.mu.Unlock()
+		if done {
+			return
+		}
+	}
 }
 
 // Wrote records a write; the caller holds mu.

@@ -2,10 +2,14 @@ package sse
 
 import (
 	"errors"
+	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // A silent stream gets a send after each interval of silence, with the
@@ -60,5 +64,51 @@ func TestKeepalive(t *testing.T) {
 	time.Sleep(5 * every)
 	if n := failing.Load(); n != 1 {
 		t.Fatalf("%d sends after the first failed, want that one only", n)
+	}
+}
+
+// heldStream returns its events, telling how many it holds at hand after
+// each: the first two arrive together, the third alone; then io.EOF.
+type heldStream struct {
+	evs  []*canonical.Event
+	held []int
+	next int
+}
+
+func (s *heldStream) Recv() (*canonical.Event, error) {
+	if s.next == len(s.evs) {
+		return nil, io.EOF
+	}
+	s.next++
+	return s.evs[s.next-1], nil
+}
+func (s *heldStream) Buffered() int { return s.held[s.next-1] }
+func (s *heldStream) Close() error  { return nil }
+
+// Relay hands write each event, then the error, with the writer's lock
+// held, idle only when the stream holds nothing more at hand, and stops
+// when write says the response has ended.
+func TestRelay(t *testing.T) {
+	var mu sync.Mutex
+	k := NewKeepalive(&mu, time.Hour, func() error { return nil })
+	defer k.Stop()
+	evs := []*canonical.Event{{Seq: 1}, {Seq: 2}, {Seq: 3}}
+	type call struct {
+		seq          uint64
+		err          error
+		idle, locked bool
+	}
+	var got []call
+	k.Relay(&heldStream{evs: evs, held: []int{1, 0, 0}}, func(ev *canonical.Event, err error, idle bool) bool {
+		locked := !mu.TryLock()
+		if !locked {
+			mu.Unlock()
+		}
+		got = append(got, call{ev.GetSeq(), err, idle, locked})
+		return err != nil
+	})
+	want := []call{{1, nil, false, true}, {2, nil, true, true}, {3, nil, true, true}, {0, io.EOF, true, true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("writes %+v, want %+v", got, want)
 	}
 }
