@@ -120,8 +120,8 @@ type NATSConfig struct {
 	// records: agent thread state and checkpoints) lives after its last
 	// write. Default 7 days (168h).
 	ThreadTTL time.Duration `yaml:"thread_ttl"`
-	// ThreadMaxBytes bounds the thread store: its KV bucket and its object
-	// store (values over 256 KiB) each hold at most this many bytes. A
+	// ThreadMaxBytes bounds the thread store: its KV bucket and its chunk
+	// stream (values over 256 KiB) each hold at most this many bytes. A
 	// write past it fails with resource_exhausted; nothing stored is
 	// dropped to make room. Default 1 GiB.
 	ThreadMaxBytes int64 `yaml:"thread_max_bytes"`

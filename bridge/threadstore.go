@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,10 @@ import (
 // whose records still live).
 const (
 	ThreadStateBucket = "interlingua_thread_state"
+	ThreadChunkStream = "interlingua_thread_chunks"
+	// ThreadObjectStore held large values before ThreadChunkStream (up to
+	// v0.x); entries pointing into it are still read, replaced and
+	// removed, and nothing new is written to it.
 	ThreadObjectStore = "interlingua_thread_objects"
 )
 
@@ -32,58 +37,75 @@ const (
 	// maxThreadIDBytes bounds a thread id the store accepts.
 	maxThreadIDBytes = 256
 	// maxInlineBytes is the largest value kept in the KV bucket itself;
-	// larger ones go to the object store (a KV value is one NATS message,
+	// larger ones go to the chunk stream (a KV value is one NATS message,
 	// bounded by the server's max_payload, 1 MiB by default).
 	maxInlineBytes = 256 << 10
-	// getAttempts bounds the re-reads of a record whose object was
-	// replaced between reading its pointer and reading the object.
+	// maxChunkBytes bounds one message of the chunk stream.
+	maxChunkBytes = 1 << 20
+	// getAttempts bounds the re-reads of a record whose chunks were
+	// replaced between reading its pointer and reading them.
 	getAttempts = 4
 )
 
 // A KV entry of the store starts with one of these bytes: the value
-// follows, or the name of the object holding it.
+// follows; or the name of the legacy object holding it; or the chunks
+// holding it ("<id> <chunks> <bytes>", chunkPointer).
 const (
 	entryInline  byte = 0
 	entryPointer byte = 1
+	entryChunks  byte = 2
 )
 
 // natsThreadStore is canonical.ThreadStore over JetStream: a KV bucket
 // holds each record under "<thread>.<key>" (the thread encoded by
-// subject.Key), its value inline when small, else a pointer to an object
-// of the object store. An object is written under a fresh name before the
-// pointer that names it, and the object it replaces is removed after, so a
-// reader never finds a pointer to a half-written object and a failed write
-// leaves the old value whole.
+// subject.Key), its value inline when small, else a pointer to the
+// chunks of the chunk stream that hold it, each under
+// "interlingua_thread_chunks.<id>.<n>" (id fresh for each write). The
+// chunks are written before the pointer that names them, and those it
+// replaces are removed after, so a reader never finds a pointer to a
+// half-written value and a failed write leaves the old value whole.
+//
+// The chunk stream is ours rather than a JetStream object store because
+// nats.go v1.55.0's ObjectStore.Put can strand a goroutine of its own for
+// good on a busy machine: it starts one (resetPendingAcksOnReconnect) with
+// each put's private JetStream context, whose cleanup, deferred by Put,
+// can run before that goroutine first takes the context's lock, leaving it
+// to wait on a nil channel. The chunks go out as plain synchronous
+// publishes instead.
 type natsThreadStore struct {
 	kv        jetstream.KeyValue
-	obs       jetstream.ObjectStore
+	js        jetstream.JetStream
+	chunks    jetstream.Stream
+	obs       jetstream.ObjectStore // legacy values (ThreadObjectStore)
 	inlineMax int
+	chunkMax  int
 	log       *slog.Logger
 
 	mu sync.Mutex
 	// seen holds, per KV key, the revision last read or written here and
-	// the object it points to (""), so a Put over that revision knows the
-	// object it replaces without reading the entry first: one round trip
-	// of a thread's every save. A revision names one entry of the bucket,
-	// so a match is never stale. Bounded by maxSeen (cleared when full).
+	// the entry's pointer (nil for an inline value), so a Put over that
+	// revision knows what it replaces without reading the entry first: one
+	// round trip of a thread's every save. A revision names one entry of
+	// the bucket, so a match is never stale. Bounded by maxSeen (cleared
+	// when full).
 	seen map[string]seenEntry
 }
 
 type seenEntry struct {
 	rev uint64
-	obj string
+	ptr []byte
 }
 
 // maxSeen bounds natsThreadStore.seen.
 const maxSeen = 16384
 
-// remember notes the entry at k's revision rev.
-func (s *natsThreadStore) remember(k string, rev uint64, obj string) {
+// remember notes the entry at k's revision rev, pointing to ptr.
+func (s *natsThreadStore) remember(k string, rev uint64, ptr []byte) {
 	s.mu.Lock()
 	if s.seen == nil || len(s.seen) >= maxSeen {
 		s.seen = make(map[string]seenEntry)
 	}
-	s.seen[k] = seenEntry{rev, obj}
+	s.seen[k] = seenEntry{rev, ptr}
 	s.mu.Unlock()
 }
 
@@ -94,32 +116,63 @@ func (s *natsThreadStore) forget(k string) {
 	s.mu.Unlock()
 }
 
-// replaced returns the object the entry at k's revision rev points to
-// ("" for an inline value), reading the entry unless it is noted; a
-// conflict if k is not at rev.
-func (s *natsThreadStore) replaced(ctx context.Context, thread, key, k string, rev uint64) (string, error) {
+// replaced returns the pointer of the entry at k's revision rev (nil
+// for an inline value), reading the entry unless it is noted; a conflict
+// if k is not at rev.
+func (s *natsThreadStore) replaced(ctx context.Context, thread, key, k string, rev uint64) ([]byte, error) {
 	s.mu.Lock()
 	e, ok := s.seen[k]
 	s.mu.Unlock()
 	if ok && e.rev == rev {
-		return e.obj, nil
+		return e.ptr, nil
 	}
 	got, err := s.kv.Get(ctx, k)
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", s.fail("put", thread, key, err)
+		return nil, s.fail("put", thread, key, err)
 	}
 	if err != nil || got.Revision() != rev {
-		return "", canonical.Errorf(canonical.CodeAborted, "thread store: %q is not at revision %d", key, rev)
+		return nil, canonical.Errorf(canonical.CodeAborted, "thread store: %q is not at revision %d", key, rev)
 	}
 	return pointerOf(got.Value()), nil
 }
 
-// pointerOf is the object an entry points to; "" for an inline value.
-func pointerOf(v []byte) string {
-	if len(v) > 0 && v[0] == entryPointer {
-		return string(v[1:])
+// pointerOf is an entry's pointer (the entry itself); nil for an inline
+// value.
+func pointerOf(v []byte) []byte {
+	if len(v) > 0 && v[0] != entryInline {
+		return v
 	}
-	return ""
+	return nil
+}
+
+// chunkPointer is what an entryChunks entry says: the value is bytes
+// long, in chunks messages under the chunk stream's "<id>.>".
+type chunkPointer struct {
+	id     string
+	chunks int
+	bytes  int
+}
+
+func (p chunkPointer) entry() []byte {
+	return fmt.Appendf([]byte{entryChunks}, "%s %d %d", p.id, p.chunks, p.bytes)
+}
+
+func (p chunkPointer) subject(n int) string {
+	return ThreadChunkStream + "." + p.id + "." + strconv.Itoa(n)
+}
+
+// parseChunkPointer reads an entryChunks entry.
+func parseChunkPointer(v []byte) (chunkPointer, bool) {
+	f := strings.Fields(string(v[1:]))
+	if len(f) != 3 || !validStoreKey(f[0]) || strings.Contains(f[0], ".") {
+		return chunkPointer{}, false
+	}
+	chunks, err1 := strconv.Atoi(f[1])
+	size, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil || chunks < 0 || size < 0 {
+		return chunkPointer{}, false
+	}
+	return chunkPointer{id: f[0], chunks: chunks, bytes: size}, true
 }
 
 // OpenThreadStore creates (or updates) the thread store's KV bucket and
@@ -143,6 +196,16 @@ func openThreadStore(ctx context.Context, js jetstream.JetStream, maxPayload int
 	if err != nil {
 		return nil, fmt.Errorf("nats: thread state bucket %s: %w", ThreadStateBucket, err)
 	}
+	chunks, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: ThreadChunkStream, Subjects: []string{ThreadChunkStream + ".>"},
+		Storage: jetstream.FileStorage, MaxAge: cfg.ThreadTTL, MaxBytes: cfg.ThreadMaxBytes,
+		Replicas: replicas, Discard: jetstream.DiscardNew, AllowDirect: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nats: thread chunk stream %s: %w", ThreadChunkStream, err)
+	}
+	// Kept, with the same limits, for the values an earlier version put
+	// there: their entries are still read, and removing them frees it.
 	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: ThreadObjectStore, Storage: jetstream.FileStorage,
 		TTL: cfg.ThreadTTL, MaxBytes: cfg.ThreadMaxBytes, Replicas: replicas,
@@ -153,12 +216,24 @@ func openThreadStore(ctx context.Context, js jetstream.JetStream, maxPayload int
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// Half the max payload leaves room for the entry's headers.
-	return &natsThreadStore{kv: kv, obs: obs, inlineMax: int(min(maxInlineBytes, maxPayload/2)), log: log}, nil
+	// Half the max payload leaves room for the messages' headers.
+	return &natsThreadStore{
+		kv: kv, js: js, chunks: chunks, obs: obs, log: log,
+		inlineMax: int(min(maxInlineBytes, maxPayload/2)),
+		chunkMax:  int(min(maxChunkBytes, maxPayload/2)),
+	}, nil
 }
 
-// Get returns the record's value, following its pointer to the object
-// store. An object replaced between the two reads sends it back to the
+// errValueGone: a pointer's chunks (or object) are not in the store: the
+// entry was replaced meanwhile, or they are lost.
+var errValueGone = errors.New("the value pointed to is not stored")
+
+// errBadPointer: an entry's pointer does not parse, or its chunks do not
+// add up to the length it gives.
+var errBadPointer = errors.New("the pointer does not match what is stored")
+
+// Get returns the record's value, following its pointer to the chunks
+// holding it. Chunks replaced between the two reads send it back to the
 // entry, whose revision then changed.
 func (s *natsThreadStore) Get(ctx context.Context, thread, key string) ([]byte, uint64, error) {
 	k, err := storeKey(thread, key)
@@ -172,26 +247,57 @@ func (s *natsThreadStore) Get(ctx context.Context, thread, key string) ([]byte, 
 			return nil, 0, s.fail("get", thread, key, err)
 		}
 		v := e.Value()
-		obj := pointerOf(v)
-		if obj == "" {
-			s.remember(k, e.Revision(), "")
+		ptr := pointerOf(v)
+		if ptr == nil {
+			s.remember(k, e.Revision(), nil)
 			return inlineValue(v), e.Revision(), nil
 		}
-		data, err := s.obs.GetBytes(ctx, obj)
-		if err == nil {
-			s.remember(k, e.Revision(), obj)
+		data, err := s.readValue(ctx, ptr)
+		switch {
+		case err == nil:
+			s.remember(k, e.Revision(), ptr)
 			return data, e.Revision(), nil
-		}
-		if !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return nil, 0, s.fail("get", thread, key, err)
-		}
-		if e.Revision() == lastRev { // the same pointer twice: its object is gone
-			s.log.Error("thread store: a record's object is missing", "thread", thread, "key", key, "object", obj)
+		case errors.Is(err, errValueGone) && e.Revision() != lastRev:
+			lastRev = e.Revision()
+			continue
+		case errors.Is(err, errValueGone), errors.Is(err, errBadPointer):
+			// The same pointer twice: its value is gone.
+			s.log.Error("thread store: a record's value is missing", "thread", thread, "key", key, "pointer", string(ptr[1:]), "err", err)
 			return nil, 0, canonical.Errorf(canonical.CodeDataLoss, "thread store: the value of %q is missing", key)
 		}
-		lastRev = e.Revision()
+		return nil, 0, s.fail("get", thread, key, err)
 	}
 	return nil, 0, canonical.Errorf(canonical.CodeAborted, "thread store: %q changed during %d reads", key, getAttempts)
+}
+
+// readValue reads the value an entry's pointer names.
+func (s *natsThreadStore) readValue(ctx context.Context, ptr []byte) ([]byte, error) {
+	if ptr[0] == entryPointer {
+		data, err := s.obs.GetBytes(ctx, string(ptr[1:]))
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, errValueGone
+		}
+		return data, err
+	}
+	p, ok := parseChunkPointer(ptr)
+	if !ok {
+		return nil, errBadPointer
+	}
+	data := make([]byte, 0, min(p.bytes, p.chunks*maxChunkBytes))
+	for n := range p.chunks {
+		m, err := s.chunks.GetLastMsgForSubject(ctx, p.subject(n))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, errValueGone
+		}
+		if err != nil {
+			return nil, err
+		}
+		data = append(data, m.Data...)
+	}
+	if len(data) != p.bytes {
+		return nil, errBadPointer
+	}
+	return data, nil
 }
 
 // inlineValue is an inline entry's value (an empty entry is an empty value).
@@ -202,23 +308,23 @@ func inlineValue(v []byte) []byte {
 	return v[1:]
 }
 
-// Put writes value at key if it is at expectRev: a large value to a new
-// object first, then the entry (inline value or pointer), then it removes
-// the object the entry pointed to before.
+// Put writes value at key if it is at expectRev: a large value to new
+// chunks first, then the entry (inline value or pointer), then it removes
+// the value the entry pointed to before.
 func (s *natsThreadStore) Put(ctx context.Context, thread, key string, value []byte, expectRev uint64) (uint64, error) {
 	k, err := storeKey(thread, key)
 	if err != nil {
 		return 0, err
 	}
-	old := ""
+	var old []byte
 	if expectRev > 0 {
-		// The object of the entry replaced, if any (and a conflict found
-		// before any object is written).
+		// The pointer of the entry replaced, if any (and a conflict found
+		// before any chunk is written).
 		if old, err = s.replaced(ctx, thread, key, k, expectRev); err != nil {
 			return 0, err
 		}
 	}
-	entry, obj, err := s.entry(ctx, k, value)
+	entry, err := s.entry(ctx, value)
 	if err != nil {
 		return 0, s.fail("put", thread, key, err)
 	}
@@ -230,48 +336,59 @@ func (s *natsThreadStore) Put(ctx context.Context, thread, key string, value []b
 	}
 	if err != nil {
 		s.forget(k)
-		s.removeObject(obj)
+		s.removeValue(pointerOf(entry))
 		return 0, s.fail("put", thread, key, err)
 	}
-	s.remember(k, rev, obj)
-	s.removeObject(old)
+	s.remember(k, rev, pointerOf(entry))
+	s.removeValue(old)
 	return rev, nil
 }
 
-// entry is the KV entry for value: inline, or a pointer to obj, a new
-// object holding it. nats.go v1.55.0's ObjectStore.Put can strand one
-// goroutine of its own when the machine is busy (internal/leaktest says
-// how): a put of a large value, not every event, so it is left to an
-// upstream fix.
-func (s *natsThreadStore) entry(ctx context.Context, k string, value []byte) (entry []byte, obj string, err error) {
+// entry is the KV entry for value: inline, or a pointer to new chunks
+// holding it.
+func (s *natsThreadStore) entry(ctx context.Context, value []byte) ([]byte, error) {
 	if len(value) <= s.inlineMax {
-		return append([]byte{entryInline}, value...), "", nil
+		return append([]byte{entryInline}, value...), nil
 	}
-	obj = k + "." + nuid.Next()
-	if _, err := s.obs.PutBytes(ctx, obj, value); err != nil {
-		return nil, "", err
+	p := chunkPointer{id: nuid.Next(), chunks: (len(value) + s.chunkMax - 1) / s.chunkMax, bytes: len(value)}
+	for n := range p.chunks {
+		part := value[n*s.chunkMax : min((n+1)*s.chunkMax, len(value))]
+		if _, err := s.js.Publish(ctx, p.subject(n), part, jetstream.WithExpectStream(ThreadChunkStream)); err != nil {
+			// A publish that failed may have been stored all the same.
+			s.removeValue(p.entry())
+			return nil, err
+		}
 	}
-	return append([]byte{entryPointer}, obj...), obj, nil
+	return p.entry(), nil
 }
 
-// removeObject deletes an object no entry points to any more. It is not
-// bound to the caller's context (the write it follows succeeded or
-// failed already); one it fails to remove expires with thread_ttl.
-func (s *natsThreadStore) removeObject(name string) {
-	if name == "" {
+// removeValue deletes the chunks (or object) of a pointer no entry holds
+// any more. It is not bound to the caller's context (the write it follows
+// succeeded or failed already); what it fails to remove expires with
+// thread_ttl.
+func (s *natsThreadStore) removeValue(ptr []byte) {
+	if ptr == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), removeObjectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), removeValueTimeout)
 	defer cancel()
-	if err := s.obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-		s.log.Warn("thread store: an unused object is left to expire", "object", name, "err", err)
+	var err error
+	if ptr[0] == entryPointer {
+		if err = s.obs.Delete(ctx, string(ptr[1:])); errors.Is(err, jetstream.ErrObjectNotFound) {
+			err = nil
+		}
+	} else if p, ok := parseChunkPointer(ptr); ok {
+		err = s.chunks.Purge(ctx, jetstream.WithPurgeSubject(ThreadChunkStream+"."+p.id+".>"))
+	}
+	if err != nil {
+		s.log.Warn("thread store: an unused value is left to expire", "pointer", string(ptr[1:]), "err", err)
 	}
 }
 
-// removeObjectTimeout bounds the removal of an unused object.
-const removeObjectTimeout = 5 * time.Second
+// removeValueTimeout bounds the removal of an unused value.
+const removeValueTimeout = 5 * time.Second
 
-// Delete removes the record and its object.
+// Delete removes the record and its value's chunks.
 func (s *natsThreadStore) Delete(ctx context.Context, thread, key string) error {
 	k, err := storeKey(thread, key)
 	if err != nil {
@@ -292,7 +409,7 @@ func (s *natsThreadStore) delete(ctx context.Context, thread, key, k string) err
 	if err := s.kv.Delete(ctx, k); err != nil {
 		return s.fail("delete", thread, key, err)
 	}
-	s.removeObject(pointerOf(e.Value()))
+	s.removeValue(pointerOf(e.Value()))
 	return nil
 }
 

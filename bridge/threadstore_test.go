@@ -103,9 +103,9 @@ func TestThreadStoreRoundTrip(t *testing.T) {
 	}
 }
 
-// A 20 MB value (in the object store) survives the fabric's close and a
+// A 20 MiB value (in the chunk stream) survives the fabric's close and a
 // restart on the same data folder; replacing and deleting it removes its
-// object.
+// chunks.
 func TestThreadStoreLargeValueSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	big := bytes.Repeat([]byte("0123456789abcdefghij"), 1<<20) // 20 MiB
@@ -122,39 +122,40 @@ func TestThreadStoreLargeValueSurvivesRestart(t *testing.T) {
 	if err != nil || got != rev || !bytes.Equal(v, big) {
 		t.Fatalf("after restart: %d bytes rev %d %v, want %d bytes rev %d", len(v), got, err, len(big), rev)
 	}
-	obs, err := f.JetStream().ObjectStore(t.Context(), bridge.ThreadObjectStore)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objects := func() int {
-		l, err := obs.List(t.Context())
-		if err != nil && err != jetstream.ErrNoObjectsFound {
+	chunks := func() uint64 {
+		st, err := f.JetStream().Stream(t.Context(), bridge.ThreadChunkStream)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return len(l)
+		info, err := st.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
 	}
-	if n := objects(); n != 1 {
-		t.Fatalf("%d objects, want 1", n)
+	// The embedded server's 8 MiB max payload makes 1 MiB chunks.
+	if n := chunks(); n != 20 {
+		t.Fatalf("%d chunks, want 20", n)
 	}
 	rev, err = s.Put(t.Context(), "a.b é", "head", big[:3<<20], rev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := objects(); n != 1 {
-		t.Fatalf("after replacing the value: %d objects, want 1", n)
+	if n := chunks(); n != 3 {
+		t.Fatalf("after replacing the value: %d chunks, want 3", n)
 	}
-	// A create over the existing record writes its object, then is
-	// refused: the object goes.
+	// A create over the existing record writes its chunks, then is
+	// refused: the chunks go.
 	_, err = s.Put(t.Context(), "a.b é", "head", big, 0)
 	wantCode(t, "a large value created over an existing record", err, canonical.CodeAborted)
-	if n := objects(); n != 1 {
-		t.Fatalf("after a refused write: %d objects, want 1", n)
+	if n := chunks(); n != 3 {
+		t.Fatalf("after a refused write: %d chunks, want 3", n)
 	}
 	if _, err := s.Put(t.Context(), "a.b é", "head", []byte("small"), rev); err != nil {
 		t.Fatal(err)
 	}
-	if n := objects(); n != 0 {
-		t.Fatalf("after replacing with a small value: %d objects, want 0", n)
+	if n := chunks(); n != 0 {
+		t.Fatalf("after replacing with a small value: %d chunks, want 0", n)
 	}
 	if v, _, err := s.Get(t.Context(), "a.b é", "head"); err != nil || string(v) != "small" {
 		t.Fatalf("get = %q %v", v, err)
@@ -162,13 +163,13 @@ func TestThreadStoreLargeValueSurvivesRestart(t *testing.T) {
 }
 
 // At thread_max_bytes a Put fails with resource_exhausted, for a value in
-// the object store as for one in the bucket, and every value stored
+// the chunk stream as for one in the bucket, and every value stored
 // before reads back whole.
 func TestThreadStoreLimit(t *testing.T) {
 	const limit = 1 << 20
 	s := startStoreFabric(t, t.TempDir(), func(n *bridge.NATSConfig) { n.ThreadMaxBytes = limit }).ThreadStore()
 	ctx := t.Context()
-	large := bytes.Repeat([]byte("L"), 600<<10) // over the inline bound: an object
+	large := bytes.Repeat([]byte("L"), 600<<10) // over the inline bound: a chunk
 	if _, err := s.Put(ctx, "t", "large.1", large, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -202,12 +203,12 @@ func TestThreadStoreLimit(t *testing.T) {
 	}
 }
 
-// nats.thread_ttl and nats.thread_max_bytes reach the bucket and the
-// object store.
+// nats.thread_ttl and nats.thread_max_bytes reach the bucket, the chunk
+// stream and the object store of earlier versions' values.
 func TestThreadStoreRetentionConfig(t *testing.T) {
 	f := startStoreFabric(t, t.TempDir(), func(n *bridge.NATSConfig) { n.ThreadTTL = 3 * time.Hour; n.ThreadMaxBytes = 5 << 20 })
 	js := f.JetStream()
-	for _, name := range []string{"KV_" + bridge.ThreadStateBucket, "OBJ_" + bridge.ThreadObjectStore} {
+	for _, name := range []string{"KV_" + bridge.ThreadStateBucket, bridge.ThreadChunkStream, "OBJ_" + bridge.ThreadObjectStore} {
 		st, err := js.Stream(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/interlingua-dev/interlingua/internal/leaktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.Upstream...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

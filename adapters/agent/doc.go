@@ -92,11 +92,11 @@
 // injected during a run, the last runs' namespace statuses and the
 // checkpoint ids in order) and one record "agent.ckpt.<id>" per
 // checkpoint, written once. No record has a size cap: the store keeps
-// large values in its object store. The runtime saves the head as a run
-// starts and before its end is sent; input.inject during a run writes the
-// head over its revision, and the runtime merges that in. Records expire
-// nats.thread_ttl after their last write. The state commands read the
-// store, so any instance answers them.
+// large values in chunks of its own stream. The runtime saves the head as
+// a run starts and before its end is sent; input.inject during a run
+// writes the head over its revision, and the runtime merges that in.
+// Records expire nats.thread_ttl after their last write. The state
+// commands read the store, so any instance answers them.
 //
 // Shutdown (registered with the server's OnShutdown): new streams and
 // WebSockets are refused with 503 (new runs, by the bridge); a stream or

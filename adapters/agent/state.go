@@ -33,8 +33,8 @@ const stateVersion = 3
 // it is one head record, this as JSON with its checkpoints in order but for
 // their values, and one record per checkpoint with its values: no record
 // holds the whole history more than once, a save writes a large state once
-// (ValuesAt), and none has a size cap (the store puts large values in its
-// object store).
+// (ValuesAt), and none has a size cap (the store puts large values in
+// chunks of its own stream).
 type threadRecord struct {
 	Version   int                   `json:"v"`
 	Thread    string                `json:"thread_id"`

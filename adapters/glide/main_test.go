@@ -5,13 +5,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/interlingua-dev/interlingua/internal/leaktest"
 )
 
 // update rewrites the golden files in testdata/ instead of comparing.
 var update = flag.Bool("update", false, "rewrite testdata golden files")
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leaktest.Upstream...)
+	goleak.VerifyTestMain(m)
 }

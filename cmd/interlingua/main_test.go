@@ -20,16 +20,15 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, append(leaktest.Upstream, goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		if buildDir != "" {
 			os.RemoveAll(buildDir)
 		}
 		os.Exit(code)
-	}))...)
+	}))
 }
 
 var (

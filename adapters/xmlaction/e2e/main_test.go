@@ -5,13 +5,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/interlingua-dev/interlingua/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(serviceEnv) != "" {
 		os.Exit(serveTools())
 	}
-	goleak.VerifyTestMain(m, leaktest.Upstream...)
+	goleak.VerifyTestMain(m)
 }
