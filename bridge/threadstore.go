@@ -27,9 +27,9 @@ import (
 const (
 	ThreadStateBucket = "interlingua_thread_state"
 	ThreadChunkStream = "interlingua_thread_chunks"
-	// ThreadObjectStore held large values before ThreadChunkStream (up to
-	// v0.x); entries pointing into it are still read, replaced and
-	// removed, and nothing new is written to it.
+	// ThreadObjectStore held large values in earlier versions; entries
+	// pointing into it are still read, replaced and removed, and nothing
+	// new is written to it.
 	ThreadObjectStore = "interlingua_thread_objects"
 )
 

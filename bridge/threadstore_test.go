@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
@@ -222,4 +224,92 @@ func TestThreadStoreRetentionConfig(t *testing.T) {
 	if cfg.NATS.ThreadTTL != 7*24*time.Hour || cfg.NATS.ThreadMaxBytes != 1<<30 {
 		t.Fatalf("defaults: thread_ttl %v, thread_max_bytes %d", cfg.NATS.ThreadTTL, cfg.NATS.ThreadMaxBytes)
 	}
+}
+
+// A nats-server killed (SIGKILL) while a large value's chunks are being
+// written, and started again: the thread store's value is, then and after
+// the write is tried again, one of the values written, whole, at the
+// revision that wrote it; never a pointer to chunks the server lacks.
+func TestThreadStoreLargePutAcrossNATSKill(t *testing.T) {
+	n := bridgetest.StartNATSProcess(t)
+	nc, err := nats.Connect(n.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cfg := bridge.DefaultConfig()
+	cfg.Defaults()
+	s, err := bridge.OpenThreadStore(t.Context(), nc, cfg.NATS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's 1 MiB max payload makes chunks of 512 KiB.
+	old := bytes.Repeat([]byte("old "), 1<<20)         // 4 MiB: 8 chunks
+	next := bytes.Repeat([]byte("next value "), 4<<20) // 44 MiB: 88 chunks
+	rev, err := s.Put(t.Context(), "t", "head", old, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	put := make(chan error, 1)
+	go func() {
+		// A chunk's publish whose reply the kill lost waits for this.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := s.Put(ctx, "t", "head", next, rev)
+		put <- err
+	}()
+	waitChunks(t, n.URL(), 8+4) // some of next's chunks are stored
+	n.Kill()
+	n.Start(t)
+	putErr := <-put
+	t.Logf("the put across the kill: %v", putErr)
+
+	readBack := func(what string) uint64 {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		v, got, err := s.Get(ctx, "t", "head")
+		switch {
+		case err != nil:
+			t.Fatalf("%s: %v", what, err)
+		case got == rev && !bytes.Equal(v, old), got != rev && !bytes.Equal(v, next):
+			t.Fatalf("%s: %d bytes at revision %d (the old value's is %d): neither value written", what, len(v), got, rev)
+		}
+		return got
+	}
+	got := readBack("after the restart")
+	if putErr == nil && got == rev {
+		t.Fatal("the put succeeded, and the old value is read")
+	}
+	if got == rev {
+		if _, err := s.Put(t.Context(), "t", "head", next, rev); err != nil {
+			t.Fatalf("the put tried again: %v", err)
+		}
+		if readBack("after the put tried again") == rev {
+			t.Fatal("the put tried again left the old value")
+		}
+	}
+}
+
+// waitChunks waits until the chunk stream holds more than n messages,
+// asking through a connection of its own.
+func waitChunks(t *testing.T, url string, n uint64) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		st, err := js.Stream(t.Context(), bridge.ThreadChunkStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CachedInfo().State.Msgs > n {
+			return
+		}
+	}
+	t.Fatalf("the chunk stream never held more than %d messages", n)
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/bridge"
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
@@ -50,7 +51,7 @@ type natsNode struct {
 // (a route's outgoing connection): the cluster is then started anew.
 func startNATSCluster(t *testing.T) []*natsNode {
 	t.Helper()
-	bin := natsServerBin(t)
+	bin := bridgetest.NATSServerBin(t)
 	for try := 1; ; try++ {
 		nodes := make([]*natsNode, 3)
 		for i := range nodes {

@@ -8,18 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // clientAndOwner starts a nats-server and two daemons on it: b hosts every
 // backend and a none, so a run started on a (its client's instance) is
 // placed on b (its owner).
-func clientAndOwner(t *testing.T, args ...string) (bin string, n *natsProc, a, b *daemon) {
+func clientAndOwner(t *testing.T, args ...string) (bin string, n *bridgetest.NATSProcess, a, b *daemon) {
 	t.Helper()
 	bin = buildBinary(t)
-	n = startNATS(t)
-	b = startDaemon(t, bin, n.url(), args...)
-	a = startDaemon(t, bin, n.url(), append([]string{"--host-backends", "none"}, args...)...)
+	n = bridgetest.StartNATSProcess(t)
+	b = startDaemon(t, bin, n.URL(), args...)
+	a = startDaemon(t, bin, n.URL(), append([]string{"--host-backends", "none"}, args...)...)
 	return bin, n, a, b
 }
 
@@ -73,7 +74,7 @@ func TestClusterOwnerKilledSeqNotReused(t *testing.T) {
 	if oend := observed[len(observed)-1]; oend.GetSeq() != end.GetSeq() || oend.GetLifecycle().GetStatus() != canonical.StatusFailed {
 		t.Fatalf("the observer's end %v differs from the client's %v: one end, one seq, for all", oend, end)
 	}
-	startDaemon(t, bin, n.url()) // the owner restarted
+	startDaemon(t, bin, n.URL()) // the owner restarted
 	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-seq","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
 	if first := next[0].GetSeq(); first <= end.GetSeq() {
 		t.Fatalf("the next run starts at seq %d: reuses a seq the client saw (its run ended at %d)", first, end.GetSeq())
@@ -103,8 +104,8 @@ func TestClusterNATSRestartRemoteRun(t *testing.T) {
 	if !ok {
 		t.Fatal("no first event")
 	}
-	n.kill()
-	n.start(t)
+	n.Kill()
+	n.Start(t)
 	evs := append([]*canonical.Event{first}, r.untilTerminal()...)
 	strictlyIncreasing(t, "client", evs)
 	last := evs[len(evs)-1]

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,61 +14,9 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
-
-// natsServerBin finds the nats-server the Makefile builds into bin/.
-func natsServerBin(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("nats-server"); err == nil {
-		return p
-	}
-	p, _ := filepath.Abs("../../bin/nats-server")
-	if _, err := os.Stat(p); err != nil {
-		t.Skip("nats-server not built: run make test (it builds bin/nats-server from its Go module)")
-	}
-	return p
-}
-
-type natsProc struct {
-	bin, addr, store string
-	cmd              *exec.Cmd
-}
-
-func startNATS(t *testing.T) *natsProc {
-	n := &natsProc{bin: natsServerBin(t), addr: freeAddr(t), store: t.TempDir()}
-	n.start(t)
-	t.Cleanup(func() { n.kill() })
-	return n
-}
-
-func (n *natsProc) url() string { return "nats://" + n.addr }
-
-func (n *natsProc) start(t *testing.T) {
-	t.Helper()
-	host, port, _ := strings.Cut(n.addr, ":")
-	n.cmd = exec.Command(n.bin, "-a", host, "-p", port, "-js", "-sd", n.store)
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := netDial(n.addr); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("nats-server did not listen")
-}
-
-func (n *natsProc) kill() {
-	if n.cmd != nil && n.cmd.Process != nil {
-		_ = n.cmd.Process.Kill()
-		_ = n.cmd.Wait()
-		n.cmd = nil
-	}
-}
 
 type daemon struct {
 	cmd  *exec.Cmd
@@ -247,13 +193,13 @@ func TestClusterOwnerKilled(t *testing.T) {
 // run completes, the daemon does not crash.
 func TestClusterNATSRestart(t *testing.T) {
 	bin := buildBinary(t)
-	n := startNATS(t)
-	d := startDaemon(t, bin, n.url())
+	n := bridgetest.StartNATSProcess(t)
+	d := startDaemon(t, bin, n.URL())
 	r := openStream(t, "POST", d.base+"/v1/runs", `{"target":"stream","parameters":{"deltas":100,"delay_ms":10},"inputs":[]}`)
 	r.next()
-	n.kill()
+	n.Kill()
 	waitStatus(t, d.base+"/readyz", 503)
-	n.start(t)
+	n.Start(t)
 	waitStatus(t, d.base+"/readyz", 200)
 	evs := r.untilTerminal()
 	if st, _ := canonical.TerminalOf(evs[len(evs)-1]); st != canonical.StatusCompleted {

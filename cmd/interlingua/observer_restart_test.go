@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
@@ -15,8 +16,8 @@ import (
 // event is passed over in silence.
 func TestObserverThroughNATSRestart(t *testing.T) {
 	bin := buildBinary(t)
-	n := startNATS(t)
-	d := startDaemon(t, bin, n.url())
+	n := bridgetest.StartNATSProcess(t)
+	d := startDaemon(t, bin, n.URL())
 	const thread = "t-observer-restart"
 	r := openStream(t, "POST", d.base+"/v1/runs", `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":300,"delay_ms":10},"inputs":[]}`)
 	if _, ok := r.next(); !ok {
@@ -41,9 +42,9 @@ func TestObserverThroughNATSRestart(t *testing.T) {
 		return false
 	}
 	read(obs, 20)
-	n.kill()
+	n.Kill()
 	time.Sleep(300 * time.Millisecond)
-	n.start(t)
+	n.Start(t)
 	ended := read(obs, -1)
 	evs := r.untilTerminal()
 	want := evs[len(evs)-1].GetSeq()
@@ -66,8 +67,8 @@ func TestObserverThroughNATSRestart(t *testing.T) {
 // once the log answers again and gets every event, in order, to the end.
 func TestObserverCatchUpThroughNATSRestart(t *testing.T) {
 	bin := buildBinary(t)
-	n := startNATS(t)
-	d := startDaemon(t, bin, n.url())
+	n := bridgetest.StartNATSProcess(t)
+	d := startDaemon(t, bin, n.URL())
 	const thread = "t-catch-up-restart"
 	r := openStream(t, "POST", d.base+"/v1/runs", `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":9000},"inputs":[]}`)
 	evs := r.untilTerminal()
@@ -75,9 +76,9 @@ func TestObserverCatchUpThroughNATSRestart(t *testing.T) {
 	obs := openStream(t, "GET", d.base+"/v1/threads/"+thread+"/events?since=0", "")
 	// The daemon's handler reads on while nats-server is away: its
 	// catch-up reads fail until it is back.
-	n.kill()
+	n.Kill()
 	time.Sleep(time.Second)
-	n.start(t)
+	n.Start(t)
 	var last uint64
 	for last != want {
 		ev, ok := obs.next()

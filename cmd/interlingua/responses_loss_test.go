@@ -26,10 +26,10 @@ import (
 // echo model, recording what reaches it) and two daemons on them with API
 // keys alice and bob and target gpt-test routed to the peer; it returns
 // the daemons' arguments too, to start more.
-func responsesDaemons(t *testing.T) (bin string, n *natsProc, p *openaipeer.Peer, args []string, a, b *daemon) {
+func responsesDaemons(t *testing.T) (bin string, n *bridgetest.NATSProcess, p *openaipeer.Peer, args []string, a, b *daemon) {
 	t.Helper()
 	bin = buildBinary(t)
-	n = startNATS(t)
+	n = bridgetest.StartNATSProcess(t)
 	p = openaipeer.New("", openaipeer.Model{Name: "gpt-test", Echo: true})
 	up := httptest.NewServer(p)
 	t.Cleanup(up.Close)
@@ -49,7 +49,7 @@ routes:
 		t.Fatal(err)
 	}
 	args = []string{"--config", cfg}
-	return bin, n, p, args, startDaemon(t, bin, n.url(), args...), startDaemon(t, bin, n.url(), args...)
+	return bin, n, p, args, startDaemon(t, bin, n.URL(), args...), startDaemon(t, bin, n.URL(), args...)
 }
 
 var respIDPattern = regexp.MustCompile(`"id":"(resp_[a-z2-7]+)"`)
@@ -142,7 +142,7 @@ func TestResponsesStoredSurviveKill9(t *testing.T) {
 		t.Fatalf("bob continuing alice's response on B: %d %s", status, got)
 	}
 
-	restarted := startDaemon(t, bin, n.url(), args...)
+	restarted := startDaemon(t, bin, n.URL(), args...)
 	check(restarted.base)
 	pollStatus(t, restarted.base, r4, "completed")
 }
