@@ -336,12 +336,24 @@ func (s *natsThreadStore) Put(ctx context.Context, thread, key string, value []b
 	}
 	if err != nil {
 		s.forget(k)
-		s.removeValue(pointerOf(entry))
+		if refused(err) {
+			s.removeValue(pointerOf(entry))
+		}
 		return 0, s.fail("put", thread, key, err)
 	}
 	s.remember(k, rev, pointerOf(entry))
 	s.removeValue(old)
 	return rev, nil
+}
+
+// refused tells a write the server refused (it answered with an error),
+// or one never sent, from one whose outcome is unknown: a reply lost to
+// a broken connection or a deadline may follow a write that was stored.
+// The chunks of an unknown write are kept (the entry may point to them);
+// if it was lost, they expire with thread_ttl.
+func refused(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) || errors.Is(err, nats.ErrMaxPayload)
 }
 
 // entry is the KV entry for value: inline, or a pointer to new chunks

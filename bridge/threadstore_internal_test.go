@@ -119,6 +119,53 @@ func TestThreadStoreMissingChunks(t *testing.T) {
 	}
 }
 
+// A write the bucket refuses (here, another writer's revision came
+// first) removes the chunks it wrote; one whose reply is lost keeps them,
+// since the entry may point to them: here it does, and the value reads
+// back whole.
+func TestThreadStoreUnknownWriteKeepsChunks(t *testing.T) {
+	s := chunkStore(t, 0)
+	ctx := t.Context()
+	rev, err := s.Put(ctx, "t", "a", bytes.Repeat([]byte("1"), 20<<10), 0) // 3 chunks
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer: the store's note of rev is now stale.
+	if _, err := s.kv.Put(ctx, "t.a", []byte{entryInline, 'x'}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "t", "a", bytes.Repeat([]byte("2"), 20<<10), rev); canonical.CodeOf(err) != canonical.CodeAborted {
+		t.Fatalf("put over a stale revision: %v, want aborted", err)
+	}
+	if n := chunkMsgs(t, s); n != 3 {
+		t.Fatalf("after a refused write: %d chunks, want the first value's 3", n)
+	}
+
+	_, rev, err = s.Get(ctx, "t", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.kv = lostReply{s.kv}
+	v := bytes.Repeat([]byte("3"), 20<<10)
+	if _, err := s.Put(ctx, "t", "a", v, rev); canonical.CodeOf(err) != canonical.CodeDeadlineExceeded {
+		t.Fatalf("put whose reply was lost: %v, want deadline_exceeded", err)
+	}
+	if got, _, err := s.Get(ctx, "t", "a"); err != nil || !bytes.Equal(got, v) {
+		t.Fatalf("after a write whose reply was lost: %d bytes, %v; want the value written", len(got), err)
+	}
+}
+
+// lostReply is a bucket whose updates are stored, then answer as though
+// their reply never came.
+type lostReply struct{ jetstream.KeyValue }
+
+func (l lostReply) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	if _, err := l.KeyValue.Update(ctx, key, value, rev); err != nil {
+		return 0, err
+	}
+	return 0, context.DeadlineExceeded
+}
+
 // Values an earlier version put in the object store read back, and
 // replacing or deleting them removes their objects.
 func TestThreadStoreReadsObjectValues(t *testing.T) {
