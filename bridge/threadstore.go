@@ -175,9 +175,10 @@ func parseChunkPointer(v []byte) (chunkPointer, bool) {
 	return chunkPointer{id: f[0], chunks: chunks, bytes: size}, true
 }
 
-// OpenThreadStore creates (or updates) the thread store's KV bucket and
-// object store on nc's JetStream, with cfg's thread_ttl, thread_max_bytes
-// (each asset's bound) and replicas, and returns the store. The fabric
+// OpenThreadStore creates (or updates) the thread store's KV bucket,
+// chunk stream and (for earlier versions' values) object store on nc's
+// JetStream, with cfg's thread_ttl, thread_max_bytes (each asset's bound)
+// and replicas, and returns the store. The fabric
 // opens one (Fabric.ThreadStore); tests open their own on a server.
 func OpenThreadStore(ctx context.Context, nc *nats.Conn, cfg NATSConfig, log *slog.Logger) (canonical.ThreadStore, error) {
 	js, err := jetstream.New(nc)
