@@ -157,8 +157,10 @@ func (p chunkPointer) entry() []byte {
 	return fmt.Appendf([]byte{entryChunks}, "%s %d %d", p.id, p.chunks, p.bytes)
 }
 
-func (p chunkPointer) subject(n int) string {
-	return ThreadChunkStream + "." + p.id + "." + strconv.Itoa(n)
+// subject is the subject of the chunk numbered token, or with token ">"
+// the filter of them all.
+func (p chunkPointer) subject(token string) string {
+	return ThreadChunkStream + "." + p.id + "." + token
 }
 
 // parseChunkPointer reads an entryChunks entry.
@@ -286,7 +288,7 @@ func (s *natsThreadStore) readValue(ctx context.Context, ptr []byte) ([]byte, er
 	}
 	data := make([]byte, 0, min(p.bytes, p.chunks*maxChunkBytes))
 	for n := range p.chunks {
-		m, err := s.chunks.GetLastMsgForSubject(ctx, p.subject(n))
+		m, err := s.chunks.GetLastMsgForSubject(ctx, p.subject(strconv.Itoa(n)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, errValueGone
 		}
@@ -366,7 +368,7 @@ func (s *natsThreadStore) entry(ctx context.Context, value []byte) ([]byte, erro
 	p := chunkPointer{id: nuid.Next(), chunks: (len(value) + s.chunkMax - 1) / s.chunkMax, bytes: len(value)}
 	for n := range p.chunks {
 		part := value[n*s.chunkMax : min((n+1)*s.chunkMax, len(value))]
-		if _, err := s.js.Publish(ctx, p.subject(n), part, jetstream.WithExpectStream(ThreadChunkStream)); err != nil {
+		if _, err := s.js.Publish(ctx, p.subject(strconv.Itoa(n)), part, jetstream.WithExpectStream(ThreadChunkStream)); err != nil {
 			// A publish that failed may have been stored all the same.
 			s.removeValue(p.entry())
 			return nil, err
@@ -391,7 +393,7 @@ func (s *natsThreadStore) removeValue(ptr []byte) {
 			err = nil
 		}
 	} else if p, ok := parseChunkPointer(ptr); ok {
-		err = s.chunks.Purge(ctx, jetstream.WithPurgeSubject(ThreadChunkStream+"."+p.id+".>"))
+		err = s.chunks.Purge(ctx, jetstream.WithPurgeSubject(p.subject(">")))
 	}
 	if err != nil {
 		s.log.Warn("thread store: an unused value is left to expire", "pointer", string(ptr[1:]), "err", err)

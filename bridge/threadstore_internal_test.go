@@ -107,7 +107,7 @@ func TestThreadStoreMissingChunks(t *testing.T) {
 		"short": chunkPointer{id: "x", chunks: 1, bytes: 3}.entry(), // its chunk holds 2 bytes
 		"junk":  append([]byte{entryChunks}, "x y"...),
 	} {
-		if _, err := s.js.Publish(ctx, chunkPointer{id: "x"}.subject(0), []byte("ab")); err != nil {
+		if _, err := s.js.Publish(ctx, chunkPointer{id: "x"}.subject("0"), []byte("ab")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.kv.Put(ctx, "t."+name, entry); err != nil {

@@ -124,17 +124,7 @@ func TestThreadStoreLargeValueSurvivesRestart(t *testing.T) {
 	if err != nil || got != rev || !bytes.Equal(v, big) {
 		t.Fatalf("after restart: %d bytes rev %d %v, want %d bytes rev %d", len(v), got, err, len(big), rev)
 	}
-	chunks := func() uint64 {
-		st, err := f.JetStream().Stream(t.Context(), bridge.ThreadChunkStream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs
-	}
+	chunks := func() uint64 { return chunkCount(t, f.JetStream()) }
 	// The embedded server's 8 MiB max payload makes 1 MiB chunks.
 	if n := chunks(); n != 20 {
 		t.Fatalf("%d chunks, want 20", n)
@@ -259,7 +249,11 @@ func TestThreadStoreLargePutAcrossNATSKill(t *testing.T) {
 		_, err := s.Put(ctx, "t", "head", next, rev)
 		put <- err
 	}()
-	waitChunks(t, n.URL(), 8+4) // some of next's chunks are stored
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChunks(t, js, 8+4) // some of next's chunks are stored
 	n.Kill()
 	n.Start(t)
 	putErr := <-put
@@ -292,24 +286,23 @@ func TestThreadStoreLargePutAcrossNATSKill(t *testing.T) {
 	}
 }
 
-// waitChunks waits until the chunk stream holds more than n messages,
-// asking through a connection of its own.
-func waitChunks(t *testing.T, url string, n uint64) {
+// waitChunks waits until the chunk stream holds more than n messages.
+func waitChunks(t *testing.T, js jetstream.JetStream, n uint64) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		st, err := js.Stream(t.Context(), bridge.ThreadChunkStream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.CachedInfo().State.Msgs > n {
+		if chunkCount(t, js) > n {
 			return
 		}
 	}
 	t.Fatalf("the chunk stream never held more than %d messages", n)
+}
+
+// chunkCount is how many messages the chunk stream holds.
+func chunkCount(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	st, err := js.Stream(t.Context(), bridge.ThreadChunkStream) // reads its info
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.Msgs
 }
