@@ -153,6 +153,43 @@ func TestTenantIsolation(t *testing.T) {
 	}
 }
 
+// A key that learns another key's run id cannot cancel the run: not
+// through the run's thread (answered as a thread nobody used), nor through
+// a thread of its own, whose cancel the bridge sends on that thread's
+// command subject, which acts on that thread's runs only.
+func TestTenantCannotCancelAnotherKeysRun(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "a", Hash: bridge.KeyDigest("key-a")}, {Name: "b", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	runID := regexp.MustCompile(`"run_id":"([^"]+)"`)
+	start := func(key, thread, params string) string {
+		t.Helper()
+		code, body := bridgetest.Call(t, inst.URL, key, "POST", "/threads/"+thread+"/commands", `{"id":1,"method":"run.start","params":`+params+`}`)
+		m := runID.FindStringSubmatch(body)
+		if code != 200 || m == nil {
+			t.Fatalf("run.start on %s: %d %s", thread, code, body)
+		}
+		return m[1]
+	}
+	hanging := start("key-a", "t-a", `{"assistant_id":"stream","input":{"messages":[{"role":"user","content":"go"}]},"config":{"configurable":{"hang":true}}}`)
+	start("key-b", "t-b", `{"assistant_id":"echo","input":{"messages":[{"role":"user","content":"hi"}]}}`)
+	waitFor(t, func() bool { return inst.Bridge().Running() == 1 }) // bob's ended
+
+	code, body := bridgetest.Call(t, inst.URL, "key-b", "POST", "/threads/t-a/runs/"+hanging+"/cancel", "")
+	wantCode, want := bridgetest.Call(t, inst.URL, "key-b", "POST", "/threads/t-unused/runs/"+hanging+"/cancel", "")
+	if code != wantCode || body != want {
+		t.Fatalf("cancel through the owner's thread: %d %s; through a thread nobody used: %d %s", code, body, wantCode, want)
+	}
+	bridgetest.Call(t, inst.URL, "key-b", "POST", "/threads/t-b/runs/"+hanging+"/cancel", "")
+	time.Sleep(300 * time.Millisecond) // a cancel command would have been served by now
+	if n := inst.Bridge().Running(); n != 1 {
+		t.Fatalf("%d runs going on after the other key's cancels, want alice's 1", n)
+	}
+	if code, body := bridgetest.Call(t, inst.URL, "key-a", "POST", "/threads/t-a/runs/"+hanging+"/cancel", ""); code != http.StatusNoContent {
+		t.Fatalf("the owner's cancel: %d %s", code, body)
+	}
+}
+
 // A run started without a thread (Triton, XML, native without threadId;
 // Glide's runs take the same path) runs on a thread claimed for its key when
 // it is created: another key that learns the id cannot observe it, and its

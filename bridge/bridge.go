@@ -521,15 +521,17 @@ func (b *Bridge) Running() int {
 }
 
 // cancelRun cancels a local run by id (a cancel command from a client on
-// another instance); false when no such run is here.
-func (b *Bridge) cancelRun(id string) bool {
+// another instance) when of reports that the run's thread is the one the
+// command is for; false when no such run is here.
+func (b *Bridge) cancelRun(id string, of func(thread string) bool) bool {
 	b.mu.Lock()
 	r := b.runs[id]
 	b.mu.Unlock()
-	if r != nil {
-		r.cancel()
+	if r == nil || !of(r.threadID) {
+		return false
 	}
-	return r != nil
+	r.cancel()
+	return true
 }
 
 // run wraps a local backend stream: it stamps events, guards the invariants

@@ -293,16 +293,20 @@ type command struct {
 	CancelThread string `json:"cancel_thread,omitempty"`
 }
 
-// serveCommand obeys a command for a run that lives here.
+// serveCommand obeys a command for a run that lives here. A command
+// acts on its subject's thread only: the sender checked that the thread is
+// its client's key's, not that a run id it was given is that thread's (a
+// run of another key's thread, named through the caller's own, is left
+// alone).
 func (b *Bridge) serveCommand(msg *nats.Msg) {
 	var c command
 	if json.Unmarshal(msg.Data, &c) != nil {
 		return
 	}
 	if c.CancelRun != "" {
-		b.cancelRun(c.CancelRun)
+		b.cancelRun(c.CancelRun, func(thread string) bool { return msg.Subject == b.commandSubject(thread) })
 	}
-	if c.CancelThread != "" {
+	if c.CancelThread != "" && msg.Subject == b.commandSubject(c.CancelThread) {
 		b.cancelThreadHere(c.CancelThread)
 	}
 }
@@ -745,7 +749,9 @@ func (b *Bridge) CancelThread(thread string) {
 }
 
 // CancelRun cancels a run of thread on whichever instance runs it (it
-// ends cancelled); the caller has checked the thread is the caller's.
+// ends cancelled); the caller has checked the thread is the caller's. A
+// run of that id on another thread is not cancelled, here or elsewhere
+// (serveCommand).
 func (b *Bridge) CancelRun(thread, run string) {
 	b.mu.Lock()
 	r := b.runs[run]
@@ -783,5 +789,10 @@ func (b *Bridge) cancelRemote(thread, run string) {
 // instance serves (serveCommand).
 func (b *Bridge) sendCommand(thread string, c command) {
 	data, _ := json.Marshal(c)
-	b.fabric.Publish(b.subject("cmd", subject.Token(thread)), data)
+	b.fabric.Publish(b.commandSubject(thread), data)
+}
+
+// commandSubject is thread's command subject.
+func (b *Bridge) commandSubject(thread string) string {
+	return b.subject("cmd", subject.Token(thread))
 }

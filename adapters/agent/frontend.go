@@ -438,6 +438,16 @@ type stateInterrupt struct {
 // the last runs, not every id).
 func (f *Frontend) serveCancel(w http.ResponseWriter, r *http.Request) {
 	thread, run := r.PathValue("thread_id"), r.PathValue("run_id")
+	noSuchRun := func() { httpError(w, http.StatusNotFound, errNoSuchRun, "no active or queued run "+strconv.Quote(run)) }
+	// Another key's thread has no runs, before anything is done to them.
+	if err := f.checkThread(r.Context(), thread); err != nil {
+		if canonical.CodeOf(err) == canonical.CodeNotFound {
+			noSuchRun()
+		} else {
+			canonicalHTTPError(w, err)
+		}
+		return
+	}
 	if f.cancelLocal(thread, run) {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -454,7 +464,7 @@ func (f *Frontend) serveCancel(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	httpError(w, http.StatusNotFound, errNoSuchRun, "no active or queued run "+strconv.Quote(run))
+	noSuchRun()
 }
 
 // streamOpen answers a stream request itself while shutting down, or when
