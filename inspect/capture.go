@@ -3,6 +3,7 @@ package inspect
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -185,7 +186,25 @@ func headText(line string, h http.Header) []byte {
 }
 
 func requestHead(r *http.Request) []byte {
-	return headText(r.Method+" "+r.URL.RequestURI()+" "+r.Proto, r.Header)
+	return headText(r.Method+" "+requestURI(r.URL)+" "+r.Proto, r.Header)
+}
+
+// keyParam is the query parameter a WebSocket client may send its API key
+// in (browsers cannot set Authorization on a WebSocket).
+const keyParam = "key"
+
+// requestURI is u's request URI with the API key in its query, if any,
+// redacted as the secret headers are: an admin reads other keys' captures,
+// never their keys.
+func requestURI(u *url.URL) string {
+	q := u.Query()
+	if !q.Has(keyParam) {
+		return u.RequestURI()
+	}
+	q[keyParam] = []string{"[redacted]"}
+	c := *u
+	c.RawQuery = q.Encode()
+	return c.RequestURI()
 }
 
 func responseHead(status int, h http.Header) []byte {
