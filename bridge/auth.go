@@ -63,11 +63,18 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 		return nil, nil
 	}
 	a := &authenticator{}
+	named := map[string]int{} // index by name
 	for i, k := range cfg.Keys {
 		field := fmt.Sprintf("auth.keys[%d]", i)
 		if k.Name == "" {
 			return nil, fmt.Errorf("%s.name is empty", field)
 		}
+		// Threads, runs, responses and admin rights belong to a name: two
+		// keys of one name would silently be one tenant.
+		if j, dup := named[k.Name]; dup {
+			return nil, fmt.Errorf("%s.name %q is auth.keys[%d]'s too: each key needs a name of its own (--api-key keys are cli-1, cli-2, ...; INTERLINGUA_API_KEY's is env, INTERLINGUA_API_KEY_FILE's file)", field, k.Name, j)
+		}
+		named[k.Name] = i
 		n := 0
 		for _, s := range []string{k.Hash, k.Env, k.File} {
 			if s != "" {

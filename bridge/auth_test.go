@@ -102,6 +102,15 @@ func TestAuthConfigErrors(t *testing.T) {
 			t.Errorf("%+v: got %v", k, err)
 		}
 	}
+	// Two keys of one name would be one tenant: refused.
+	cfg := bridge.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "cli-1", Hash: bridge.KeyDigest("a")}, {Name: "cli-1", Hash: bridge.KeyDigest("z"), Admin: true}}
+	cfg.Defaults()
+	if _, err := bridge.NewServer(t.Context(), cfg, discard()); err == nil || !strings.Contains(err.Error(), `auth.keys[1].name "cli-1" is auth.keys[0]'s too`) {
+		t.Errorf("duplicate names: got %v", err)
+	}
 }
 
 // Threads belong to the key that created them: another key gets not-found
