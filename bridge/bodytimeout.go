@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/interlingua-dev/interlingua/gen/evergreen/v2/evergreenv2connect"
 )
 
 // bodyTimeout bounds the time a request's body may take to arrive (the
@@ -38,12 +40,16 @@ func bodyTimeout(next http.Handler, limit time.Duration) http.Handler {
 // streamsInput reports whether a request's body is a stream of messages
 // that may pause for as long as its session lasts: WebSocket upgrades and
 // gRPC or Connect streams (Evergreen's bidi), which have idle timeouts.
+// What the headers say is believed only where such a stream is served (a
+// WebSocket upgrade is a GET; gRPC's procedures are under their service's
+// path): a slow body sent to any other path with them is timed as any.
 func streamsInput(r *http.Request) bool {
 	if isWebSocketUpgrade(r) {
-		return true
+		return r.Method == http.MethodGet
 	}
 	ct := r.Header.Get("Content-Type")
-	return strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+")
+	return (strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+")) &&
+		strings.HasPrefix(r.URL.Path, "/"+evergreenv2connect.EvergreenServiceName+"/")
 }
 
 // isWebSocketUpgrade reports whether r asks to become a WebSocket.

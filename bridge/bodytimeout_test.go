@@ -17,17 +17,23 @@ import (
 // A chunked body that stops arriving is answered within body_timeout, in
 // the path's protocol's error form, on every JSON-body path; a request
 // whose body came in time streams its response for longer than the
-// timeout, unharmed.
+// timeout, unharmed. Headers that say the body is a stream (a WebSocket
+// upgrade, gRPC's content type) do not lift the timeout on a path that
+// serves no such stream.
 func TestBodyTimeout(t *testing.T) {
 	cfg := bridge.DefaultConfig()
 	cfg.BodyTimeout = 300 * time.Millisecond
 	inst := bridgetest.Start(t, &cfg)
 	addr := strings.TrimPrefix(inst.URL, "http://")
-	for _, tc := range []struct{ path, first, bodyHas string }{
-		{"/v1/runs", `{"target":"echo",`, "body_timeout"},
-		{"/v2/models/echo/generate", `{"text_input":`, "body_timeout"},
-		{"/v1/xml/stream", `{"target":"echo",`, "body_timeout"},
-		{"/threads/slow/commands", `{"id":1,`, "body_timeout"},
+	const jsonBody = "Content-Type: application/json\r\n"
+	for _, tc := range []struct{ path, header, first, bodyHas string }{
+		{"/v1/runs", jsonBody, `{"target":"echo",`, "body_timeout"},
+		{"/v2/models/echo/generate", jsonBody, `{"text_input":`, "body_timeout"},
+		{"/v1/xml/stream", jsonBody, `{"target":"echo",`, "body_timeout"},
+		{"/threads/slow/commands", jsonBody, `{"id":1,`, "body_timeout"},
+		{"/v1/chat/completions", "Content-Type: application/grpc\r\n", `{"model":"echo",`, "body_timeout"},
+		{"/v1/messages", "Content-Type: application/connect+json\r\n", `{"model":"echo",`, "body_timeout"},
+		{"/v1/responses", jsonBody + "Connection: Upgrade\r\nUpgrade: websocket\r\n", `{"model":"echo",`, "body_timeout"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
@@ -36,7 +42,7 @@ func TestBodyTimeout(t *testing.T) {
 			}
 			defer conn.Close()
 			start := time.Now()
-			_, err = io.WriteString(conn, "POST "+tc.path+" HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\n"+
+			_, err = io.WriteString(conn, "POST "+tc.path+" HTTP/1.1\r\nHost: "+addr+"\r\n"+tc.header+
 				"Transfer-Encoding: chunked\r\n\r\n"+strconv.FormatInt(int64(len(tc.first)), 16)+"\r\n"+tc.first+"\r\n")
 			if err != nil {
 				t.Fatal(err)

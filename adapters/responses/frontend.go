@@ -255,7 +255,7 @@ func (f *Frontend) readBody(r *http.Request) ([]byte, *apiError) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, invalid("", "The request body could not be read.")
+		return nil, invalid("", "Reading the request body: "+err.Error())
 	}
 	if int64(len(body)) > limit {
 		return nil, tooLarge
