@@ -128,7 +128,7 @@ func TestCodeOfHTTPStatus(t *testing.T) {
 		401: CodeUnauthenticated, 402: CodeFailedPrecondition, 403: CodePermissionDenied,
 		404: CodeNotFound, 405: CodeUnimplemented, 501: CodeUnimplemented,
 		408: CodeDeadlineExceeded, 504: CodeDeadlineExceeded, 409: CodeAborted,
-		413: CodeResourceExhausted, 429: CodeResourceExhausted, 499: CodeCanceled,
+		413: CodeInvalidArgument, 429: CodeResourceExhausted, 499: CodeCanceled,
 		500: CodeInternal, 502: CodeUnavailable, 503: CodeUnavailable, 529: CodeUnavailable,
 		0: CodeUnknown, 302: CodeUnknown, 599: CodeUnknown,
 	} {

@@ -95,7 +95,10 @@ func Unreachable(backend string, cause error) *Error {
 // without a meaning of its own is InvalidArgument (4xx) or Unknown.
 func CodeOfHTTPStatus(status int) Code {
 	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+	// A request too large for the upstream is not retried as a rate limit
+	// is (a frontend answers resource_exhausted with 429, which SDKs
+	// retry): it is the request's fault.
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge:
 		return CodeInvalidArgument
 	case http.StatusUnauthorized:
 		return CodeUnauthenticated
@@ -109,7 +112,7 @@ func CodeOfHTTPStatus(status int) Code {
 		return CodeUnimplemented
 	case http.StatusConflict:
 		return CodeAborted
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+	case http.StatusTooManyRequests:
 		return CodeResourceExhausted
 	case 499: // client closed request (nginx)
 		return CodeCanceled

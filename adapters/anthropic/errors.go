@@ -66,7 +66,7 @@ func streamErrorTypeOf(c canonical.Code) string {
 // codes, and billing_error has no code of its own.
 func codeOf(status int, errType string) canonical.Code {
 	switch errType {
-	case errInvalidRequest:
+	case errInvalidRequest, errTooLarge: // too large: not retried as a rate limit
 		return canonical.CodeInvalidArgument
 	case errAuthentication:
 		return canonical.CodeUnauthenticated
@@ -76,7 +76,7 @@ func codeOf(status int, errType string) canonical.Code {
 		return canonical.CodePermissionDenied
 	case errNotFound:
 		return canonical.CodeNotFound
-	case errTooLarge, errRateLimit:
+	case errRateLimit:
 		return canonical.CodeResourceExhausted
 	case errAPI:
 		return canonical.CodeInternal

@@ -26,10 +26,15 @@ func TestErrorTables(t *testing.T) {
 	}
 	for status, want := range map[int]canonical.Code{400: canonical.CodeInvalidArgument, 401: canonical.CodeUnauthenticated,
 		402: canonical.CodeFailedPrecondition, 403: canonical.CodePermissionDenied, 404: canonical.CodeNotFound,
-		413: canonical.CodeResourceExhausted, 429: canonical.CodeResourceExhausted, 500: canonical.CodeInternal,
+		413: canonical.CodeInvalidArgument, 429: canonical.CodeResourceExhausted, 500: canonical.CodeInternal,
 		504: canonical.CodeDeadlineExceeded, 529: canonical.CodeUnavailable, 502: canonical.CodeUnavailable, 418: canonical.CodeInvalidArgument} {
 		if got := codeOf(status, ""); got != want {
 			t.Errorf("status %d: %s, want %s", status, got, want)
 		}
+	}
+	// An upstream's request_too_large is the request's fault: a frontend
+	// answers it as invalid (400), never as a rate limit SDKs retry (429).
+	if got := codeOf(413, errTooLarge); got != canonical.CodeInvalidArgument {
+		t.Errorf("request_too_large: %s, want invalid_argument", got)
 	}
 }

@@ -56,7 +56,7 @@ func TestCodeOf(t *testing.T) {
 		{404, "Request for unknown model: 'x' version 3 is not found", canonical.CodeNotFound},
 		{405, "", canonical.CodeUnimplemented},
 		{408, "", canonical.CodeDeadlineExceeded},
-		{413, "", canonical.CodeResourceExhausted},
+		{413, "", canonical.CodeInvalidArgument},
 		{418, "", canonical.CodeInvalidArgument},
 		{429, "", canonical.CodeResourceExhausted},
 		{499, "", canonical.CodeCanceled},
