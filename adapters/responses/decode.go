@@ -84,7 +84,8 @@ func (c *createRequest) validate() *apiError {
 			return invalid(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("Unsupported tool type '%s': this server offers function tools only.", t.Type))
 		}
 		if t.Name == "" {
-			return invalid(fmt.Sprintf("tools[%d].name", i), "Missing required parameter: 'tools[%d].name'.")
+			param := fmt.Sprintf("tools[%d].name", i)
+			return invalid(param, "Missing required parameter: '"+param+"'.")
 		}
 	}
 	if r := c.Reasoning; r != nil && r.Summary != nil {

@@ -34,6 +34,10 @@ func TestDecodeCreate(t *testing.T) {
 			}
 		}
 	}
+	_, e := decodeForRun([]byte(`{"model":"m","input":"a","tools":[{"type":"function","name":"f"},{"type":"function"}]}`))
+	if e == nil || e.param != "tools[1].name" || e.msg != "Missing required parameter: 'tools[1].name'." {
+		t.Errorf("a tool without a name: %+v", e)
+	}
 	req, _ := decodeForRun([]byte(createSeeds[1]))
 	leaves := canonical.Leaves(nil, canonical.Input(req, canonical.InputPrompt))
 	if len(leaves) != 6 || leaves[0].GetRole() != "system" || leaves[3].GetMime() != canonical.MimeToolCall || leaves[4].GetRole() != "tool" || leaves[5].GetMime() != canonical.MimeReasoning {
