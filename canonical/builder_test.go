@@ -1,6 +1,8 @@
 package canonical
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -104,6 +106,45 @@ func TestGuardRefusesBrokenEvent(t *testing.T) {
 	var g Guard
 	if err := g.Observe(bd(0, "x")); err == nil || err.Code != CodeInternal {
 		t.Fatalf("got %v, want an internal error", err)
+	}
+}
+
+// A run's blocks and namespaces are bounded: the one past MaxRunBlocks is
+// refused, naming the limit.
+func TestGuardBoundsBlocksAndNamespaces(t *testing.T) {
+	var g Guard
+	if err := g.Observe(ms()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range uint32(MaxRunBlocks) {
+		if err := g.Observe(bs(i, BlockToolCall)); err != nil {
+			t.Fatalf("block %d: %v", i, err)
+		}
+		if err := g.Observe(bf(i)); err != nil {
+			t.Fatalf("block %d: %v", i, err)
+		}
+	}
+	if err := g.Observe(bs(MaxRunBlocks, BlockToolCall)); err == nil || !strings.Contains(err.Message, "more than 65536 content blocks in one run") {
+		t.Fatalf("block %d: %v", MaxRunBlocks, err)
+	}
+	var n Guard
+	for i := range MaxRunBlocks - 1 {
+		ev := lc(StatusRunning)
+		ev.Namespace = []string{strconv.Itoa(i)}
+		if err := n.Observe(ev); err != nil {
+			t.Fatalf("namespace %d: %v", i, err)
+		}
+	}
+	ev := lc(StatusRunning)
+	if err := n.Observe(ev); err != nil { // the run's own: the last one allowed
+		t.Fatal(err)
+	}
+	if err := n.Observe(lc(StatusRunning)); err != nil { // one seen before
+		t.Fatal(err)
+	}
+	ev.Namespace = []string{"one more"}
+	if err := n.Observe(ev); err == nil || !strings.Contains(err.Message, "more than 65536 namespaces in one run") {
+		t.Fatalf("one namespace more: %v", err)
 	}
 }
 

@@ -21,8 +21,15 @@ type runState struct {
 	ns       map[string]*nsState
 	order    []string // namespace keys in first-seen order
 	paths    map[string][]string
+	blocks   int // started in the run, every namespace's
 	terminal bool
 }
+
+// MaxRunBlocks bounds a run's content blocks, and its namespaces, each:
+// the byte limits count content, not parts, so a backend sending millions
+// of empty tool calls passed them while every frontend's per-block state
+// (and a non-streamed answer) grew with it.
+const MaxRunBlocks = 65536
 
 func nsKey(ns []string) string { return strings.Join(ns, "\x00") }
 
@@ -54,6 +61,9 @@ func (r *runState) apply(ev *Event) string {
 	if r.terminal {
 		return "event after the run's terminal lifecycle event"
 	}
+	if len(r.order) >= MaxRunBlocks && r.ns[nsKey(ev.GetNamespace())] == nil {
+		return fmt.Sprintf("more than %d namespaces in one run", MaxRunBlocks)
+	}
 	s := r.state(ev.GetNamespace())
 	switch k := ev.GetKind().(type) {
 	case nil:
@@ -82,7 +92,10 @@ func (r *runState) apply(ev *Event) string {
 			return fmt.Sprintf("block-start index %d, want %d", b.GetIndex(), s.next)
 		case b.GetType() == 0:
 			return "block-start without a type"
+		case r.blocks == MaxRunBlocks:
+			return fmt.Sprintf("more than %d content blocks in one run", MaxRunBlocks)
 		}
+		r.blocks++
 		s.blockOpen, s.blockType, s.index, s.next = true, b.GetType(), b.GetIndex(), b.GetIndex()+1
 	case *KindBlockDelta:
 		d := k.BlockDelta
