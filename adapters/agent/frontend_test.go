@@ -750,6 +750,47 @@ func TestWebSocketReconnectMissedEvents(t *testing.T) {
 	}
 }
 
+// TestWebSocketReconnectKeepsOthersSubscriptions: a reconnect in the
+// Python shape naming a subscription id of another thread, or of another
+// open connection, gets an id of its own and leaves that one be; the
+// connection that held it, once closed, can take it back on its thread.
+func TestWebSocketReconnectKeepsOthersSubscriptions(t *testing.T) {
+	s := newServer(t, agent.Config{Runner: smallLog(t)})
+	reconnect := func(w *ws, id int, sub string) string {
+		t.Helper()
+		w.send(map[string]any{"id": id, "method": "subscription.reconnect", "params": map[string]any{"channels": []string{"lifecycle"}, "since": 0, "subscription_id": sub}})
+		m := w.response(id)
+		got, _ := m["result"].(map[string]any)["subscription_id"].(string)
+		if m["type"] != "success" || got == "" {
+			t.Fatalf("reconnect naming %s: %v", sub, m)
+		}
+		return got
+	}
+	a := s.dialWS(t, "wsk-a")
+	a.send(map[string]any{"id": 1, "method": "subscription.subscribe", "params": map[string]any{"channels": []string{"lifecycle"}}})
+	sub := a.response(1)["result"].(map[string]any)["subscription_id"].(string)
+	if len(sub) < len("sub-")+26 {
+		t.Fatalf("subscription id %q: want 128 random bits", sub)
+	}
+	if got := reconnect(s.dialWS(t, "wsk-b"), 1, sub); got == sub {
+		t.Fatal("another thread's connection took the subscription")
+	}
+	if got := reconnect(s.dialWS(t, "wsk-a"), 1, sub); got == sub {
+		t.Fatal("another open connection took the subscription")
+	}
+	a.c.Close()
+	a2 := s.dialWS(t, "wsk-a")
+	for i := 1; ; i++ { // the closed connection's subscription is kept once its reader has seen the close
+		if got := reconnect(a2, i, sub); got == sub {
+			break
+		}
+		if i == 50 {
+			t.Fatal("the subscription was not kept for its thread after its connection closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestWebSocketReconnectMissedEventsOfAnyChannel: missed_events counts
 // the events after last_event_id the replay log let go, of any channel:
 // the log keeps nothing of them to tell which a subscription would have

@@ -128,7 +128,7 @@ func (cn *wsConn) reconnectPython(cmd *command) {
 		cn.send(errorFrame(int64(cmd.id), perr(errInvalidArgument, "subscription.reconnect: subscription_id must be a string.")))
 		return
 	}
-	if id == "" {
+	if id == "" || cn.f.subTaken(id, cn.thread, cn) {
 		id = newSubscriptionID()
 	}
 	cn.mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/nats-io/nuid"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/wsconn"
@@ -262,7 +261,7 @@ func (cn *wsConn) replay(since uint64, match func(*record) bool) (out []record, 
 	return out, g, nil
 }
 
-func newSubscriptionID() string { return "sub-" + nuid.Next() }
+func newSubscriptionID() string { return canonical.NewID("sub-") }
 
 func (cn *wsConn) subscribe(cmd *command) {
 	flt, pe := parseFilter(cmd.params, "subscription.subscribe")
@@ -371,6 +370,16 @@ func (f *Frontend) addSub(id, thread string, flt *filter, owner *wsConn) bool {
 	}
 	f.subs[id] = &subRec{thread: thread, f: flt, owner: owner}
 	return true
+}
+
+// subTaken reports whether id is a subscription of another thread, or of
+// another connection that is open: a reconnect naming it (ids are the
+// client's to give) gets an id of its own rather than take it over.
+func (f *Frontend) subTaken(id, thread string, cn *wsConn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec := f.subs[id]
+	return rec != nil && (rec.thread != thread || (rec.owner != nil && rec.owner != cn))
 }
 
 func (f *Frontend) dropSub(id string) {
