@@ -106,7 +106,7 @@ func (d *streamDecoder) Fail(out []*canonical.Event, err error) []*canonical.Eve
 type upEvent struct {
 	Type           string          `json:"type"`
 	SequenceNumber *int64          `json:"sequence_number"`
-	Response       *response       `json:"response"`
+	Response       *upResponse     `json:"response"`
 	Item           *item           `json:"item"`
 	ItemID         string          `json:"item_id"`
 	ContentIndex   int             `json:"content_index"`
@@ -123,6 +123,28 @@ type upEvent struct {
 	Error          *errorBodyError `json:"error"`
 }
 
+// upResponse is what the decoder reads of an upstream's Response object:
+// the members it does not use are not decoded, so a server that sends one
+// of them in another shape (instructions as items, as OpenAI echoes a
+// prompt template's; a float created_at) is not refused for it.
+type upResponse struct {
+	Status            string             `json:"status"`
+	Error             *responseError     `json:"error"`
+	IncompleteDetails *incompleteDetails `json:"incomplete_details"`
+	Output            []item             `json:"output"`
+	Usage             *usage             `json:"usage"`
+}
+
+// decodedTypes are the event types dispatch reads more than the type of.
+var decodedTypes = map[string]bool{
+	"response.output_item.added": true, "response.content_part.added": true, "response.reasoning_summary_part.added": true,
+	"response.output_text.delta": true, "response.refusal.delta": true, "response.reasoning_summary_text.delta": true,
+	"response.reasoning_text.delta": true, "response.function_call_arguments.delta": true, "response.output_text.done": true,
+	"response.reasoning_summary_text.done": true, "response.reasoning_text.done": true, "response.refusal.done": true,
+	"response.function_call_arguments.done": true, "response.output_item.done": true, "response.completed": true,
+	"response.incomplete": true, "response.done": true, "response.failed": true, "error": true,
+}
+
 // event decodes one event's data.
 func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	if len(data) == 0 || string(data) == "[DONE]" {
@@ -133,7 +155,17 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 	// Servers differ in what they repeat; the last of duplicate members
 	// wins, as the SDKs' JSON.parse does.
 	if err := json.Unmarshal(data, ev, json.AllowDuplicateNames(true)); err != nil {
-		return out, canonical.Errorf(canonical.CodeInternal, "responses backend: an upstream event is not valid JSON: %s", jsonErrorText(err))
+		// An event of a type read for its type alone (a newer server's,
+		// unknown ones are ignored) is not refused for members of other
+		// shapes than the union's.
+		var head struct {
+			Type           string `json:"type"`
+			SequenceNumber *int64 `json:"sequence_number"`
+		}
+		if json.Unmarshal(data, &head, json.AllowDuplicateNames(true)) != nil || decodedTypes[head.Type] {
+			return out, canonical.Errorf(canonical.CodeInternal, "responses backend: an upstream event is not valid JSON: %s", jsonErrorText(err))
+		}
+		d.ev = upEvent{Type: head.Type, SequenceNumber: head.SequenceNumber}
 	}
 	if n := ev.SequenceNumber; n != nil {
 		switch {
@@ -355,7 +387,7 @@ func (d *streamDecoder) wholeItem(it *item, out []*canonical.Event) ([]*canonica
 // terminal ends the run from a completed or incomplete response: the
 // finish reason from its status, usage from its usage; a response whose
 // output never streamed is rendered from its output first.
-func (d *streamDecoder) terminal(r *response, out []*canonical.Event) []*canonical.Event {
+func (d *streamDecoder) terminal(r *upResponse, out []*canonical.Event) []*canonical.Event {
 	out = d.closeBlock(out)
 	if r != nil && !d.emitted {
 		for i := range r.Output {
@@ -396,7 +428,7 @@ func canonicalUsage(u *usage) *canonical.Usage {
 }
 
 // failed ends the run from response.failed.
-func (d *streamDecoder) failed(r *response, out []*canonical.Event) []*canonical.Event {
+func (d *streamDecoder) failed(r *upResponse, out []*canonical.Event) []*canonical.Event {
 	code, msg := "", "the upstream response failed"
 	if r != nil && r.Error != nil {
 		code, msg = r.Error.Code, r.Error.Message
