@@ -80,12 +80,21 @@ func NewFrontend(cfg FrontendConfig) *Frontend {
 
 // Mount registers the frontend's paths on mux.
 func (f *Frontend) Mount(mux *http.ServeMux) {
-	mux.HandleFunc("/v1/chat/completions", f.serveCompletions)
-	mux.HandleFunc("/v1/chat/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/v1/chat/completions", withRequestID(f.serveCompletions))
+	mux.HandleFunc("/v1/chat/", withRequestID(func(w http.ResponseWriter, r *http.Request) {
 		(&apiError{status: http.StatusNotFound, msg: "Invalid URL (" + r.Method + " " + r.URL.Path + ")"}).write(w)
-	})
-	mux.HandleFunc("/v1/models", f.serveModels)
-	mux.HandleFunc("/v1/models/{model...}", f.serveModel)
+	}))
+	mux.HandleFunc("/v1/models", withRequestID(f.serveModels))
+	mux.HandleFunc("/v1/models/{model...}", withRequestID(f.serveModel))
+}
+
+// withRequestID gives every answer of h an x-request-id, as OpenAI's API
+// does: the SDKs read it into a response's and an error's request id.
+func withRequestID(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", canonical.NewID("req_"))
+		h(w, r)
+	}
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) bool {

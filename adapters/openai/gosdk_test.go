@@ -3,6 +3,8 @@ package openai_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,9 +30,13 @@ func TestGoSDK(t *testing.T) {
 	client := openai.NewClient(option.WithBaseURL(inst.URL+"/v1/"), option.WithAPIKey("key-a"), option.WithMaxRetries(0))
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("brief"), openai.UserMessage("go says hi")}
 
-	c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "echo", Messages: msgs})
+	var raw *http.Response
+	c, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "echo", Messages: msgs}, option.WithResponseInto(&raw))
 	if err != nil || c.Choices[0].Message.Content != "go says hi" || c.Choices[0].FinishReason != "stop" {
 		t.Fatalf("New: %v %+v", err, c)
+	}
+	if id := raw.Header.Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
+		t.Fatalf("x-request-id %q", id)
 	}
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "echo", Messages: msgs,
@@ -82,7 +88,8 @@ func TestGoSDK(t *testing.T) {
 
 	var apiErr *openai.Error
 	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "gpt-9", Messages: msgs})
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "model_not_found" ||
+		!strings.HasPrefix(apiErr.Response.Header.Get("X-Request-Id"), "req_") {
 		t.Fatalf("unknown model: %v", err)
 	}
 	m, err := client.Models.Get(ctx, "echo")

@@ -121,6 +121,9 @@ func (f *Frontend) Mount(mux *http.ServeMux) {
 
 // ServeHTTP routes a request.
 func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer has an x-request-id, as OpenAI's API's: the SDKs read it
+	// into a response's and an error's request id.
+	w.Header().Set("X-Request-Id", canonical.NewID("req_"))
 	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/responses")
 	rest = strings.TrimPrefix(rest, "/")
 	id, sub, _ := strings.Cut(rest, "/")

@@ -3,6 +3,7 @@ package responses_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,8 @@ func TestGoSDK(t *testing.T) {
 
 	// Another key: not found, and cannot continue it.
 	var apiErr *openai.Error
-	if _, err := bob.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+	if _, err := bob.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 ||
+		!strings.HasPrefix(apiErr.Response.Header.Get("X-Request-Id"), "req_") {
 		t.Fatalf("bob's Get: %v", err)
 	}
 	_, err = bob.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-test", PreviousResponseID: openai.String(first.ID),
