@@ -324,6 +324,15 @@ func TestE2EBackground(t *testing.T) {
 	cancelled := poll(t, c, slow, "cancelled")
 	_, again := c.do("POST", "/v1/responses/"+slow+"/cancel", "")
 	jsonEqual(t, "a second cancel", cancelled, again)
+	// Cancelled as asked is no error: none in the response, no error
+	// event in its stream (the SDKs throw on one).
+	if !strings.Contains(string(cancelled), `"error":null`) {
+		t.Fatalf("cancelled response %s, want error null", cancelled)
+	}
+	if _, replay := c.do("GET", "/v1/responses/"+slow+"?stream=true", ""); !strings.Contains(string(replay), "event: response.failed") ||
+		strings.Contains(string(replay), "event: error") || !strings.Contains(string(replay), `"status":"cancelled"`) {
+		t.Fatalf("cancelled response's stream %s", replay)
+	}
 
 	_, fg := c.create(`{"model":"echo","input":"now"}`)
 	c.want("POST", "/v1/responses/"+fg+"/cancel", "", 400,

@@ -367,11 +367,14 @@ func (e *encoder) end(status canonical.RunStatus, rerr *canonical.Error, at time
 		rerr = canonical.Errorf(canonical.CodeUnknown, "run failed")
 	}
 	e.lastError = rerr
+	if status == canonical.StatusCancelled || rerr.Code == canonical.CodeCanceled {
+		// Cancelled, as asked: no error (the SDKs throw on an error event,
+		// and ResponseError's codes have none for it), status cancelled.
+		r.Status = "cancelled"
+		return e.send(&streamEvent{Type: "response.failed", Response: r})
+	}
 	code := failureCode(rerr.Code)
 	r.Status, r.Error = "failed", &responseError{Code: code, Message: rerr.Message}
-	if status == canonical.StatusCancelled || rerr.Code == canonical.CodeCanceled {
-		r.Status = "cancelled"
-	}
 	if err := e.send(&streamEvent{Type: "error", Code: &code, Message: &rerr.Message, Param: json.Value("null")}); err != nil {
 		return err
 	}
