@@ -430,8 +430,11 @@ func canonicalUsage(u *usage) *canonical.Usage {
 // failed ends the run from response.failed.
 func (d *streamDecoder) failed(r *upResponse, out []*canonical.Event) []*canonical.Event {
 	code, msg := "", "the upstream response failed"
-	if r != nil && r.Error != nil {
+	switch {
+	case r != nil && r.Error != nil:
 		code, msg = r.Error.Code, r.Error.Message
+	case r != nil && r.Status == "cancelled": // cancelled as asked: no error
+		return d.b.End(d.closeBlock(out), canonical.StatusFailed, canonical.WireError(canonical.CodeCanceled, "the upstream response was cancelled"))
 	}
 	return d.b.End(d.closeBlock(out), canonical.StatusFailed, canonical.WireError(codeOfFailure(code), msg))
 }
