@@ -144,6 +144,10 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 		return d.messageStop(out), nil
 	case "error":
 		return d.upstreamError(ev, out), nil
+	case "":
+		if ev.Error != nil { // a gateway's error object in OpenAI's form, without Anthropic's type
+			return d.upstreamError(ev, out), nil
+		}
 	}
 	return out, nil // ping and types added later
 }
