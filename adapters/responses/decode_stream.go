@@ -135,16 +135,6 @@ type upResponse struct {
 	Usage             *usage             `json:"usage"`
 }
 
-// decodedTypes are the event types dispatch reads more than the type of.
-var decodedTypes = map[string]bool{
-	"response.output_item.added": true, "response.content_part.added": true, "response.reasoning_summary_part.added": true,
-	"response.output_text.delta": true, "response.refusal.delta": true, "response.reasoning_summary_text.delta": true,
-	"response.reasoning_text.delta": true, "response.function_call_arguments.delta": true, "response.output_text.done": true,
-	"response.reasoning_summary_text.done": true, "response.reasoning_text.done": true, "response.refusal.done": true,
-	"response.function_call_arguments.done": true, "response.output_item.done": true, "response.completed": true,
-	"response.incomplete": true, "response.done": true, "response.failed": true, "error": true,
-}
-
 // event decodes one event's data.
 func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	if len(data) == 0 || string(data) == "[DONE]" {
@@ -162,7 +152,7 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 			Type           string `json:"type"`
 			SequenceNumber *int64 `json:"sequence_number"`
 		}
-		if json.Unmarshal(data, &head, json.AllowDuplicateNames(true)) != nil || decodedTypes[head.Type] {
+		if json.Unmarshal(data, &head, json.AllowDuplicateNames(true)) != nil || eventHandlers[head.Type] != nil {
 			return out, canonical.Errorf(canonical.CodeInternal, "responses backend: an upstream event is not valid JSON: %s", jsonErrorText(err))
 		}
 		d.ev = upEvent{Type: head.Type, SequenceNumber: head.SequenceNumber}
@@ -179,44 +169,100 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 	return d.dispatch(ev, out)
 }
 
+// eventHandler maps one event of a type the decoder reads more than the
+// type of.
+type eventHandler func(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error)
+
+// eventHandlers are the decoder's event types; the others (created,
+// in_progress, queued, keepalive, types added later) are skipped.
+var eventHandlers = map[string]eventHandler{
+	"response.output_item.added":             itemAddedEvent,
+	"response.content_part.added":            partAddedEvent,
+	"response.reasoning_summary_part.added":  partAddedEvent,
+	"response.output_text.delta":             textDeltaEvent,
+	"response.refusal.delta":                 textDeltaEvent,
+	"response.reasoning_summary_text.delta":  reasoningDeltaEvent,
+	"response.reasoning_text.delta":          reasoningDeltaEvent,
+	"response.function_call_arguments.delta": argumentsDeltaEvent,
+	"response.output_text.done":              textDoneEvent,
+	"response.reasoning_summary_text.done":   textDoneEvent,
+	"response.reasoning_text.done":           textDoneEvent,
+	"response.refusal.done":                  refusalDoneEvent,
+	"response.function_call_arguments.done":  argumentsDoneEvent,
+	"response.output_item.done":              itemDoneEvent,
+	"response.completed":                     terminalEvent,
+	"response.incomplete":                    terminalEvent,
+	"response.done":                          terminalEvent,
+	"response.failed":                        failedEvent,
+	"error":                                  errorEventOf,
+}
+
 // dispatch maps an event by type.
 func (d *streamDecoder) dispatch(ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
-	switch ev.Type {
-	case "response.output_item.added":
-		if ev.Item != nil {
-			return d.itemAdded(ev.Item, out)
-		}
-	case "response.content_part.added", "response.reasoning_summary_part.added":
-		if d.open && d.block != partKey(ev) {
-			out = d.closeBlock(out)
-		}
-	case "response.output_text.delta", "response.refusal.delta":
-		return d.delta(ev.ItemID, partKey(ev), "text", ev.Delta, out)
-	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		return d.delta(ev.ItemID, partKey(ev), "reasoning", ev.Delta, out)
-	case "response.function_call_arguments.delta":
-		return d.delta(ev.ItemID, callKey(ev.ItemID), "tool", ev.Delta, out)
-	case "response.output_text.done", "response.reasoning_summary_text.done", "response.reasoning_text.done":
-		return d.done(ev.ItemID, partKey(ev), ev.Text, out)
-	case "response.refusal.done":
-		return d.done(ev.ItemID, partKey(ev), ev.Refusal, out)
-	case "response.function_call_arguments.done":
-		if !d.items[ev.ItemID] && !(d.open && d.block == callKey(ev.ItemID)) && ev.Arguments != nil && *ev.Arguments != "" {
-			out = d.openTool(ev.ItemID, ev.ItemID, ev.Name, out) // arguments only in .done
-		}
-		return d.done(ev.ItemID, callKey(ev.ItemID), ev.Arguments, out)
-	case "response.output_item.done":
-		if ev.Item != nil {
-			return d.itemDone(ev.Item, out)
-		}
-	case "response.completed", "response.incomplete", "response.done":
-		return d.terminal(ev.Response, out), nil
-	case "response.failed":
-		return d.failed(ev.Response, out), nil
-	case "error":
-		return d.errorEvent(ev, out), nil
+	if h := eventHandlers[ev.Type]; h != nil {
+		return h(d, ev, out)
 	}
-	return out, nil // created, in_progress, queued, keepalive, unknown types
+	return out, nil
+}
+
+func itemAddedEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	if ev.Item == nil {
+		return out, nil
+	}
+	return d.itemAdded(ev.Item, out)
+}
+
+func partAddedEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	if d.open && d.block != partKey(ev) {
+		out = d.closeBlock(out)
+	}
+	return out, nil
+}
+
+func textDeltaEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.delta(ev.ItemID, partKey(ev), "text", ev.Delta, out)
+}
+
+func reasoningDeltaEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.delta(ev.ItemID, partKey(ev), "reasoning", ev.Delta, out)
+}
+
+func argumentsDeltaEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.delta(ev.ItemID, callKey(ev.ItemID), "tool", ev.Delta, out)
+}
+
+func textDoneEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.done(ev.ItemID, partKey(ev), ev.Text, out)
+}
+
+func refusalDoneEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.done(ev.ItemID, partKey(ev), ev.Refusal, out)
+}
+
+func argumentsDoneEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	if !d.items[ev.ItemID] && !(d.open && d.block == callKey(ev.ItemID)) && ev.Arguments != nil && *ev.Arguments != "" {
+		out = d.openTool(ev.ItemID, ev.ItemID, ev.Name, out) // arguments only in .done
+	}
+	return d.done(ev.ItemID, callKey(ev.ItemID), ev.Arguments, out)
+}
+
+func itemDoneEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	if ev.Item == nil {
+		return out, nil
+	}
+	return d.itemDone(ev.Item, out)
+}
+
+func terminalEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.terminal(ev.Response, out), nil
+}
+
+func failedEvent(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.failed(ev.Response, out), nil
+}
+
+func errorEventOf(d *streamDecoder, ev *upEvent, out []*canonical.Event) ([]*canonical.Event, error) {
+	return d.errorEvent(ev, out), nil
 }
 
 // blockKey is what a block renders: one of an item's content parts
