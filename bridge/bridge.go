@@ -520,9 +520,9 @@ func (b *Bridge) Running() int {
 	return len(b.runs)
 }
 
-// cancelRun cancels a local run by id (a cancel command from a client on
-// another instance) when of reports that the run's thread is the one the
-// command is for; false when no such run is here.
+// cancelRun cancels the local run id when of reports that its thread is
+// the one the cancel is for (a client's, or a command's subject's); false
+// when no such run is here.
 func (b *Bridge) cancelRun(id string, of func(thread string) bool) bool {
 	b.mu.Lock()
 	r := b.runs[id]

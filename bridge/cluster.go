@@ -753,11 +753,7 @@ func (b *Bridge) CancelThread(thread string) {
 // run of that id on another thread is not cancelled, here or elsewhere
 // (serveCommand).
 func (b *Bridge) CancelRun(thread, run string) {
-	b.mu.Lock()
-	r := b.runs[run]
-	b.mu.Unlock()
-	if r != nil && r.threadID == thread {
-		r.cancel()
+	if b.cancelRun(run, func(t string) bool { return t == thread }) {
 		return
 	}
 	if b.fabric != nil && b.cluster.started {

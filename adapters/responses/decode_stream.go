@@ -480,7 +480,7 @@ func (d *streamDecoder) failed(r *upResponse, out []*canonical.Event) []*canonic
 	case r != nil && r.Error != nil:
 		code, msg = r.Error.Code, r.Error.Message
 	case r != nil && r.Status == "cancelled": // cancelled as asked: no error
-		return d.b.End(d.closeBlock(out), canonical.StatusFailed, canonical.WireError(canonical.CodeCanceled, "the upstream response was cancelled"))
+		code, msg = canonical.CodeCanceled.String(), "the upstream response was cancelled"
 	}
 	return d.b.End(d.closeBlock(out), canonical.StatusFailed, canonical.WireError(codeOfFailure(code), msg))
 }
