@@ -168,8 +168,14 @@ type NATSConfig struct {
 // BackendConfig is one upstream. Type names the adapter; Options are the
 // adapter's own settings, checked by the adapter.
 type BackendConfig struct {
-	Type    string    `yaml:"type"`
-	Options yaml.Node `yaml:"options"`
+	Type string `yaml:"type"`
+	// StallTimeout fails a run whose backend sends no event for this long
+	// (deadline_exceeded), closing its upstream request: an upstream that
+	// stops sending, its connection open, would hold the run to its whole
+	// timeout, or for ever. What a runtime or an XML route's actions wait
+	// for is not counted. Default 5m; negative turns it off.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
+	Options      yaml.Node     `yaml:"options"`
 }
 
 // Route maps a target (exact name or path.Match glob) to a backend.

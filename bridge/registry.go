@@ -74,7 +74,7 @@ func buildBackends(cfg Config, deps protocol.BackendDeps) (map[string]canonical.
 		if err != nil {
 			return nil, fmt.Errorf("backends.%s.options: %w", name, err)
 		}
-		out[name] = be
+		out[name] = stalling(be, name, bc.StallTimeout)
 	}
 	return out, nil
 }
