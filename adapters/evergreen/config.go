@@ -120,6 +120,12 @@ type FrontendConfig struct {
 	// CloseGrace bounds how long a session that ends waits for a write
 	// blocked on a client that does not read. Default 5s.
 	CloseGrace time.Duration `yaml:"close_grace"`
+	// IdleTimeout aborts a session (DEADLINE_EXCEEDED) that runs no action
+	// and receives no message for this long: its nodes are held until it
+	// ends (reference section 3.1: a receiver may abort a session), and a
+	// gRPC or Connect stream, unlike a WebSocket, has no ping that would
+	// find a peer gone. Default 5m; negative: never.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
 func (c FrontendConfig) withDefaults() FrontendConfig {
@@ -141,6 +147,7 @@ func (c FrontendConfig) withDefaults() FrontendConfig {
 	}
 	c.WebSocket.MaxMessageBytes = cmp.Or(c.WebSocket.MaxMessageBytes, int64(c.MaxMessageBytes))
 	c.CloseGrace = cmp.Or(c.CloseGrace, 5*time.Second)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 5*time.Minute)
 	return c
 }
 

@@ -194,6 +194,7 @@ func (f *Frontend) StartSession(ctx context.Context, stream *connect.BidiStream[
 		return connect.NewError(connect.CodeUnavailable, errors.New("server is shutting down"))
 	}
 	defer f.forget(s)
+	s.watchIdle()
 	s.log.Debug("session start", "transport", stream.Peer().Protocol)
 	for {
 		m, err := stream.Receive()
@@ -278,6 +279,7 @@ func (f *Frontend) serveWebSocketSession(readCtx context.Context, conn *wsconn.C
 		return
 	}
 	defer f.forget(s)
+	s.watchIdle()
 	s.log.Debug("session start", "transport", "websocket")
 	for {
 		_, data, err := conn.Read(readCtx)

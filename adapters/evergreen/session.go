@@ -55,10 +55,14 @@ type session struct {
 	err     *canonical.Error
 	changed chan struct{}
 	wg      sync.WaitGroup
+	// active is when the session last received a message or had its
+	// last running action end: idle_timeout counts from it (idleCheck).
+	active time.Time
+	idle   *time.Timer // nil: idle_timeout is off
 }
 
 func (f *Frontend) newSession(ctx context.Context, json bool) *session {
-	s := &session{f: f, id: uuid4(), json: json, changed: make(chan struct{}, 1)}
+	s := &session{f: f, id: uuid4(), json: json, changed: make(chan struct{}, 1), active: time.Now()}
 	s.ctx, s.stop = context.WithCancel(ctx)
 	s.log = f.cfg.Logger.With("thread", s.thread())
 	s.st = newStore(f.cfg.Limits, json)
@@ -84,6 +88,7 @@ func (s *session) handle(m *ev.SessionMessage) {
 	if s.err != nil {
 		return
 	}
+	s.active = time.Now()
 	for _, f := range m.GetNodeFragments() {
 		if err := s.st.apply(f); err != nil {
 			s.abortLocked(err)
@@ -179,6 +184,10 @@ func (s *session) run(g *generate, req *canonical.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.running--
+	if s.running == 0 && s.idle != nil {
+		s.active = time.Now()
+		s.idle.Reset(s.f.cfg.IdleTimeout)
+	}
 	if err != nil {
 		s.abortLocked(err)
 	} else {
@@ -381,11 +390,40 @@ func (s *session) wait() *canonical.Error {
 		}
 		<-s.changed
 	}
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	s.stop()
 	s.join()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
+}
+
+// watchIdle starts the session's idle bound (idle_timeout), unless it is
+// off.
+func (s *session) watchIdle() {
+	if s.f.cfg.IdleTimeout > 0 {
+		s.idle = time.AfterFunc(s.f.cfg.IdleTimeout, s.idleCheck)
+	}
+}
+
+// idleCheck runs on the idle timer: it aborts the session idle since
+// idle_timeout, or waits for the rest of it after a later message. While
+// an action runs the timer stays off: run restarts it when the last one
+// ends.
+func (s *session) idleCheck() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.ended || s.running > 0 {
+		return
+	}
+	if left := s.f.cfg.IdleTimeout - time.Since(s.active); left > 0 {
+		s.idle.Reset(left)
+		return
+	}
+	s.abortLocked(canonical.Errorf(canonical.CodeDeadlineExceeded,
+		"session idle for %s: no message received and no action running (idle_timeout)", s.f.cfg.IdleTimeout))
 }
 
 // join waits for the session's goroutines; past CloseGrace it fails any
