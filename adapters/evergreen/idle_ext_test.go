@@ -32,7 +32,7 @@ func TestIdleSessionAborted(t *testing.T) {
 	defer conn.Close()
 	desc := &grpc.StreamDesc{StreamName: "StartSession", ServerStreams: true, ClientStreams: true}
 	// session sends msgs, never half-closes, and reads until the status.
-	session := func(msgs ...*ev.SessionMessage) ([]*ev.SessionMessage, error, time.Duration) {
+	session := func(msgs ...*ev.SessionMessage) ([]*ev.SessionMessage, time.Duration, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -49,14 +49,14 @@ func TestIdleSessionAborted(t *testing.T) {
 		for {
 			m := &ev.SessionMessage{}
 			if err := cs.RecvMsg(m); err != nil {
-				return got, err, time.Since(start)
+				return got, time.Since(start), err
 			}
 			got = append(got, m)
 		}
 	}
 	want := "session idle for 300ms: no message received and no action running (idle_timeout)"
 
-	_, err, took := session()
+	_, took, err := session()
 	if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != want {
 		t.Fatalf("silent session: %v, want DEADLINE_EXCEEDED %q", err, want)
 	}
@@ -66,7 +66,7 @@ func TestIdleSessionAborted(t *testing.T) {
 
 	// Six deltas 100 ms apart: the action runs twice as long as the bound.
 	action := withParams(generate("stream", "p1", "response=r1"), map[string]any{"deltas": 6, "delay_ms": 100})
-	msgs, err, took := session(action, frags(textNode("p1", "go")))
+	msgs, took, err := session(action, frags(textNode("p1", "go")))
 	if s, _ := status.FromError(err); s.Code() != codes.DeadlineExceeded || s.Message() != want {
 		t.Fatalf("session after its action: %v, want DEADLINE_EXCEEDED %q", err, want)
 	}
