@@ -29,9 +29,19 @@ type stallingBackend struct {
 	timeout time.Duration
 }
 
-// stalling wraps be, the backend named name, unless timeout is negative
-// (the option turns the bound off).
+// stallDefaulter is implemented by a backend whose runs' events may
+// rightly be far apart while its upstream shows it is alive in a way the
+// canonical stream does not carry (the agent protocol's heartbeats, while
+// a graph's node runs): its default replaces defaultStallTimeout.
+type stallDefaulter interface{ DefaultStallTimeout() time.Duration }
+
+// stalling wraps be, the backend named name, unless timeout (the option,
+// else the backend's default, else defaultStallTimeout) is negative: the
+// bound is off.
 func stalling(be canonical.Backend, name string, timeout time.Duration) canonical.Backend {
+	if d, ok := be.(stallDefaulter); ok && timeout == 0 {
+		timeout = d.DefaultStallTimeout()
+	}
 	if timeout < 0 {
 		return be
 	}

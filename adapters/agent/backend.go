@@ -184,6 +184,13 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// DefaultStallTimeout turns the bridge's per-event stall bound
+// (backends.<name>.stall_timeout) off unless configured: a graph's node
+// may rightly run for long with no event, while its server shows it is
+// alive with ": heartbeat" comments (about every 5 s on LangGraph
+// Platform), which no canonical event carries.
+func (b *Backend) DefaultStallTimeout() time.Duration { return -1 }
+
 // Start implements canonical.Backend.
 func (b *Backend) Start(ctx context.Context, req *canonical.Request) (canonical.Stream, error) {
 	thread := upstreamThread(cmp.Or(req.GetThreadId(), req.GetRunId(), "interlingua-"+nuid.Next()))
