@@ -396,6 +396,10 @@ type eventStream struct {
 	buf    []byte
 	cancel context.CancelFunc // ends the request
 	idle   *time.Timer        // while kept: closes it after KeepStreamIdle
+	// silence ends the request when a run's read of it waits past the
+	// decoder's SilenceLimit (readWatched); silent says it did.
+	silence *time.Timer
+	silent  atomic.Bool
 
 	// While the stream is kept, a drain goroutine reads it (see drain).
 	drainMu  sync.Mutex      // held by the drain while it parses a chunk
@@ -411,6 +415,28 @@ type eventStream struct {
 type streamRead struct {
 	n   int
 	err error
+}
+
+// readWatched is a run's read: once the upstream has shown its heartbeat,
+// a read that waits past SilenceLimit ends the request (the server keeps
+// its connection open but writes nothing: gone, as the official SDK's
+// watchdog takes it), and the run fails.
+func (es *eventStream) readWatched() (int, error) {
+	limit := es.sdec.SilenceLimit()
+	if limit == 0 {
+		return es.read()
+	}
+	if es.silence == nil {
+		es.silence = time.AfterFunc(limit, func() {
+			es.silent.Store(true)
+			es.cancel()
+		})
+	} else {
+		es.silence.Reset(limit)
+	}
+	n, err := es.read()
+	es.silence.Stop()
+	return n, err
 }
 
 // read reads the stream's next chunk into buf: first the read a stopped
@@ -581,6 +607,10 @@ func (es *eventStream) discard(chunk []byte) bool {
 	d.evs, err = d.parser.Feed(chunk, d.evs[:0])
 	ok := err == nil
 	for _, e := range d.evs {
+		if e.IsComment {
+			d.noteBeat()
+			continue
+		}
 		if ok && len(bytes.TrimSpace(e.Data)) > 0 {
 			ok = es.discardFrame(e.Data)
 		}
@@ -1193,7 +1223,7 @@ func (s *upStream) Buffered() int { return len(s.out) - s.next }
 // fill reads from the upstream and decodes, ending the run on a failure.
 func (s *upStream) fill() {
 	if es := s.es; es != nil {
-		n, err := es.read()
+		n, err := es.readWatched()
 		if n > 0 {
 			s.tap.Received(es.buf[:n])
 			var ferr error
@@ -1211,6 +1241,12 @@ func (s *upStream) fill() {
 			if s.ctx.Err() != nil {
 				s.cancelUpstream() // our client left: the upstream run must stop too
 				s.out = es.sdec.fail(s.out, canonical.AsError(s.ctx.Err()))
+				return
+			}
+			if es.silent.Load() {
+				s.cancelUpstream()
+				s.out = es.sdec.fail(s.out, canonical.Errorf(canonical.CodeUnavailable,
+					"agent upstream: nothing, not even a heartbeat, for %s (three of its heartbeat intervals)", es.sdec.SilenceLimit()))
 				return
 			}
 			if s.reused { // the kept stream ended while it waited: none of the run is lost

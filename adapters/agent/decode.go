@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -1456,11 +1457,16 @@ func (d *Decoder) terminal(base *canonical.Event, st canonical.RunStatus, ce *ca
 
 // SSEDecoder decodes an upstream SSE event stream cut anywhere (Feed and
 // End, as every decoder in the repository does): each event's data is one
-// envelope for the Decoder. Comments (heartbeats) are skipped.
+// envelope for the Decoder. Comments (heartbeats) decode to nothing; their
+// cadence is kept for the backend's silence bound (SilenceLimit).
 type SSEDecoder struct {
 	Decoder
 	parser sse.Parser
 	evs    []sse.Event
+
+	beats    int           // comment lines seen
+	lastBeat time.Time     // when the last was decoded
+	beatGap  time.Duration // between the last two
 }
 
 // NewSSEDecoder returns an SSE decoder whose events may hold at most
@@ -1469,8 +1475,38 @@ func NewSSEDecoder(afterSeq uint64, maxEventBytes int) *SSEDecoder {
 	d := &SSEDecoder{}
 	d.AfterSeq = afterSeq
 	d.parser.MaxEventBytes = maxEventBytes
-	d.parser.BorrowData = true // each event is decoded before the next Feed
+	d.parser.BorrowData = true   // each event is decoded before the next Feed
+	d.parser.KeepComments = true // heartbeats, for SilenceLimit
 	return d
+}
+
+// Bounds of SilenceLimit: those of the official SDK's idle watchdog.
+const (
+	minSilence = 6 * time.Second
+	maxSilence = 30 * time.Second
+)
+
+// SilenceLimit is how long the stream may stay silent, heartbeats
+// included, before its server is taken for gone, as
+// @langchain/langgraph-sdk's idle watchdog takes it (reference section
+// 6.3): 0 (no bound) until two heartbeats were seen, then three times the
+// interval between the last two, within 6 to 30 s. LangGraph Platform
+// writes one about every 5 s.
+func (d *SSEDecoder) SilenceLimit() time.Duration {
+	if d.beats < 2 {
+		return 0
+	}
+	return min(max(3*d.beatGap, minSilence), maxSilence)
+}
+
+// noteBeat records a comment line decoded now.
+func (d *SSEDecoder) noteBeat() {
+	now := time.Now()
+	if d.beats > 0 {
+		d.beatGap = now.Sub(d.lastBeat)
+	}
+	d.beats++
+	d.lastBeat = now
 }
 
 // nextRun readies the decoder of a kept thread stream for the thread's
@@ -1487,6 +1523,10 @@ func (d *SSEDecoder) Feed(chunk []byte, out []*canonical.Event) ([]*canonical.Ev
 	var err error
 	d.evs, err = d.parser.Feed(chunk, d.evs[:0])
 	for _, e := range d.evs {
+		if e.IsComment {
+			d.noteBeat()
+			continue
+		}
 		if len(bytes.TrimSpace(e.Data)) == 0 {
 			continue
 		}

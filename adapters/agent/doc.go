@@ -133,7 +133,12 @@
 // stops that before its command, sends it and reads on; a kept stream that
 // ends, fails or reports a gap is dropped, and one found closed is
 // replaced from the command's seq. Runs on a thread named for them alone
-// (no thread from the client) keep none.
+// (no thread from the client) keep none. A run's event stream that has
+// shown two heartbeat comments and then stays silent, heartbeats
+// included, for three of their intervals (6 to 30 s, as the SDK's idle
+// watchdog reckons) fails the run unavailable and cancels it upstream;
+// its events may otherwise be far apart (the bridge's stall_timeout is
+// off for this backend unless configured).
 //
 // # Stated degradations
 //

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -84,6 +85,10 @@ type Config struct {
 	// scripts (a name in both plays this one). "<assistant>.resume" is
 	// played by a resumed run.
 	Scripts map[string]Script
+	// Heartbeat, when positive, is how often an SSE stream writes a
+	// ": heartbeat" comment, as LangGraph Platform writes one about every
+	// 5 s. 0: none.
+	Heartbeat time.Duration
 }
 
 // event is one buffered event.
@@ -108,6 +113,9 @@ type Peer struct {
 	ctx    context.Context // cancelled by Close: runs and streams end
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	heartbeat time.Duration
+	hushed    atomic.Bool // Hush: streams write nothing more
 }
 
 type thread struct {
@@ -161,8 +169,13 @@ func NewWithConfig(cfg Config) (*Peer, error) {
 		p.scripts[name] = sc
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.heartbeat = cfg.Heartbeat
 	return p, nil
 }
+
+// Hush makes every stream write nothing more, heartbeats included, while
+// its connection stays open: a server that hangs.
+func (p *Peer) Hush() { p.hushed.Store(true) }
 
 // Script returns a script's lines as wire events without envelopes, for
 // tests that compare what a client decoded with what was sent.
@@ -511,9 +524,20 @@ func matches(channels []string, e *event) bool {
 }
 
 // follow delivers the thread's events with seq > after that match, until
-// send fails or ctx ends.
-func (p *Peer) follow(ctx context.Context, t *thread, after uint64, channels []string, send func([]byte) error) {
+// send fails or ctx ends; beat, when not nil, is called every
+// Config.Heartbeat. A hushed peer delivers nothing more.
+func (p *Peer) follow(ctx context.Context, t *thread, after uint64, channels []string, send func([]byte) error, beat func() error) {
+	var tick <-chan time.Time
+	if beat != nil && p.heartbeat > 0 {
+		tk := time.NewTicker(p.heartbeat)
+		defer tk.Stop()
+		tick = tk.C
+	}
 	for {
+		if p.hushed.Load() {
+			<-ctx.Done()
+			return
+		}
 		p.mu.Lock()
 		var batch [][]byte
 		for _, e := range t.events {
@@ -531,6 +555,10 @@ func (p *Peer) follow(ctx context.Context, t *thread, after uint64, channels []s
 		}
 		select {
 		case <-wake:
+		case <-tick:
+			if !p.hushed.Load() && beat() != nil {
+				return
+			}
 		case <-ctx.Done():
 			return
 		case <-p.ctx.Done():
@@ -571,7 +599,7 @@ func (p *Peer) serveSSE(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = json.Unmarshal(f, &env, readOptions)
 		return sw.Event(env.EventID, env.Method, f)
-	})
+	}, func() error { return sw.Comment("heartbeat") })
 }
 
 // splitWriter cuts every write into writes of at most size bytes, each
@@ -654,7 +682,7 @@ func (p *Peer) serveWS(w http.ResponseWriter, r *http.Request) {
 		wg.Add(1)
 		go func() { // the subscription's owner: exits when the socket ends
 			defer wg.Done()
-			p.follow(ctx, t, 0, channels, send)
+			p.follow(ctx, t, 0, channels, send, nil)
 		}()
 		sendMu.Unlock()
 	}
