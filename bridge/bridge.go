@@ -492,8 +492,7 @@ func (b *Bridge) Drain(ctx context.Context, grace time.Duration) {
 	b.mu.Lock()
 	n := len(b.runs)
 	for _, r := range b.runs {
-		r.shutdown.Store(true)
-		r.cancel()
+		r.stop(errShuttingDown)
 	}
 	b.mu.Unlock()
 	b.log.Info("shutdown timeout: cancelling runs", "runs", n)
@@ -546,9 +545,10 @@ type run struct {
 	id       string
 	backend  string
 	forOther bool // placed here by another instance, whose client heartbeats it
-	// shutdown: Drain cancelled the run, not its client; it ends failed
-	// with errShuttingDown, not cancelled with "context canceled".
-	shutdown atomic.Bool
+	// stopped: this instance ended the run, not its client (Drain, a
+	// thread lease lost): it ends failed with this error, not cancelled
+	// with "context canceled".
+	stopped atomic.Pointer[canonical.Error]
 	// clientSeen is when the client's instance last said it still reads
 	// the run (unix ns); a run placed here whose client's instance went
 	// quiet is cancelled (heartbeatLoop).
@@ -649,9 +649,9 @@ func (r *run) take() (*canonical.Event, error) {
 		// fresh time every stampShare events at least.
 		sameRead = held && r.shared < stampShare
 		ev, err := r.up.Recv()
-		if err == nil && r.shutdown.Load() {
+		if stop := r.stopped.Load(); err == nil && stop != nil {
 			if st, ok := canonical.TerminalOf(ev); ok && st == canonical.StatusCancelled {
-				ev = canonical.Terminal(canonical.StatusFailed, errShuttingDown)
+				ev = canonical.Terminal(canonical.StatusFailed, stop)
 			}
 		}
 		if err != nil {
@@ -811,10 +811,17 @@ func (r *run) readAhead() {
 // did not cancel them, and may run them again elsewhere (unavailable).
 var errShuttingDown = canonical.Errorf(canonical.CodeUnavailable, "the server is shutting down")
 
+// stop ends the run failed with e, which this instance, not the client,
+// decided (the first such decision's error stays).
+func (r *run) stop(e *canonical.Error) {
+	r.stopped.CompareAndSwap(nil, e)
+	r.cancel()
+}
+
 // failure turns a stream error into the terminal status and error owed.
 func (r *run) failure(err error) (canonical.RunStatus, *canonical.Error) {
-	if r.shutdown.Load() {
-		return canonical.StatusFailed, errShuttingDown
+	if stop := r.stopped.Load(); stop != nil {
+		return canonical.StatusFailed, stop
 	}
 	if ctxErr := r.ctx.Err(); ctxErr != nil {
 		ce := canonical.AsError(ctxErr)

@@ -115,7 +115,7 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 		// is refused while its client's instance still waits for the
 		// answer.
 		b.leases = &leases{kv: kv, self: nuid.Next(), ttl: leaseTTL(cfg.Heartbeat), wait: cfg.StartTimeout / 2,
-			log: b.log, lost: b.cancelThreadHere, settled: b.fabric.Settled, closing: make(chan struct{})}
+			log: b.log, lost: func(thread string) { b.endThreadHere(thread, errLeaseLost) }, settled: b.fabric.Settled, closing: make(chan struct{})}
 	}
 	if hosted != nil {
 		c.hosted = map[string]bool{}
@@ -307,7 +307,7 @@ func (b *Bridge) serveCommand(msg *nats.Msg) {
 		b.cancelRun(c.CancelRun, func(thread string) bool { return msg.Subject == b.commandSubject(thread) })
 	}
 	if c.CancelThread != "" && msg.Subject == b.commandSubject(c.CancelThread) {
-		b.cancelThreadHere(c.CancelThread)
+		b.endThreadHere(c.CancelThread, nil)
 	}
 }
 
@@ -742,7 +742,7 @@ func (r *remoteStream) cleanup(cancelRun bool) {
 // a load balancer). Each run ends cancelled, as a client that left ends
 // it. The caller has checked that the thread is the caller's key's.
 func (b *Bridge) CancelThread(thread string) {
-	b.cancelThreadHere(thread)
+	b.endThreadHere(thread, nil)
 	if b.fabric != nil && b.cluster.started {
 		b.sendCommand(thread, command{CancelThread: thread})
 	}
@@ -761,8 +761,10 @@ func (b *Bridge) CancelRun(thread, run string) {
 	}
 }
 
-// cancelThreadHere cancels the thread's runs that run on this instance.
-func (b *Bridge) cancelThreadHere(thread string) {
+// endThreadHere cancels the thread's runs on this instance: ended as
+// their clients cancelled them, or, with stop, failed with it (the
+// instance ended them).
+func (b *Bridge) endThreadHere(thread string, stop *canonical.Error) {
 	b.mu.Lock()
 	var runs []*run
 	for _, r := range b.runs {
@@ -772,9 +774,18 @@ func (b *Bridge) cancelThreadHere(thread string) {
 	}
 	b.mu.Unlock()
 	for _, r := range runs {
-		r.cancel()
+		if stop != nil {
+			r.stop(stop)
+		} else {
+			r.cancel()
+		}
 	}
 }
+
+// errLeaseLost ends the runs of a thread whose lease this instance lost
+// (NATS out of reach for the lease's TTL): another instance may number
+// the thread's events now.
+var errLeaseLost = canonical.Errorf(canonical.CodeUnavailable, "this instance lost the thread's lease: another may run it now")
 
 // cancelRemote asks the instance running a run to cancel it.
 func (b *Bridge) cancelRemote(thread, run string) {

@@ -387,6 +387,9 @@ func (l *leases) renew(now time.Time) {
 	for _, d := range dues {
 		ctx, cancel := context.WithTimeout(context.Background(), l.ttl/4)
 		rev, err := l.kv.Update(ctx, leaseKey(d.thread), mine, d.rev)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			rev, err = l.rewrite(ctx, d.thread, mine)
+		}
 		cancel()
 		switch {
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound):
@@ -407,6 +410,22 @@ func (l *leases) renew(now time.Time) {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// rewrite renews thread's lease from the entry as it is now, when it is
+// still this instance's: a renewal that timed out while NATS was out of
+// reach stays in the client's reconnect buffer and is applied once it is
+// back, so the entry is this instance's at a revision it never learned
+// (the lease was never lost). ErrKeyExists when the entry is another's.
+func (l *leases) rewrite(ctx context.Context, thread string, mine []byte) (uint64, error) {
+	e, err := l.kv.Get(ctx, leaseKey(thread))
+	if err != nil {
+		return 0, err
+	}
+	if readLease(e).Holder != l.self {
+		return 0, jetstream.ErrKeyExists
+	}
+	return l.kv.Update(ctx, leaseKey(thread), mine, e.Revision())
 }
 
 func isReady(c chan struct{}) bool {

@@ -98,6 +98,43 @@ func TestLeaseRenewLostEvict(t *testing.T) {
 	}
 }
 
+// A renewal that timed out while NATS was out of reach and was applied
+// once it came back (nats.go resends its reconnect buffer) leaves the
+// entry this instance's at a revision it never learned: the next renewal
+// keeps the lease instead of reporting it lost (the audit's 4 s NATS
+// outage cancelled local runs so).
+func TestLeaseRenewAfterUnseenRenewal(t *testing.T) {
+	a, _, lost := testLeases(t)
+	ctx := context.Background()
+	if _, holder, err := a.acquire(ctx, "th", 0); err != nil || holder != "" {
+		t.Fatal(holder, err)
+	}
+	// The renewal whose answer never came: applied, its revision unknown.
+	if _, err := a.kv.Put(ctx, leaseKey("th"), leaseValue{Holder: "a"}.bytes()); err != nil {
+		t.Fatal(err)
+	}
+	a.renew(time.Now().Add(time.Hour))
+	select {
+	case th := <-lost:
+		t.Fatalf("lease of %q reported lost after its own unseen renewal", th)
+	default:
+	}
+	e, err := a.kv.Get(ctx, leaseKey("th"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	rev := a.held["th"].rev
+	a.mu.Unlock()
+	if readLease(e).Holder != "a" || rev != e.Revision() {
+		t.Fatalf("entry %s rev %d, held rev %d", e.Value(), e.Revision(), rev)
+	}
+	a.renew(time.Now().Add(2 * time.Hour)) // and renewals go on from there
+	if len(lost) != 0 {
+		t.Fatalf("second renewal reported %q lost", <-lost)
+	}
+}
+
 // A settle marker is a group of its own, and the thread's messages queued
 // after it do not join a group before it: the log's acknowledgement of
 // everything before the marker is what frees a thread's lease.
