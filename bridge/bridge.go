@@ -78,6 +78,10 @@ type thread struct {
 	// them before its own, so that the replay log has the thread's events
 	// in seq order.
 	holder *publisher
+	// chain fences the thread's replay-log writes from this instance
+	// (logchain.go): a new one as the thread's first run here starts (the
+	// messages of runs before keep theirs).
+	chain *logChain
 }
 
 // NewBridge returns a bridge; fabric may be nil.
@@ -346,6 +350,9 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	}
 	b.runs[r.id] = r
 	r.thread = b.acquireThread(r.threadID)
+	if r.pub != nil {
+		r.pub.chain = r.thread.chain
+	}
 	b.mu.Unlock()
 	fromLog := knownThread && b.fabric != nil
 	if lease != nil && lease.last > 0 { // the previous holder's last seq: the log may lag it
@@ -421,6 +428,9 @@ func (b *Bridge) acquireThread(id string) *thread {
 	if t == nil {
 		t = &thread{}
 		b.threads[id] = t
+	}
+	if t.refs == 0 {
+		t.chain = &logChain{onFence: func() { b.endThreadHere(id, errFenced) }}
 	}
 	t.refs++
 	return t

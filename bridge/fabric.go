@@ -134,6 +134,11 @@ func StartFabric(ctx context.Context, cfg NATSConfig, dataDir string, log *slog.
 		f.Close()
 		return nil, fmt.Errorf("nats: jetstream: %w", err)
 	}
+	f.acked.filter, f.acked.lastOf = f.ThreadSubjects, f.lastMsgOf
+	f.acked.fence = func(thread string, events int) {
+		f.log.Warn("thread written by another instance while this one was out of reach: its events here are not stored, its runs here end",
+			"thread", thread, "events", events)
+	}
 	f.loopDone = make(chan struct{})
 	go f.publishLoop()
 	return f, nil
@@ -509,6 +514,7 @@ type publisher struct {
 	f        *Fabric
 	subject  string
 	thread   string
+	chain    *logChain // the thread's (set as the run takes its thread)
 	must     bool
 	run      string
 	slab     []byte // encodings of queued events, then of held ones, then free room
@@ -565,7 +571,7 @@ func (p *publisher) publish(ev *canonical.Event) bool {
 	p.slab, p.heldIDs = b, p.heldIDs || ids
 	if p.must {
 		p.held = len(b)
-		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, seq: ev.GetSeq(), last: ev.GetSeq(), data: data, events: 1}, true, true)
+		p.f.enqueue(pubMsg{subject: p.subject, thread: p.thread, chain: p.chain, seq: ev.GetSeq(), last: ev.GetSeq(), data: data, events: 1}, true, true)
 	} else {
 		if p.nheld == 0 {
 			p.heldSeq = ev.GetSeq()
@@ -591,7 +597,7 @@ func (p *publisher) queueHeld() {
 		return
 	}
 	end := len(p.slab)
-	m := pubMsg{subject: p.subject, thread: p.thread, seq: p.heldSeq, last: p.heldLast, data: p.slab[p.held:end:end], events: p.nheld}
+	m := pubMsg{subject: p.subject, thread: p.thread, chain: p.chain, seq: p.heldSeq, last: p.heldLast, data: p.slab[p.held:end:end], events: p.nheld}
 	p.held, p.nheld, p.heldIDs = end, 0, false
 	p.f.enqueue(m, false, false)
 	p.f.pubq.signalLazy()
@@ -700,9 +706,10 @@ func (f *Fabric) Publish(subject string, data []byte) {
 // run's next ones.
 type pubMsg struct {
 	subject string
-	thread  string // the events' thread id
-	seq     uint64 // the first event's seq
-	last    uint64 // the last event's seq
+	thread  string    // the events' thread id
+	chain   *logChain // the thread's, for a run's events (nil: not conditional)
+	seq     uint64    // the first event's seq
+	last    uint64    // the last event's seq
 	data    []byte
 	events  int
 	// settled, on a message with no events, is closed once the thread's
@@ -873,7 +880,7 @@ func (f *Fabric) publishBatch() {
 				continue
 			}
 			data := f.batcher.join(batch, g)
-			f.acked.add(head.thread, head.subject, head.seq, batch[g.tail].last, data, g.events, maxBytes)
+			f.acked.add(head.thread, head.subject, head.chain, head.seq, batch[g.tail].last, data, g.events, maxBytes)
 			f.published.Add(1)
 			f.pubBytes.Add(uint64(len(data)))
 		}
@@ -972,6 +979,15 @@ func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
 		b.buf = append(b.buf, msgs[i].data...)
 	}
 	return b.buf
+}
+
+// lastMsgOf reads the Msg-Id and log sequence of thread's last message.
+func (f *Fabric) lastMsgOf(ctx context.Context, thread string) (string, uint64, error) {
+	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
+	if err != nil {
+		return "", 0, err
+	}
+	return m.Header.Get(jetstream.MsgIDHeader), m.Sequence, nil
 }
 
 // Published counts messages handed to NATS.

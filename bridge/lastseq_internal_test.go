@@ -88,7 +88,7 @@ func TestAckedLogHeadersMatchData(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			l.add("th", subject, first, seq, data, n, 64+rng.IntN(2000))
+			l.add("th", subject, nil, first, seq, data, n, 64+rng.IntN(2000))
 		}
 		for _, m := range l.threads["th"].waiting {
 			evs, err := DecodeEvents(m.msg.Data)

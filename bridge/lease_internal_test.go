@@ -173,7 +173,7 @@ func TestAckedLogSettle(t *testing.T) {
 	default:
 		t.Fatal("an idle thread's settle is not closed at once")
 	}
-	l.add("th", "p.events.th.run", 1, 1, []byte{}, 1, 1<<16)
+	l.add("th", "p.events.th.run", nil, 1, 1, []byte{}, 1, 1<<16)
 	l.mu.Lock()
 	tl := l.threads["th"]
 	tl.cur, tl.waiting = tl.waiting[0], nil

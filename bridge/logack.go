@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -34,6 +35,12 @@ type ackedLog struct {
 	js   jetstream.JetStream // with this log's callbacks
 	wake func()              // wakes the publish loop
 	drop func(events int, err error)
+	// filter is a thread's subjects in the log; lastOf reads the Msg-Id
+	// and sequence of its last message there (logchain.go); fence counts
+	// the events of a fenced thread's messages, not written.
+	filter func(thread string) string
+	lastOf func(ctx context.Context, thread string) (msgID string, seq uint64, err error)
+	fence  func(thread string, events int)
 
 	mu       sync.Mutex
 	threads  map[string]*threadLog // threads with a message in flight or waiting
@@ -53,6 +60,7 @@ type threadLog struct {
 // logMsg is one message of the log, sent until acknowledged.
 type logMsg struct {
 	msg     *nats.Msg
+	chain   *logChain // nil: not conditional
 	events  int
 	first   time.Time // first sent
 	tries   int
@@ -108,7 +116,11 @@ func (l *ackedLog) empty() bool {
 // subject; first and last are its first and last events' seqs. It joins
 // the thread's last waiting message when that has the same subject and
 // room (maxBytes).
-func (l *ackedLog) add(thread, subject string, first, last uint64, data []byte, events, maxBytes int) {
+func (l *ackedLog) add(thread, subject string, chain *logChain, first, last uint64, data []byte, events, maxBytes int) {
+	if chain != nil && chain.fenced.Load() {
+		l.fence(thread, events)
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events += events
@@ -119,7 +131,7 @@ func (l *ackedLog) add(thread, subject string, first, last uint64, data []byte, 
 	}
 	if n := len(t.waiting); n > 0 {
 		w := t.waiting[n-1]
-		if w.msg.Subject == subject && len(w.msg.Data)+len(data) <= maxBytes {
+		if w.msg.Subject == subject && w.chain == chain && len(w.msg.Data)+len(data) <= maxBytes {
 			w.msg.Data = append(w.msg.Data, data...)
 			w.msg.Header.Set(lastSeqHeader, strconv.FormatUint(last, 10))
 			w.events += events
@@ -133,7 +145,7 @@ func (l *ackedLog) add(thread, subject string, first, last uint64, data []byte, 
 	}
 	m.Header.Set(jetstream.MsgIDHeader, id)
 	m.Header.Set(lastSeqHeader, strconv.FormatUint(last, 10))
-	t.waiting = append(t.waiting, &logMsg{msg: m, events: events})
+	t.waiting = append(t.waiting, &logMsg{msg: m, chain: chain, events: events})
 }
 
 // flush sends each thread's next message when it has none in flight, and
@@ -153,6 +165,9 @@ func (l *ackedLog) flush(now time.Time) {
 			continue
 		}
 		m := t.cur
+		if m.chain != nil {
+			expect(m.msg, m.chain, l.filter(t.thread))
+		}
 		m.retryAt, m.tries = time.Time{}, m.tries+1
 		if m.first.IsZero() {
 			m.first = now
@@ -170,12 +185,15 @@ func (l *ackedLog) flush(now time.Time) {
 
 // acked is JetStream's callback for a stored message (a duplicate too:
 // an earlier send of it was stored).
-func (l *ackedLog) acked(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) {
+func (l *ackedLog) acked(_ jetstream.JetStream, msg *nats.Msg, ack *jetstream.PubAck) {
 	l.mu.Lock()
 	t := l.inflight[msg]
 	if t == nil || t.cur == nil || t.cur.msg != msg {
 		l.mu.Unlock()
 		return
+	}
+	if c := t.cur.chain; c != nil && ack != nil {
+		c.last.Store(ack.Sequence)
 	}
 	l.doneLocked(t)
 	l.mu.Unlock()
@@ -223,6 +241,12 @@ func (l *ackedLog) failed(_ jetstream.JetStream, msg *nats.Msg, err error) {
 		return
 	}
 	m := t.cur
+	if m.chain != nil && wrongLast(err) { // another's write, or this one's stored
+		m.retryAt = time.Now().Add(logGiveUp) // not resent meanwhile
+		l.mu.Unlock()
+		go l.verify(t, m)
+		return
+	}
 	// Too large for the server: no resend will do (the event is counted
 	// dropped; readers elsewhere see the gap and fail the run).
 	if errors.Is(err, nats.ErrMaxPayload) || time.Since(m.first) >= logGiveUp {
