@@ -62,6 +62,10 @@ type tailReader struct {
 	wire   []wireEvent
 	events []*canonical.Event
 	closed bool
+	// held is a failed message's finish, whose messages error frame enc
+	// makes with the event after it: the frame takes held's seq, so that
+	// no two frames share one (runtimeRun.add holds it so too).
+	held *canonical.Event
 }
 
 // openTail opens a reader of the thread's events after seq since.
@@ -169,12 +173,24 @@ func (t *tailReader) encode(ev *canonical.Event, out []record) []record {
 		return out
 	}
 	t.wire = ws
+	if held := t.held; held != nil && len(ws) > 0 {
+		t.held = nil
+		out = append(out, encodedRecord(held, &ws[0]))
+		ws = ws[1:]
+	}
 	for i := range ws {
-		w := &ws[i]
-		out = append(out, record{seq: ev.GetSeq(), method: w.method, custom: w.custom, ns: slices.Clone(w.namespace),
-			frame: newFrame(ev.GetSeq(), w), run: ev.GetRunId(), status: w.status})
+		out = append(out, encodedRecord(ev, &ws[i]))
+	}
+	if t.enc.pendingErr != nil && t.held == nil {
+		t.held = ev
 	}
 	return out
+}
+
+// encodedRecord is the record of w, a wire event of ev.
+func encodedRecord(ev *canonical.Event, w *wireEvent) record {
+	return record{seq: ev.GetSeq(), method: w.method, custom: w.custom, ns: slices.Clone(w.namespace),
+		frame: newFrame(ev.GetSeq(), w), run: ev.GetRunId(), status: w.status}
 }
 
 // close ends the reader.

@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/interlingua-dev/interlingua/canonical"
+)
+
+// The end the bridge makes for a run whose owner went quiet (a failed
+// message's finish, then the failed lifecycle) is encoded by the reader:
+// the message's error frame takes the finish's seq, the lifecycle its
+// own, so no two frames share an event_id (a client resuming after the
+// first would otherwise never see the run fail).
+func TestReaderEncodedEndFramesOwnSeqs(t *testing.T) {
+	b := canonical.NewBuilder()
+	evs := b.Lifecycle(nil, canonical.StatusRunning)
+	evs = b.StartMessage(evs, "m1", "assistant")
+	evs = b.Text(evs, "partial")
+	var g canonical.Guard
+	for _, ev := range evs {
+		if e := g.Observe(ev); e != nil {
+			t.Fatal(e)
+		}
+	}
+	evs = g.End(evs, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for 3s"))
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+	}
+	tr := &tailReader{f: &Frontend{cfg: Config{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}}}
+	var recs []record
+	for _, ev := range evs {
+		recs = tr.encode(ev, recs)
+	}
+	var last uint64
+	var errSeq, failSeq uint64
+	for _, r := range recs {
+		if r.seq <= last {
+			t.Fatalf("frame seq %d after %d: %s", r.seq, last, r.frame)
+		}
+		last = r.seq
+		switch {
+		case r.method == methodMessages && strings.Contains(string(r.frame), `"event":"error"`):
+			errSeq = r.seq
+		case r.status == "failed":
+			failSeq = r.seq
+		}
+	}
+	finish := uint64(0)
+	for _, ev := range evs {
+		if mf := ev.GetMessageFinish(); mf != nil && mf.GetFinishReason() == canonical.FinishError {
+			finish = ev.GetSeq()
+		}
+	}
+	if errSeq == 0 || errSeq != finish || failSeq != evs[len(evs)-1].GetSeq() {
+		t.Fatalf("error frame at %d (message finish %d), failed at %d (end %d)", errSeq, finish, failSeq, evs[len(evs)-1].GetSeq())
+	}
+}
