@@ -324,6 +324,11 @@ type runtimeRun struct {
 	queue  []*canonical.Event // events to return before the next of the backend
 	enc    *Encoder           // the run's agent-protocol encoder (wireExt)
 	wire   []wireEvent        // enc's output, reused
+	// stepped is set when the run's input step was made: the thread's
+	// record is saved before its events go out, so that a run whose owner
+	// dies keeps its input, and its checkpoint ids are not handed out
+	// again by the thread's next run (the record's NextCkpt).
+	stepped bool
 	// large is set when a queued values event names its checkpoint
 	// instead of holding the state: the checkpoints are saved first.
 	large bool
@@ -592,7 +597,13 @@ func (s *runtimeRun) Recv() (*canonical.Event, error) {
 			return nil, err
 		}
 	}
-	if s.large {
+	switch {
+	case s.stepped:
+		s.stepped, s.large = false, false
+		if err := s.saveState(context.Background(), false); err != nil {
+			return nil, s.checkpointsNotSaved(err)
+		}
+	case s.large:
 		s.large = false
 		if err := s.saveCheckpoints(context.Background()); err != nil {
 			return nil, s.checkpointsNotSaved(err)
@@ -686,6 +697,7 @@ func (s *runtimeRun) decide(ev *canonical.Event, terminal bool) {
 	case modeRuntime:
 		c.rec.Agent = false
 		c.addMessages(s.input, s.update, "", "input", s.run)
+		s.stepped = true
 	case modeAgent:
 		c.rec.Agent = true
 	}
@@ -756,7 +768,12 @@ func (s *runtimeRun) Close() error {
 // the head over the revision last read or written here. A write met
 // there (a frontend injecting messages) is merged and the save tried
 // again, so neither is lost; then the checkpoints let go are removed.
-func (s *runtimeRun) save(ctx context.Context) error {
+func (s *runtimeRun) save(ctx context.Context) error { return s.saveState(ctx, true) }
+
+// saveState is save; with apply false (a save while the run goes on) the
+// messages another writer injected are kept to inject, not applied: the
+// run's end applies them.
+func (s *runtimeRun) saveState(ctx context.Context, apply bool) error {
 	ctx, cancel := context.WithTimeout(ctx, s.r.cfg.StoreTimeout)
 	defer cancel()
 	if err := s.saveCheckpoints(ctx); err != nil {
@@ -789,7 +806,9 @@ func (s *runtimeRun) save(ctx context.Context) error {
 			// frontend's input.inject), which this run's end adds.
 			ours := &th.c.rec
 			ours.Injected = pendingInjected(unionMessagesList(theirs.Injected, ours.Injected), ours.Values["messages"])
-			s.applyInjected()
+			if apply {
+				s.applyInjected()
+			}
 		}
 		th.rev = rev
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,10 +518,11 @@ func TestRuntimeWireFramesAreTheFrontends(t *testing.T) {
 type refusingStore struct {
 	canonical.ThreadStore
 	prefix string
+	allow  *atomic.Int32 // writes under prefix taken before the refusals (nil: none)
 }
 
 func (s refusingStore) Put(ctx context.Context, thread, key string, value []byte, expectRev uint64) (uint64, error) {
-	if strings.HasPrefix(key, s.prefix) {
+	if strings.HasPrefix(key, s.prefix) && (s.allow == nil || s.allow.Add(-1) < 0) {
 		return 0, canonical.Errorf(canonical.CodeResourceExhausted, "thread store full (test)")
 	}
 	return s.ThreadStore.Put(ctx, thread, key, value, expectRev)
@@ -543,7 +545,12 @@ func TestRuntimeFailureKeepsTheEventModel(t *testing.T) {
 		want  string
 	}{
 		{"state not saved", func(s canonical.ThreadStore) canonical.ThreadStore {
-			return refusingStore{ThreadStore: s, prefix: "agent.ckpt."}
+			// The input step's checkpoint is stored (it is saved before
+			// its events go out); the loop's, whose large values name it,
+			// is refused.
+			allow := &atomic.Int32{}
+			allow.Store(1)
+			return refusingStore{ThreadStore: s, prefix: "agent.ckpt.", allow: allow}
 		},
 			agent.RuntimeConfig{InlineValues: 400}, "thread store full"},
 		{"block too large", func(s canonical.ThreadStore) canonical.ThreadStore { return s },
@@ -582,4 +589,41 @@ func TestRuntimeFailureKeepsTheEventModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A run whose owner dies after its input step (the checkpoint and its
+// events sent, the run not ended) leaves the thread's record with that
+// step saved: a runtime started afresh on the store (the next owner)
+// keeps the input and hands out the next checkpoint id, never that one
+// again (the audit saw ckpt-3 name two states, the input gone).
+func TestRuntimeInputStepOutlivesItsOwner(t *testing.T) {
+	store := startStore(t)
+	be := scripted.New(scripted.Config{})
+	runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-crash", "run-1", "echo", "one", nil)
+	req := &canonical.Request{RunId: "run-2", ThreadId: "t-crash", Target: "echo", Runtime: "agent",
+		Parameters: map[string]*structpb.Value{"hang": structpb.NewBoolValue(true)},
+		Inputs:     []*canonical.NamedNode{{Name: "prompt", Node: canonical.TextNode("user", "two")}}}
+	s, err := agent.NewRuntime(store, nil, agent.RuntimeConfig{}).Start(context.Background(), req, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // up to the input step's checkpoint, which clients have now
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetCheckpoint() != nil {
+			if got := shape(ev); got != "checkpoint ckpt-3<-ckpt-2 input" {
+				t.Fatalf("run 2's input step: %s", got)
+			}
+			break
+		}
+	}
+	// The owner is gone: run 2 never ends there. The next owner:
+	evs := runtimeRun(t, agent.NewRuntime(store, nil, agent.RuntimeConfig{}), be, "t-crash", "run-3", "echo", "three", nil)
+	want := "values @ckpt-4 [human: one | ai: one | human: two | human: three]\ncheckpoint ckpt-4<-ckpt-3 input"
+	if got := shapes(evs[1:3]); got != want {
+		t.Fatalf("run 3's input step:\n%s\nwant\n%s", got, want)
+	}
+	_ = s.Close()
 }
