@@ -981,9 +981,13 @@ func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
 	return b.buf
 }
 
-// lastMsgOf reads the Msg-Id and log sequence of thread's last message.
+// lastMsgOf reads the Msg-Id and log sequence of thread's last message
+// (sequence 0 when the log holds none of the thread's).
 func (f *Fabric) lastMsgOf(ctx context.Context, thread string) (string, uint64, error) {
 	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", 0, nil
+	}
 	if err != nil {
 		return "", 0, err
 	}

@@ -241,7 +241,7 @@ func (l *ackedLog) failed(_ jetstream.JetStream, msg *nats.Msg, err error) {
 		return
 	}
 	m := t.cur
-	if m.chain != nil && wrongLast(err) { // another's write, or this one's stored
+	if m.chain != nil && wrongLast(err) && time.Since(m.first) < logGiveUp { // another's write, or this one's stored
 		m.retryAt = time.Now().Add(logGiveUp) // not resent meanwhile
 		l.mu.Unlock()
 		go l.verify(t, m)

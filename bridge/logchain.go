@@ -63,8 +63,9 @@ func wrongLast(err error) bool {
 
 // verify decides a message of t refused as not following the thread's
 // last: its own earlier send, stored with its acknowledgement lost (a
-// single server checks the expectation before it finds the duplicate), or
-// another instance's write, which fences the thread. It runs on its own
+// single server checks the expectation before it finds the duplicate); a
+// log that lost this instance's last writes; or another instance's write
+// after them, which fences the thread. It runs on its own
 // goroutine (JetStream's callbacks may not make requests).
 func (l *ackedLog) verify(t *threadLog, m *logMsg) {
 	ctx, cancel := context.WithTimeout(context.Background(), logAckTimeout)
@@ -84,6 +85,17 @@ func (l *ackedLog) verify(t *threadLog, m *logMsg) {
 	case id == m.msg.Header.Get(jetstream.MsgIDHeader):
 		m.chain.last.Store(seq)
 		l.doneLocked(t)
+		l.mu.Unlock()
+		l.wake()
+		return
+	case seq <= m.chain.last.Load():
+		// The log ends before this instance's last acknowledged message:
+		// it lost what it had acknowledged (a NATS server killed while it
+		// wrote in the background, persist_mode async), nobody wrote
+		// after it. The chain goes on from the log as it is; readers see
+		// the loss as a gap, as they did before chains.
+		m.chain.last.Store(seq)
+		m.retryAt = time.Now() // resent at once
 		l.mu.Unlock()
 		l.wake()
 		return
