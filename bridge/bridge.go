@@ -430,6 +430,13 @@ func (b *Bridge) acquireThread(id string) *thread {
 		b.threads[id] = t
 	}
 	if t.refs == 0 {
+		if t.chain != nil && t.chain.fenced.Load() {
+			// The seqs given here after the fence are in no log: the
+			// thread's next run numbers from the lease or the log.
+			t.mu.Lock()
+			t.seq = 0
+			t.mu.Unlock()
+		}
 		t.chain = &logChain{onFence: func() { b.endThreadHere(id, errFenced) }}
 	}
 	t.refs++
@@ -874,12 +881,20 @@ func (r *run) finish() {
 			<-done
 		}
 		b := r.b
+		last := r.thread.last()
 		if r.pub != nil {
 			r.queueHeld()
 			r.pub.publishNow()
-			b.fabric.NoteLastSeq(r.threadID, r.thread.last())
+			if r.pub.chain.fenced.Load() {
+				// Its seqs after the fence are in no log: another
+				// instance ended the run there and the thread goes on
+				// from that end.
+				last = 0
+			} else {
+				b.fabric.NoteLastSeq(r.threadID, last)
+			}
 		}
-		r.releaseLease(r.thread.last())
+		r.releaseLease(last)
 		b.mu.Lock()
 		delete(b.runs, r.id)
 		b.releaseThread(r.threadID, r.thread)
