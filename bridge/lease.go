@@ -394,8 +394,8 @@ func (l *leases) renew(now time.Time) {
 		switch {
 		case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound):
 			// It expired (NATS was out of reach for its TTL) and may be
-			// another instance's: this one's runs of the thread stop.
-			l.log.Error("thread lease lost: the thread's runs here are cancelled", "thread", d.thread, "err", err)
+			// another instance's: this one's runs of the thread end failed.
+			l.log.Error("thread lease lost: the thread's runs here end failed", "thread", d.thread, "err", err)
 			if l.lost != nil {
 				l.lost(d.thread)
 			}
