@@ -51,7 +51,7 @@ type leases struct {
 	ttl  time.Duration
 	wait time.Duration // how long a run waits for another instance's lease
 	log  *slog.Logger
-	lost func(thread string) // a lease found taken at renewal: its runs here are cancelled
+	lost func(thread string) // a lease found taken at renewal: its runs here end failed
 	// settled, when not nil, is closed once the replay log has stored
 	// the thread's events queued so far (Fabric.Settled).
 	settled func(thread string) <-chan struct{}
