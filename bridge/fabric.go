@@ -981,14 +981,21 @@ func (b *batcher) join(msgs []pubMsg, g pubGroup) []byte {
 	return b.buf
 }
 
+// lastThreadMsg reads thread's last message in the replay log: nil (and
+// no error) when the log holds none of the thread's.
+func (f *Fabric) lastThreadMsg(ctx context.Context, thread string) (*jetstream.RawStreamMsg, error) {
+	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
 // lastMsgOf reads the Msg-Id and log sequence of thread's last message
 // (sequence 0 when the log holds none of the thread's).
 func (f *Fabric) lastMsgOf(ctx context.Context, thread string) (string, uint64, error) {
-	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return "", 0, nil
-	}
-	if err != nil {
+	m, err := f.lastThreadMsg(ctx, thread)
+	if err != nil || m == nil {
 		return "", 0, err
 	}
 	return m.Header.Get(jetstream.MsgIDHeader), m.Sequence, nil
@@ -1013,12 +1020,11 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	// a stream deleted since fails the get as it failed the info), and
 	// the floor's entry.
 	var last uint64
-	m, err := f.events.GetLastMsgForSubject(ctx, f.ThreadSubjects(thread))
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	case err != nil:
+	m, err := f.lastThreadMsg(ctx, thread)
+	if err != nil {
 		return 0, err
-	default:
+	}
+	if m != nil {
 		if last, err = lastSeqOf(m); err != nil {
 			return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
 		}

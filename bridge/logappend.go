@@ -47,12 +47,11 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 	}
 	for range appendAttempts {
 		var streamSeq, last uint64
-		m, err := f.events.GetLastMsgForSubject(ctx, filter)
+		m, err := f.lastThreadMsg(ctx, thread)
 		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
 			return nil, err
-		default:
+		case m != nil:
 			evs, err := DecodeEvents(m.Data)
 			if err != nil || len(evs) == 0 {
 				return nil, fmt.Errorf("replay log message %d does not decode: %v", m.Sequence, err)
@@ -119,14 +118,11 @@ type logSpan struct {
 // missing starts a new consumer after the last message it took, at most
 // logReadRestarts times in a row without progress.
 func (f *Fabric) readThreadLog(ctx context.Context, thread string, span logSpan) ([]*canonical.Event, uint64, error) {
-	filter := f.ThreadSubjects(thread)
-	lastMsg, err := f.events.GetLastMsgForSubject(ctx, filter)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, span.start, nil
-	}
-	if err != nil {
+	lastMsg, err := f.lastThreadMsg(ctx, thread)
+	if err != nil || lastMsg == nil {
 		return nil, span.start, err
 	}
+	filter := f.ThreadSubjects(thread)
 	rd := logRead{span: span, last: lastMsg.Sequence, wait: f.logFetchWait, next: span.start}
 	for stalls := 0; ; {
 		if rd.next > rd.last {

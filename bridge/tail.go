@@ -187,13 +187,12 @@ func (t *threadTail) open(ctx context.Context) error {
 	if err := b.follower.register(ctx, t); err != nil {
 		return err
 	}
-	lastMsg, err := b.fabric.events.GetLastMsgForSubject(ctx, b.fabric.ThreadSubjects(t.thread))
+	lastMsg, err := b.fabric.lastThreadMsg(ctx, t.thread)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
 	case err != nil:
 		b.follower.unregister(t)
 		return b.replayLogError(err)
-	default:
+	case lastMsg != nil:
 		if evs, err := DecodeEvents(lastMsg.Data); err == nil {
 			t.add(evs, len(lastMsg.Data)/max(len(evs), 1))
 		}
