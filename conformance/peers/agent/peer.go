@@ -535,7 +535,10 @@ func (p *Peer) follow(ctx context.Context, t *thread, after uint64, channels []s
 	}
 	for {
 		if p.hushed.Load() {
-			<-ctx.Done()
+			select { // a hung server: nothing more until the stream ends
+			case <-ctx.Done():
+			case <-p.ctx.Done():
+			}
 			return
 		}
 		p.mu.Lock()
