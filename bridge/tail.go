@@ -285,7 +285,10 @@ func (t *threadTail) track(ev *canonical.Event, now time.Time) {
 	}
 }
 
-// expire ends the runs whose owner has gone quiet.
+// expire ends the runs whose owner has gone quiet. The end is appended
+// to the replay log (endQuiet), as the run's client does when it finds
+// the owner quiet for the timeout (remoteStream.ownerGone): a run whose
+// client is the owner itself, or is gone, has nobody else to end it.
 func (t *threadTail) expire() {
 	now := t.b.now()
 	t.mu.Lock()
@@ -294,33 +297,60 @@ func (t *threadTail) expire() {
 	if heard.IsZero() {
 		return // NATS is down here: the owners' silence is not theirs
 	}
-	var ended []*canonical.Event
 	for id, r := range t.runs {
 		// Silence counts from the run's last sign of life, or from this
 		// instance's last reconnect: an outage of its own connection is
-		// no owner's silence.
+		// no owner's silence. Half a timeout more than a client waits,
+		// so the client's end, when it has one elsewhere, comes first.
 		if now.Sub(latest(r.lastSeen, heard)) < t.timeout+t.timeout/2 {
 			continue
 		}
-		// The run's client appends its end to the log when the owner goes
-		// quiet for the timeout (remoteStream.ownerGone), and it reaches
-		// the observers from there, under the seq every reader sees. A
-		// tail appends nothing: what it reads is the log, which may have
-		// lost a run's last events (a replay stream without a leader
-		// stores nothing), and seqs after its end may be taken. A run
-		// still without an end after half a timeout more ends here alone,
-		// after every seq of the thread held, not only the run's.
 		delete(t.runs, id)
-		evs := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
-		ended = append(ended, stampEnd(evs, t.thread, r.id, t.last+uint64(len(ended)), now)...)
+		ended := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
+		t.wg.Add(1) // watch, which calls expire, is counted: close waits
+		go t.endQuiet(r.id, ended, t.last)
 	}
-	if len(ended) == 0 {
+}
+
+// endQuiet appends ended, the events that end run, to the replay log after
+// the thread's last, unless the log already ends the run; they reach the
+// observers from the log, under the seqs every reader sees, and a later
+// run of the thread numbers after them. The owner, should it be only
+// paused or cut off, then writes nothing more of the thread (its writes
+// expect its own last message, logchain.go), so the log keeps one
+// history. Only when the log cannot be written, or lacks events the tail
+// gave (seen, the tail's last: their seqs are taken), is the run ended
+// here alone, after every seq the tail holds.
+func (t *threadTail) endQuiet(run string, ended []*canonical.Event, seen uint64) {
+	defer t.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	_, err := t.b.fabric.AppendEnd(ctx, t.thread, run, func(last uint64) []*canonical.Event {
+		if last < seen {
+			return nil
+		}
+		return stampEnd(ended, t.thread, run, last, t.b.now())
+	})
+	if err == nil || errors.Is(err, errRunEnded) || isReady(t.stop) {
 		return
 	}
+	t.b.log.Warn("run end not appended to the replay log; ending it for this instance's observers", "thread", t.thread, "run", run, "err", err)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	stampEnd(ended, t.thread, run, t.last, t.b.now())
 	for _, ev := range ended {
 		t.win.push(ev, proto.Size(ev), t.b.tailBytesNow())
 	}
-	t.last = ended[len(ended)-1].GetSeq()
+	if n := len(ended); n > 0 {
+		t.last = ended[n-1].GetSeq()
+	}
 	// Its readers have these seqs now: no later run gives them again.
 	t.b.fabric.NoteLastSeq(t.thread, t.last)
 	t.notifyLocked()

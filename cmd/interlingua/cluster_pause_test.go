@@ -53,3 +53,51 @@ func TestClusterPausedOwnerWritesNoSecondHistory(t *testing.T) {
 		t.Fatalf("replay has %d ends, last of run %s: want the two runs' one end each", ends, all[len(all)-1].GetRunId())
 	}
 }
+
+// The owner of a run is its client's instance too, and is paused past the
+// timeout while another instance observes the thread: the observers' end
+// of the run is appended to the replay log, so the owner, back, is fenced
+// (its run ends failed, never completed) and the log holds the end the
+// observer saw, under the seq it saw it, followed by the thread's next run.
+func TestClusterPausedOwnerObserverEndIsTheLogs(t *testing.T) {
+	_, _, a, b := clientAndOwner(t, "--set", "nats.heartbeat=500ms")
+	r := openStream(t, "POST", b.base+"/v1/runs", `{"target":"stream","threadId":"t-quiet","parameters":{"deltas":400,"delay_ms":20},"inputs":[]}`)
+	if _, ok := r.next(); !ok {
+		t.Fatal("no first event")
+	}
+	obs := openStream(t, "GET", a.base+"/v1/threads/t-quiet/events", "")
+	if _, ok := obs.next(); !ok {
+		t.Fatal("the observer saw nothing")
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	seen := obs.untilTerminal()
+	end := seen[len(seen)-1]
+	if lc := end.GetLifecycle(); lc.GetStatus() != canonical.StatusFailed || canonical.Code(lc.GetError().GetCode()) != canonical.CodeUnavailable {
+		t.Fatalf("the observer's run ended %v, want failed/unavailable", end)
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	own := r.untilTerminal()
+	if lc := own[len(own)-1].GetLifecycle(); lc.GetStatus() != canonical.StatusFailed {
+		t.Fatalf("the owner's client's run ended %v after the log ended it, want failed", own[len(own)-1])
+	}
+	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-quiet","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
+	if st, _ := canonical.TerminalOf(next[len(next)-1]); st != canonical.StatusCompleted {
+		t.Fatalf("the thread's next run ended %v", next[len(next)-1])
+	}
+	all := replayAll(t, a.base, "t-quiet", 2)
+	for i, ev := range all {
+		if i > 0 && ev.GetSeq() != all[i-1].GetSeq()+1 {
+			t.Fatalf("replay: seq %d after %d", ev.GetSeq(), all[i-1].GetSeq())
+		}
+		if ev.GetSeq() == end.GetSeq() && (ev.GetRunId() != end.GetRunId() || ev.GetLifecycle().GetStatus() != canonical.StatusFailed) {
+			t.Fatalf("the log's seq %d is %v, the observer's end %v", ev.GetSeq(), ev, end)
+		}
+	}
+	if got := all[len(all)-1].GetRunId(); got != next[0].GetRunId() {
+		t.Fatalf("the replay's second end is run %s's, want the next run's %s", got, next[0].GetRunId())
+	}
+}
