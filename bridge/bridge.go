@@ -382,7 +382,10 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 			if fromLog && r.startErr == nil {
 				// Not the run's context: a run cancelled now still ends
 				// with an event, numbered after the thread's last; the
-				// request is bounded by JetStream's default timeout.
+				// requests are bounded by JetStream's default timeout.
+				if lease != nil && lease.created {
+					b.endOrphanRun(context.WithoutCancel(runCtx), r.threadID)
+				}
 				r.startErr = b.recoverSeq(context.WithoutCancel(runCtx), r.threadID, r.thread)
 			}
 		}()

@@ -71,6 +71,7 @@ type lease struct {
 	err     error
 	holder  string // another instance's, holding the lease: not taken
 	last    uint64 // the thread's last seq as the previous holder left it (0: unknown)
+	created bool   // the entry was made anew: no holder left it free
 	rev     uint64 // the KV entry's revision, of this instance's last write
 	renewed time.Time
 }
@@ -112,7 +113,7 @@ func leaseKey(thread string) string { return subject.Key(thread) }
 // another instance that holds it. It returns the thread's last seq as the
 // previous holder left it (0: read it from the replay log), or, when
 // another instance still holds the lease, that instance's holder id.
-func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration) (last uint64, holder string, err error) {
+func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration) (g leaseGrant, holder string, err error) {
 	l.mu.Lock()
 	if h := l.held[thread]; h != nil {
 		h.refs++
@@ -121,7 +122,7 @@ func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration)
 		if h.err != nil || h.holder != "" {
 			l.release(thread, 0)
 		}
-		return 0, h.holder, h.err // the counter here is the thread's already
+		return leaseGrant{}, h.holder, h.err // the counter here is the thread's already
 	}
 	h := &lease{refs: 1, ready: make(chan struct{})}
 	if l.held == nil {
@@ -134,7 +135,7 @@ func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration)
 	if h.err != nil || h.holder != "" {
 		l.release(thread, 0)
 	}
-	return h.last, h.holder, h.err
+	return leaseGrant{last: h.last, created: h.created}, h.holder, h.err
 }
 
 // take writes this instance into thread's lease entry: a new one, or one
@@ -147,7 +148,7 @@ func (l *leases) take(ctx context.Context, thread string, h *lease, wait time.Du
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, leasePoll) {
 		rev, err := l.kv.Create(ctx, key, mine)
 		if err == nil {
-			h.rev, h.renewed = rev, time.Now()
+			h.rev, h.renewed, h.created = rev, time.Now(), true
 			return "", nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -307,21 +308,29 @@ func (l *leases) evict(ctx context.Context, thread, holder string, last uint64) 
 	}
 }
 
-// leaseGrant is a share of a thread's lease taken for a run, and the
-// thread's last seq as the previous holder left it (0: unknown).
-type leaseGrant struct{ last uint64 }
+// leaseGrant is a share of a thread's lease taken for a run: the thread's
+// last seq as the previous holder left it (0: unknown), and whether this
+// instance made the lease's entry anew. A holder that ends its last run of
+// the thread leaves the entry free, for its TTL, and the next holder
+// continues from it; an entry made anew follows one that expired, with a
+// holder that died, perhaps in the middle of a run (endOrphanRun), or
+// one freed long enough ago.
+type leaseGrant struct {
+	last    uint64
+	created bool
+}
 
 // grant takes a share of thread's lease for a run, waiting up to wait for
 // another instance holding it; CodeAborted when it still does.
 func (l *leases) grant(ctx context.Context, thread string, wait time.Duration) (*leaseGrant, error) {
-	last, holder, err := l.acquire(ctx, thread, wait)
+	g, holder, err := l.acquire(ctx, thread, wait)
 	if err != nil {
 		return nil, err
 	}
 	if holder != "" {
 		return nil, canonical.Errorf(canonical.CodeAborted, "thread %q has a run on another instance (waited %s for it to end)", thread, wait)
 	}
-	return &leaseGrant{last: last}, nil
+	return &g, nil
 }
 
 // runOnThread runs req, of a thread a client named, where the thread's
@@ -342,7 +351,7 @@ func (b *Bridge) runOnThread(ctx context.Context, rt Route, be canonical.Backend
 		}
 		return b.runRemote(ctx, rt, req, nil, anyHost)
 	}
-	last, holder, err := b.leases.acquire(ctx, thread, 0)
+	g, holder, err := b.leases.acquire(ctx, thread, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +366,53 @@ func (b *Bridge) runOnThread(ctx context.Context, rt Route, be canonical.Backend
 		}
 		return b.runLocal(ctx, rt, be, req, false, nil, lease)
 	}
-	return b.runLocal(ctx, rt, be, req, false, nil, &leaseGrant{last: last})
+	return b.runLocal(ctx, rt, be, req, false, nil, &g)
+}
+
+// endOrphanRun appends to thread's replay log a failed end for the run the
+// log leaves unended, when this instance has made the thread's lease entry
+// anew. The run's owner then let its lease expire without ending it: it
+// died (kill -9, a lost machine), and nobody else ends such a run when its
+// client was on the owner too. Without this its readers would wait for an
+// end forever, and the thread's next runs would follow it in the log as if
+// it had ended. An owner only cut off from NATS has lost the lease as
+// well (its runs end failed there), and the end appended here fences
+// what it would still write (logchain.go). A run of the thread running
+// here is not an orphan; only the run of the log's last event is looked
+// at.
+func (b *Bridge) endOrphanRun(ctx context.Context, thread string) {
+	m, err := b.fabric.lastThreadMsg(ctx, thread)
+	if err != nil || m == nil {
+		return // recoverSeq, next, reads it again and fails the run
+	}
+	evs, err := DecodeEvents(m.Data)
+	if err != nil || len(evs) == 0 {
+		return
+	}
+	tail := evs[len(evs)-1]
+	if _, ended := canonical.TerminalOf(tail); ended {
+		return
+	}
+	run := tail.GetRunId()
+	b.mu.Lock()
+	_, here := b.runs[run]
+	b.mu.Unlock()
+	if here {
+		return
+	}
+	g, err := b.fabric.runGuard(ctx, thread, run)
+	if err == nil {
+		ended := g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner's lease of the thread expired before the run ended (the owner stopped)"))
+		_, err = b.fabric.AppendEnd(ctx, thread, run, func(last uint64) []*canonical.Event {
+			return stampEnd(ended, thread, run, last, b.now())
+		})
+	}
+	switch {
+	case err == nil:
+		b.log.Warn("run left unended by an instance gone: failed end appended to the replay log", "thread", thread, "run", run)
+	case !errors.Is(err, errRunEnded):
+		b.log.Warn("run left unended by an instance gone: its end could not be appended", "thread", thread, "run", run, "err", err)
+	}
 }
 
 // placementFailed reports whether a run placed on another instance was not

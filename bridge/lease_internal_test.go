@@ -29,14 +29,16 @@ func testLeases(t *testing.T) (a, b *leases, lost chan string) {
 	return mk("a"), mk("b"), lost
 }
 
-// Shares of one instance need one entry; another instance gets the holder
-// until the last share is released, then the last seq it left.
+// Shares of one instance need one entry, made anew by the first; another
+// instance gets the holder until the last share is released, then the last
+// seq it left, in the entry it left.
 func TestLeaseSharesAndHandover(t *testing.T) {
 	a, b, _ := testLeases(t)
 	ctx := context.Background()
-	for range 2 {
-		if _, holder, err := a.acquire(ctx, "th", 0); err != nil || holder != "" {
-			t.Fatalf("a: %q %v", holder, err)
+	for i := range 2 {
+		g, holder, err := a.acquire(ctx, "th", 0)
+		if err != nil || holder != "" || g.created != (i == 0) {
+			t.Fatalf("a's share %d: %+v %q %v", i, g, holder, err)
 		}
 	}
 	if _, holder, err := b.acquire(ctx, "th", 0); err != nil || holder != "a" {
@@ -48,9 +50,9 @@ func TestLeaseSharesAndHandover(t *testing.T) {
 	}
 	a.release("th", 9)
 	a.frees.Wait() // the entry is freed in the background
-	last, holder, err := b.acquire(ctx, "th", 0)
-	if err != nil || holder != "" || last != 9 {
-		t.Fatalf("b after a's last share: last %d, holder %q, %v", last, holder, err)
+	g, holder, err := b.acquire(ctx, "th", 0)
+	if err != nil || holder != "" || g != (leaseGrant{last: 9}) {
+		t.Fatalf("b after a's last share: %+v, holder %q, %v", g, holder, err)
 	}
 	if len(a.held) != 0 || len(b.held) != 1 {
 		t.Fatalf("held: a %d, b %d", len(a.held), len(b.held))
@@ -75,9 +77,9 @@ func TestLeaseRenewLostEvict(t *testing.T) {
 		t.Fatalf("evicting another holder freed a's lease: holder %q", h)
 	}
 	b.evict(ctx, "th", "a", 12)
-	last, holder, err := b.acquire(ctx, "th", 0)
-	if err != nil || holder != "" || last != 12 {
-		t.Fatalf("b after a's eviction: last %d, holder %q, %v", last, holder, err)
+	g, holder, err := b.acquire(ctx, "th", 0)
+	if err != nil || holder != "" || g != (leaseGrant{last: 12}) {
+		t.Fatalf("b after a's eviction: %+v, holder %q, %v", g, holder, err)
 	}
 	a.renew(time.Now().Add(2 * time.Hour))
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -83,6 +84,37 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 		}
 	}
 	return nil, fmt.Errorf("thread %q: appends kept racing (%d attempts)", thread, appendAttempts)
+}
+
+// runGuard is a guard that has observed run's events as the replay log
+// holds them, read from the run's first message on, at most catchUpEvents
+// at a time: the events that end the run then finish what it left open,
+// however long ago it opened it.
+func (f *Fabric) runGuard(ctx context.Context, thread, run string) (*canonical.Guard, error) {
+	g := &canonical.Guard{}
+	first, err := f.events.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(f.EventSubject(thread, run)))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return g, nil
+	case err != nil:
+		return nil, err
+	}
+	span := logSpan{start: first.Sequence, before: math.MaxUint64, max: catchUpEvents}
+	for {
+		evs, next, err := f.readThreadLog(ctx, thread, span)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if ev.GetRunId() == run {
+				_ = g.Observe(ev) // a rule broken: the guard finishes what it knows
+			}
+		}
+		if len(evs) < span.max {
+			return g, nil
+		}
+		span.start, span.after = next, evs[len(evs)-1].GetSeq()
+	}
 }
 
 // threadEventsBetween reads from the replay log the thread's events with

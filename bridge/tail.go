@@ -305,24 +305,26 @@ func (t *threadTail) expire() {
 		if now.Sub(latest(r.lastSeen, heard)) < t.timeout+t.timeout/2 {
 			continue
 		}
-		delete(t.runs, id)
-		ended := r.guard.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
-		t.wg.Add(1) // watch, which calls expire, is counted: close waits
-		go t.endQuiet(r.id, ended, t.last)
+		delete(t.runs, id) // r is endQuiet's alone now
+		t.wg.Add(1)        // watch, which calls expire, is counted: close waits
+		go t.endQuiet(r, t.last)
 	}
 }
 
-// endQuiet appends ended, the events that end run, to the replay log after
-// the thread's last, unless the log already ends the run; they reach the
-// observers from the log, under the seqs every reader sees, and a later
-// run of the thread numbers after them. The owner, should it be only
-// paused or cut off, then writes nothing more of the thread (its writes
-// expect its own last message, logchain.go), so the log keeps one
-// history. Only when the log cannot be written, or lacks events the tail
-// gave (seen, the tail's last: their seqs are taken), is the run ended
-// here alone, after every seq the tail holds.
-func (t *threadTail) endQuiet(run string, ended []*canonical.Event, seen uint64) {
+// endQuiet appends the events that end r's run to the replay log after
+// the thread's last, unless the log already ends the run. They finish
+// what the run left open as the log holds it (the tail may have opened
+// after the run started), reach the observers from the log, under the
+// seqs every reader sees, and a later run of the thread numbers after
+// them. The owner, should it be only paused or cut off, then writes
+// nothing more of the thread (its writes expect its own last message,
+// logchain.go), so the log keeps one history. Only when the log cannot be
+// written, or lacks events the tail gave (seen, the tail's last: their
+// seqs are taken), is the run ended here alone, after every seq the tail
+// holds.
+func (t *threadTail) endQuiet(r *observedRun, seen uint64) {
 	defer t.wg.Done()
+	run := r.id
 	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
 	defer cancel()
 	go func() {
@@ -332,6 +334,11 @@ func (t *threadTail) endQuiet(run string, ended []*canonical.Event, seen uint64)
 		case <-ctx.Done():
 		}
 	}()
+	g := &r.guard
+	if lg, err := t.b.fabric.runGuard(ctx, t.thread, run); err == nil {
+		g = lg
+	}
+	ended := g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
 	_, err := t.b.fabric.AppendEnd(ctx, t.thread, run, func(last uint64) []*canonical.Event {
 		if last < seen {
 			return nil

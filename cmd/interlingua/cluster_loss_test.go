@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -214,4 +215,47 @@ func TestClusterAgentOwnerKilled(t *testing.T) {
 		t.Fatalf("failed frame %s does not say why", f)
 	}
 	t.Logf("failed lifecycle %s after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// The owner of a run is its client's instance too and is killed: nobody is
+// left to end the run. The instance that next takes the thread's lease,
+// made anew after the dead owner's expired, appends the run's failed end
+// (finishing the message and block it left open) before its own run: a
+// replay reads the killed run to an end, then the next run after it.
+func TestClusterOwnerAndClientKilledRunEnded(t *testing.T) {
+	bin, n, a, b := clientAndOwner(t)
+	r := openStream(t, "POST", b.base+"/v1/runs", `{"target":"stream","threadId":"t-orphan","parameters":{"deltas":1000,"delay_ms":5},"inputs":[]}`)
+	for range 20 {
+		if _, ok := r.next(); !ok {
+			t.Fatal("stream ended early")
+		}
+	}
+	b.kill9()
+	startDaemon(t, bin, n.URL()) // another instance hosting the backend
+	time.Sleep(3 * time.Second)  // the dead owner's lease expires (its TTL: 3 s)
+	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-orphan","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
+	if st, _ := canonical.TerminalOf(next[len(next)-1]); st != canonical.StatusCompleted {
+		t.Fatalf("the thread's next run ended %v", next[len(next)-1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.base+"/v1/threads/t-orphan/events?since=0", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	replay := &eventReader{t: t, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
+	killed := replay.untilTerminal() // a stream cut at 30 s fails here
+	strictlyIncreasing(t, "replay", killed)
+	end := killed[len(killed)-1]
+	if lc := end.GetLifecycle(); end.GetRunId() == next[0].GetRunId() || lc.GetStatus() != canonical.StatusFailed || canonical.Code(lc.GetError().GetCode()) != canonical.CodeUnavailable {
+		t.Fatalf("the replay's first end is %v, want the killed run's failed/unavailable", end)
+	}
+	if err := canonical.Validate(killed); err != nil {
+		t.Fatalf("the killed run as the log ends it: %v", err)
+	}
+	if first := next[0].GetSeq(); first != end.GetSeq()+1 {
+		t.Fatalf("the next run starts at seq %d, the killed run's end is at %d", first, end.GetSeq())
+	}
 }

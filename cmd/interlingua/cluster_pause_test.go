@@ -62,8 +62,10 @@ func TestClusterPausedOwnerWritesNoSecondHistory(t *testing.T) {
 func TestClusterPausedOwnerObserverEndIsTheLogs(t *testing.T) {
 	_, _, a, b := clientAndOwner(t, "--set", "nats.heartbeat=500ms")
 	r := openStream(t, "POST", b.base+"/v1/runs", `{"target":"stream","threadId":"t-quiet","parameters":{"deltas":400,"delay_ms":20},"inputs":[]}`)
-	if _, ok := r.next(); !ok {
-		t.Fatal("no first event")
+	for range 30 { // the observer comes after the run's message and block started
+		if _, ok := r.next(); !ok {
+			t.Fatal("the run's stream ended early")
+		}
 	}
 	obs := openStream(t, "GET", a.base+"/v1/threads/t-quiet/events", "")
 	if _, ok := obs.next(); !ok {
@@ -89,13 +91,20 @@ func TestClusterPausedOwnerObserverEndIsTheLogs(t *testing.T) {
 		t.Fatalf("the thread's next run ended %v", next[len(next)-1])
 	}
 	all := replayAll(t, a.base, "t-quiet", 2)
+	var paused []*canonical.Event
 	for i, ev := range all {
+		if ev.GetRunId() == end.GetRunId() {
+			paused = append(paused, ev)
+		}
 		if i > 0 && ev.GetSeq() != all[i-1].GetSeq()+1 {
 			t.Fatalf("replay: seq %d after %d", ev.GetSeq(), all[i-1].GetSeq())
 		}
 		if ev.GetSeq() == end.GetSeq() && (ev.GetRunId() != end.GetRunId() || ev.GetLifecycle().GetStatus() != canonical.StatusFailed) {
 			t.Fatalf("the log's seq %d is %v, the observer's end %v", ev.GetSeq(), ev, end)
 		}
+	}
+	if err := canonical.Validate(paused); err != nil {
+		t.Fatalf("the paused run as the log ends it: %v", err)
 	}
 	if got := all[len(all)-1].GetRunId(); got != next[0].GetRunId() {
 		t.Fatalf("the replay's second end is run %s's, want the next run's %s", got, next[0].GetRunId())
