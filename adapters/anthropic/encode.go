@@ -44,6 +44,7 @@ type encoder struct {
 
 	stopReason, stopSeq string
 	use                 canonical.Usage
+	startUse            *canonical.Usage // the first message's, at its start
 
 	// deltas are the content_block_delta events the encoder writes, reused:
 	// a sink is done with an event when event returns, and a pointer in an
@@ -75,7 +76,7 @@ func (e *encoder) begin() error {
 		e.id = "msg_" + e.run
 	}
 	return e.out.event("message_start", messageStartEvent{Type: "message_start", Message: message{
-		ID: e.id, Type: "message", Role: "assistant", Model: e.model, Content: []any{},
+		ID: e.id, Type: "message", Role: "assistant", Model: e.model, Content: []any{}, Usage: wireUsage(e.startUse),
 	}})
 }
 
@@ -90,9 +91,13 @@ func (e *encoder) event(ev *canonical.Event) (done bool, fail *canonical.Error, 
 	}
 	switch k := ev.GetKind().(type) {
 	case *canonical.KindMessageStart:
-		if id := k.MessageStart.GetMessageId(); e.id == "" && !e.started && strings.HasPrefix(id, "msg_") {
+		if e.started {
+			break
+		}
+		if id := k.MessageStart.GetMessageId(); e.id == "" && strings.HasPrefix(id, "msg_") {
 			e.id = id
 		}
+		e.startUse = k.MessageStart.GetUsage()
 	case *canonical.KindBlockStart:
 		err = e.startBlock(k.BlockStart, ev.GetExtensions())
 	case *canonical.KindBlockDelta:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -165,6 +166,9 @@ func (d *streamDecoder) messageStart(ev *streamEvent, out []*canonical.Event) []
 	out = d.b.StartMessage(out, id, "assistant")
 	ms := out[len(out)-1].GetMessageStart()
 	ms.Metadata = map[string]*structpb.Value{"provider": structpb.NewStringValue("anthropic"), "model": structpb.NewStringValue(model)}
+	if ev.Message != nil && ev.Message.Usage != nil {
+		ms.Usage = proto.CloneOf(&d.use)
+	}
 	return out
 }
 

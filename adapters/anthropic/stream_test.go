@@ -47,6 +47,9 @@ func render(evs []*canonical.Event) string {
 			}
 		case *canonical.KindMessageStart:
 			fmt.Fprintf(&sb, "message_start %s %s %v", k.MessageStart.GetMessageId(), k.MessageStart.GetRole(), (&structpb.Struct{Fields: k.MessageStart.GetMetadata()}).AsMap())
+			if u := k.MessageStart.GetUsage(); u != nil {
+				fmt.Fprintf(&sb, " in=%d out=%d cache_read=%d cache_creation=%d", u.GetInputTokens(), u.GetOutputTokens(), u.GetCacheReadTokens(), u.GetCacheCreationTokens())
+			}
 		case *canonical.KindBlockStart:
 			b := k.BlockStart
 			fmt.Fprintf(&sb, "block_start %d %s id=%q name=%q", b.GetIndex(), b.GetType(), b.GetId(), b.GetName())
@@ -206,7 +209,7 @@ func TestStreamEventReused(t *testing.T) {
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":3}}\n\n" +
 			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")})
 		want := `lifecycle RUN_STATUS_RUNNING
-message_start msg_1 assistant map[model:m provider:anthropic]
+message_start msg_1 assistant map[model:m provider:anthropic] in=1 out=1 cache_read=0 cache_creation=0
 block_start 0 BLOCK_TYPE_TEXT id="" name=""
 delta 0 "a"
 block_finish 0

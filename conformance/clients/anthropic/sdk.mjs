@@ -10,19 +10,22 @@ const bearer = new Anthropic({ baseURL, apiKey: null, authToken: key, maxRetries
 const user = (text) => [{ role: 'user', content: text }];
 
 // streamed runs messages.stream and records the event types, the
-// text, thinking and input_json fragments, and the final message.
+// text, thinking and input_json fragments, the usage message_start
+// gave (what a client shows before the answer), and the final message.
 async function streamed(c, params) {
   const stream = c.messages.stream(params);
   const events = [];
   const partialJSON = [];
   let text = '';
+  let startUsage = null;
   stream.on('text', (t) => { text += t; });
   stream.on('streamEvent', (ev) => {
     events.push(ev.type + (ev.delta?.type ? ':' + ev.delta.type : '') + (ev.content_block ? ':' + ev.content_block.type : ''));
     if (ev.delta?.type === 'input_json_delta') partialJSON.push(ev.delta.partial_json);
+    if (ev.type === 'message_start') startUsage = { ...ev.message.usage };
   });
   const final = await stream.finalMessage();
-  return { events, text, partialJSON, final: strip(final) };
+  return { events, text, partialJSON, startUsage, final: strip(final) };
 }
 
 // strip drops the ids that change per run.

@@ -1456,7 +1456,11 @@ type MessageStart struct {
 	MessageId string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	Role      string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	// Metadata holds scalar facts (provider, model, model version).
-	Metadata      map[string]*structpb.Value `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]*structpb.Value `protobuf:"bytes,3,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Usage is what is counted when the message starts, when the backend
+	// says (Anthropic's message_start: the prompt's input tokens); the
+	// message's finish carries the totals.
+	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1508,6 +1512,13 @@ func (x *MessageStart) GetRole() string {
 func (x *MessageStart) GetMetadata() map[string]*structpb.Value {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *MessageStart) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -2476,12 +2487,13 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12)\n" +
 	"\x10reasoning_tokens\x18\x04 \x01(\x03R\x0freasoningTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\x05 \x01(\x03R\x0fcacheReadTokens\x122\n" +
-	"\x15cache_creation_tokens\x18\x06 \x01(\x03R\x13cacheCreationTokens\"\xde\x01\n" +
+	"\x15cache_creation_tokens\x18\x06 \x01(\x03R\x13cacheCreationTokens\"\x8b\x02\n" +
 	"\fMessageStart\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12F\n" +
-	"\bmetadata\x18\x03 \x03(\v2*.interlingua.v1.MessageStart.MetadataEntryR\bmetadata\x1aS\n" +
+	"\bmetadata\x18\x03 \x03(\v2*.interlingua.v1.MessageStart.MetadataEntryR\bmetadata\x12+\n" +
+	"\x05usage\x18\x04 \x01(\v2\x15.interlingua.v1.UsageR\x05usage\x1aS\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\x7f\n" +
@@ -2659,27 +2671,28 @@ var file_interlingua_v1_canonical_proto_depIdxs = []int32{
 	10, // 33: interlingua.v1.Lifecycle.error:type_name -> interlingua.v1.Error
 	11, // 34: interlingua.v1.Lifecycle.cause:type_name -> interlingua.v1.Cause
 	36, // 35: interlingua.v1.MessageStart.metadata:type_name -> interlingua.v1.MessageStart.MetadataEntry
-	1,  // 36: interlingua.v1.MessageFinish.finish_reason:type_name -> interlingua.v1.FinishReason
-	13, // 37: interlingua.v1.MessageFinish.usage:type_name -> interlingua.v1.Usage
-	2,  // 38: interlingua.v1.BlockStart.type:type_name -> interlingua.v1.BlockType
-	38, // 39: interlingua.v1.ToolStarted.input:type_name -> google.protobuf.Value
-	38, // 40: interlingua.v1.ToolFinished.output:type_name -> google.protobuf.Value
-	10, // 41: interlingua.v1.ToolFailed.error:type_name -> interlingua.v1.Error
-	38, // 42: interlingua.v1.InputRequested.payload:type_name -> google.protobuf.Value
-	38, // 43: interlingua.v1.StateSnapshot.values:type_name -> google.protobuf.Value
-	38, // 44: interlingua.v1.StateUpdate.values:type_name -> google.protobuf.Value
-	38, // 45: interlingua.v1.Task.payload:type_name -> google.protobuf.Value
-	38, // 46: interlingua.v1.Custom.payload:type_name -> google.protobuf.Value
-	38, // 47: interlingua.v1.Request.ParametersEntry.value:type_name -> google.protobuf.Value
-	38, // 48: interlingua.v1.Request.ResumeEntry.value:type_name -> google.protobuf.Value
-	38, // 49: interlingua.v1.Request.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	38, // 50: interlingua.v1.Event.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	38, // 51: interlingua.v1.MessageStart.MetadataEntry.value:type_name -> google.protobuf.Value
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	13, // 36: interlingua.v1.MessageStart.usage:type_name -> interlingua.v1.Usage
+	1,  // 37: interlingua.v1.MessageFinish.finish_reason:type_name -> interlingua.v1.FinishReason
+	13, // 38: interlingua.v1.MessageFinish.usage:type_name -> interlingua.v1.Usage
+	2,  // 39: interlingua.v1.BlockStart.type:type_name -> interlingua.v1.BlockType
+	38, // 40: interlingua.v1.ToolStarted.input:type_name -> google.protobuf.Value
+	38, // 41: interlingua.v1.ToolFinished.output:type_name -> google.protobuf.Value
+	10, // 42: interlingua.v1.ToolFailed.error:type_name -> interlingua.v1.Error
+	38, // 43: interlingua.v1.InputRequested.payload:type_name -> google.protobuf.Value
+	38, // 44: interlingua.v1.StateSnapshot.values:type_name -> google.protobuf.Value
+	38, // 45: interlingua.v1.StateUpdate.values:type_name -> google.protobuf.Value
+	38, // 46: interlingua.v1.Task.payload:type_name -> google.protobuf.Value
+	38, // 47: interlingua.v1.Custom.payload:type_name -> google.protobuf.Value
+	38, // 48: interlingua.v1.Request.ParametersEntry.value:type_name -> google.protobuf.Value
+	38, // 49: interlingua.v1.Request.ResumeEntry.value:type_name -> google.protobuf.Value
+	38, // 50: interlingua.v1.Request.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	38, // 51: interlingua.v1.Event.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	38, // 52: interlingua.v1.MessageStart.MetadataEntry.value:type_name -> google.protobuf.Value
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_interlingua_v1_canonical_proto_init() }
