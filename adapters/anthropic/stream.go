@@ -113,6 +113,14 @@ func (d *streamDecoder) Fail(out []*canonical.Event, err error) []*canonical.Eve
 	return d.b.End(out, canonical.StatusFailed, canonical.AsError(err))
 }
 
+// eventJSON reads an upstream's events as servers write them, as the
+// OpenAI backend reads its chunks: invalid UTF-8, and a lone surrogate
+// escape (Python's json.dumps writes one for whatever a str holds, and
+// gateways in Python serve this API too), kept as U+FFFD rather than
+// failing the run; a repeated member allowed, the last taken, as Python's
+// json takes it. Joined once, not per event.
+var eventJSON = json.JoinOptions(json.AllowInvalidUTF8(true), json.AllowDuplicateNames(true))
+
 // event decodes one SSE event's data.
 func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical.Event, *canonical.Error) {
 	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
@@ -121,7 +129,7 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 	d.index = -1
 	d.ev = streamEvent{Index: &d.index}
 	ev := &d.ev
-	if err := json.Unmarshal(data, ev); err != nil {
+	if err := json.Unmarshal(data, ev, eventJSON); err != nil {
 		return out, canonical.Errorf(canonical.CodeInternal, "anthropic backend: malformed event from the upstream: %v", err)
 	}
 	switch ev.Type {

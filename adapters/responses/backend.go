@@ -175,7 +175,7 @@ func (b *Backend) httpError(resp *http.Response) *canonical.Error {
 // object decodes a whole JSON response (a server that does not stream).
 func (d *streamDecoder) object(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	var r upResponse
-	if err := json.Unmarshal(data, &r, json.AllowDuplicateNames(true)); err != nil {
+	if err := json.Unmarshal(data, &r, upstreamJSON); err != nil {
 		return out, canonical.Errorf(canonical.CodeInternal, "responses backend: the upstream's response is not valid JSON: %s", jsonErrorText(err))
 	}
 	if r.Status == "failed" || r.Status == "cancelled" {

@@ -135,6 +135,13 @@ type upResponse struct {
 	Usage             *usage             `json:"usage"`
 }
 
+// upstreamJSON reads what an upstream writes as the SDKs' JSON.parse
+// reads it: the last of duplicate members wins (servers differ in what
+// they repeat), and invalid UTF-8 or a lone surrogate escape (Python's
+// json.dumps writes one for whatever a str holds) is U+FFFD, not a failed
+// run. Joined once, not per event.
+var upstreamJSON = json.JoinOptions(json.AllowDuplicateNames(true), json.AllowInvalidUTF8(true))
+
 // event decodes one event's data.
 func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical.Event, error) {
 	if len(data) == 0 || string(data) == "[DONE]" {
@@ -142,9 +149,7 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 	}
 	d.ev = upEvent{}
 	ev := &d.ev
-	// Servers differ in what they repeat; the last of duplicate members
-	// wins, as the SDKs' JSON.parse does.
-	if err := json.Unmarshal(data, ev, json.AllowDuplicateNames(true)); err != nil {
+	if err := json.Unmarshal(data, ev, upstreamJSON); err != nil {
 		// An event of a type read for its type alone (a newer server's,
 		// unknown ones are ignored) is not refused for members of other
 		// shapes than the union's.
@@ -152,7 +157,7 @@ func (d *streamDecoder) event(data []byte, out []*canonical.Event) ([]*canonical
 			Type           string `json:"type"`
 			SequenceNumber *int64 `json:"sequence_number"`
 		}
-		if json.Unmarshal(data, &head, json.AllowDuplicateNames(true)) != nil || eventHandlers[head.Type] != nil {
+		if json.Unmarshal(data, &head, upstreamJSON) != nil || eventHandlers[head.Type] != nil {
 			return out, canonical.Errorf(canonical.CodeInternal, "responses backend: an upstream event is not valid JSON: %s", jsonErrorText(err))
 		}
 		d.ev = upEvent{Type: head.Type, SequenceNumber: head.SequenceNumber}
