@@ -325,7 +325,8 @@ func (t *threadTail) expire() {
 func (t *threadTail) endQuiet(r *observedRun, seen uint64) {
 	defer t.wg.Done()
 	run := r.id
-	ctx, cancel := context.WithTimeout(context.Background(), t.timeout)
+	// A timeout for reading the run, one for appending its end.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*t.timeout)
 	defer cancel()
 	go func() {
 		select {
@@ -335,9 +336,11 @@ func (t *threadTail) endQuiet(r *observedRun, seen uint64) {
 		}
 	}()
 	g := &r.guard
-	if lg, err := t.b.fabric.runGuard(ctx, t.thread, run); err == nil {
+	rctx, rcancel := context.WithTimeout(ctx, t.timeout)
+	if lg, err := t.b.fabric.runGuard(rctx, t.thread, run); err == nil {
 		g = lg
 	}
+	rcancel()
 	ended := g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
 	_, err := t.b.fabric.AppendEnd(ctx, t.thread, run, func(last uint64) []*canonical.Event {
 		if last < seen {
