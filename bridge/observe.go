@@ -50,10 +50,34 @@ func (b *Bridge) observe(ctx context.Context, threadID string, since uint64, rel
 	if err != nil {
 		return nil, err
 	}
+	if err := b.checkGone(ctx, t, since); err != nil {
+		b.detachTail(t)
+		return nil, err
+	}
 	o := &observer{ctx: ctx, tail: t, wake: make(chan struct{}, 1), done: make(chan struct{}), release: release}
 	o.r = t.attach(since, o.notify)
 	o.stopOnCancel = context.AfterFunc(ctx, o.shut)
 	return o, nil
+}
+
+// checkGone refuses a replay after since of a thread whose events after
+// since the replay log has let go of all of (its last seq, kept in the
+// thread's floor, is past since, and the log holds none of its events): a
+// reader behind the events the log holds learns so from the first it
+// reads (tail.go hole), but here there is none to read until the thread's
+// next run.
+func (b *Bridge) checkGone(ctx context.Context, t *threadTail, since uint64) error {
+	if since == 0 || !t.empty() {
+		return nil
+	}
+	floor, err := b.fabric.floors.read(ctx, t.thread)
+	switch {
+	case err != nil:
+		return natsFailure(b.log.With("thread", t.thread), canonical.CodeUnavailable, "the thread's last seq could not be read", err)
+	case floor > since:
+		return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes), nor any later", since+1, floor)
+	}
+	return nil
 }
 
 // replayLogError is the error for a consumer the replay log would not

@@ -1,9 +1,13 @@
 package bridge_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,6 +83,18 @@ func TestSeqOutlivesTheReplayLog(t *testing.T) {
 		t.Fatal("the thread's events are still in the log")
 	}
 
+	// A replay after a seq the log no longer reaches is refused at once,
+	// naming the events gone; one after the thread's last waits for more.
+	for since, want := range map[uint64]string{
+		1:    `{"code":"out_of_range","message":"the replay log no longer holds the thread's events 2 to ` + strconv.FormatUint(last, 10) + ` (nats.replay_max_age, nats.replay_max_bytes), nor any later"}` + "\n",
+		last: "",
+	} {
+		status, got := observeHead(t, b.URL, "aged%20thread", since)
+		if wantStatus := map[bool]int{true: 400, false: 200}[want != ""]; status != wantStatus || got != want {
+			t.Fatalf("replay after %d: %d %q, want %d %q", since, status, got, wantStatus, want)
+		}
+	}
+
 	evs, code := bridgetest.PostRun(t, b.URL, body)
 	if code != 200 || len(evs) == 0 {
 		t.Fatalf("run on b: status %d, %d events", code, len(evs))
@@ -107,4 +123,24 @@ func replayStream(t *testing.T, url string) (jetstream.JetStream, jetstream.Stre
 		t.Fatal(err)
 	}
 	return js, stream
+}
+
+// observeHead opens a native replay of thread after since on base and
+// returns its status and, for a refusal, its body (a stream's is left
+// unread: it waits for events).
+func observeHead(t *testing.T, base, thread string, since uint64) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/threads/"+thread+"/events?since="+strconv.FormatUint(since, 10), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == 200 {
+		return 200, ""
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -405,6 +405,14 @@ func (w *window) push(ev *canonical.Event, size, maxBytes int) {
 // slice is n events from the i-th held.
 func (w *window) slice(i, n int) []*canonical.Event { return w.evs[w.head+i : w.head+i+n] }
 
+// empty reports whether the tail holds no event: the replay log had none
+// of the thread when it opened, and none came since.
+func (t *threadTail) empty() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last == 0
+}
+
 // attach registers a reader of the events after since.
 func (t *threadTail) attach(since uint64, notify func()) *tailReader {
 	r := &tailReader{next: since + 1, since: since, notify: notify}

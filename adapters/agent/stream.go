@@ -71,7 +71,14 @@ type tailReader struct {
 // openTail opens a reader of the thread's events after seq since.
 func (f *Frontend) openTail(ctx context.Context, thread string, since uint64, notify func()) (*tailReader, error) {
 	t := &tailReader{f: f, ctx: ctx, thread: thread, notify: notify, at: since}
-	if err := t.open(since); err != nil {
+	err := t.open(since)
+	if canonical.CodeOf(err) == canonical.CodeOutOfRange {
+		// The log holds none of the events after since: the reader
+		// starts from the oldest to come, and says so (readOnce).
+		t.lapsed = true
+		err = t.open(0)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return t, nil

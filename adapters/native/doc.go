@@ -19,7 +19,10 @@
 //
 // Errors before the first event are a JSON body {"code","message"} with the
 // HTTP status of the code (errors.go); after it, the stream carries them as
-// the run's terminal lifecycle event. Limits: request body (MaxRequestBytes,
+// the run's terminal lifecycle event, and a thread's event stream that
+// fails (a replay reaching events the log has let go of, a log that
+// cannot be read) ends with an error event (an Event whose error names
+// the code and why). Limits: request body (MaxRequestBytes,
 // default 4 MiB); a client that does not take an event within the server's
 // write_timeout (default 30s) is cut off as a slow consumer and its run
 // cancelled (bridge/writedeadline.go).

@@ -81,7 +81,7 @@ func (f *Frontend) serveObserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
-	f.writeStream(w, stream)
+	f.writeStream(w, stream, r.PathValue("thread"))
 }
 
 var marshal = protojson.MarshalOptions{}
@@ -115,14 +115,17 @@ func (f *Frontend) serveRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
-	f.writeStream(w, stream)
+	f.writeStream(w, stream, req.GetThreadId())
 }
 
 // writeStream writes events as NDJSON lines until the stream ends or the
 // client leaves. A line is flushed once the run has no more events at hand
 // (canonical.Buffered): a burst is one write, and no event waits for a
-// later one.
-func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
+// later one. A stream that fails after the headers (a replay that reaches
+// events the log has let go of, a log that cannot be read) ends with an
+// error event of thread naming why, so that its client tells it from a
+// stream the server closed.
+func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream, thread string) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -134,8 +137,12 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 	var line []byte
 	for {
 		ev, err := stream.Recv()
-		if err != nil {
-			return // io.EOF after the terminal event; the server flushes what is written
+		if errors.Is(err, io.EOF) {
+			return // after the terminal event; the server flushes what is written
+		}
+		failed := err != nil
+		if failed {
+			ev = &canonical.Event{ThreadId: thread, Kind: &canonical.KindError{Error: canonical.AsError(err).Proto()}}
 		}
 		line, err = marshal.MarshalAppend(line[:0], ev)
 		if err != nil {
@@ -146,7 +153,8 @@ func (f *Frontend) writeStream(w http.ResponseWriter, stream canonical.Stream) {
 		// A client that stops reading is cut off by the server's
 		// write_timeout (bridge/writedeadline.go), one mechanism for
 		// every path: the write fails and the deferred Close cancels the run.
-		if _, err := w.Write(line); err != nil {
+		if _, err := w.Write(line); err != nil || failed {
+			_ = rc.Flush()
 			return
 		}
 		if ready != nil && ready.Buffered() > 0 {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/adapters/native"
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -19,8 +23,25 @@ func (q quietObserver) Observe(ctx context.Context, thread string, _ uint64) (ca
 	if thread == "full" {
 		return nil, canonical.Errorf(canonical.CodeResourceExhausted, "API key %q has %d observers open (max_observers)", "a", 2)
 	}
+	if thread == "gap" {
+		return &gapStream{}, nil
+	}
 	return &quietStream{ctx: ctx, closed: q.closed}, nil
 }
+
+// gapStream gives one event, then fails as a replay that reached events
+// the log has let go of.
+type gapStream struct{ sent bool }
+
+func (s *gapStream) Recv() (*canonical.Event, error) {
+	if !s.sent {
+		s.sent = true
+		return &canonical.Event{ThreadId: "gap", RunId: "r", Seq: 3, Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusRunning}}}, nil
+	}
+	return nil, canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events 4 to 16")
+}
+
+func (s *gapStream) Close() error { return nil }
 
 type quietStream struct {
 	ctx    context.Context
@@ -76,3 +97,31 @@ func TestObserveRefusedWhenExhausted(t *testing.T) {
 }
 
 func (quietObserver) LastSeq(context.Context, string) (uint64, error) { return 0, nil }
+
+// A replay that fails after its headers ends with an error event naming
+// why, after the events before it: the client tells it from a stream the
+// server closed.
+func TestObserveFailureEndsWithErrorEvent(t *testing.T) {
+	srv := server(t, native.Config{Observer: quietObserver{}})
+	resp, err := http.Get(srv.URL + "/v1/threads/gap/events?since=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// protojson varies its spaces per build: the lines compare as events.
+	want := []*canonical.Event{
+		{ThreadId: "gap", RunId: "r", Seq: 3, Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusRunning}}},
+		{ThreadId: "gap", Kind: &canonical.KindError{Error: &canonical.ErrorProto{Code: uint32(canonical.CodeOutOfRange), Message: "the replay log no longer holds the thread's events 4 to 16"}}},
+	}
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	if resp.StatusCode != 200 || len(lines) != len(want) {
+		t.Fatalf("got %d\n%s\nwant 200 and %d lines", resp.StatusCode, body, len(want))
+	}
+	for i, line := range lines {
+		got := &canonical.Event{}
+		if err := protojson.Unmarshal([]byte(line), got); err != nil || !proto.Equal(got, want[i]) {
+			t.Fatalf("line %d: %s (%v), want %v", i, line, err, want[i])
+		}
+	}
+}
