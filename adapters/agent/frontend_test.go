@@ -748,6 +748,11 @@ func TestWebSocketReconnectMissedEvents(t *testing.T) {
 	if m := w2.response(3); m["error"] != "no_such_run" {
 		t.Fatalf("unknown run: %v", m)
 	}
+	// Naming no subscription restores none: the client must subscribe.
+	w2.send(map[string]any{"id": 4, "method": "subscription.reconnect", "params": map[string]any{"run_id": run, "last_event_id": "5"}})
+	if m := w2.response(4); m["type"] != "success" || m["result"].(map[string]any)["restored"] != false {
+		t.Fatalf("reconnect without subscriptions: %v", m)
+	}
 }
 
 // TestWebSocketReconnectKeepsOthersSubscriptions: a reconnect in the

@@ -83,12 +83,13 @@ func (cn *wsConn) reconnect(cmd *command) {
 }
 
 // restoreSubs moves the subscriptions ids names to this connection, as
-// far as they are kept; restored is false when one is not. Called with
-// cn.mu held.
+// far as they are kept; restored is false when one is not, or none is
+// named (nothing is subscribed then: the client must subscribe again).
+// Called with cn.mu held.
 func (cn *wsConn) restoreSubs(ids []string) (restored bool, flts []*filter) {
 	f := cn.f
 	now := f.cfg.Now()
-	restored = true
+	restored = len(ids) > 0
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, id := range ids {
