@@ -2,6 +2,7 @@ package agent
 
 import (
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +57,50 @@ func TestReaderEncodedEndFramesOwnSeqs(t *testing.T) {
 	}
 	if errSeq == 0 || errSeq != finish || failSeq != evs[len(evs)-1].GetSeq() {
 		t.Fatalf("error frame at %d (message finish %d), failed at %d (end %d)", errSeq, finish, failSeq, evs[len(evs)-1].GetSeq())
+	}
+}
+
+// A reader that sees only the bridge-made end of a run the runtime
+// encoded (its block's start was the runtime's frame) makes no frame of
+// the block's finish: the next frame says which seq came before it
+// (prev_seq), as the runtime's frames do, so a reader of every event
+// tells the skip from a loss.
+func TestReaderEncodedEndSaysWhatItSkipped(t *testing.T) {
+	b := canonical.NewBuilder()
+	evs := b.Lifecycle(nil, canonical.StatusRunning)
+	evs = b.StartMessage(evs, "m1", "assistant")
+	evs = b.Text(evs, "partial")
+	var g canonical.Guard
+	for _, ev := range evs {
+		if e := g.Observe(ev); e != nil {
+			t.Fatal(e)
+		}
+	}
+	ran := len(evs)
+	evs = g.End(evs, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for 3s"))
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+	}
+	tr := &tailReader{f: &Frontend{cfg: Config{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}}}
+	var recs []record
+	for _, ev := range evs[ran:] { // the runtime framed the rest
+		recs = tr.encode(ev, recs)
+	}
+	if len(recs) == 0 {
+		t.Fatal("no frame")
+	}
+	seen := map[uint64]bool{}
+	for _, r := range recs {
+		seen[r.seq] = true
+	}
+	skipped := 0
+	for _, ev := range evs[ran:] {
+		if ev.GetSeq() < recs[0].seq && !seen[ev.GetSeq()] {
+			skipped++
+		}
+	}
+	want := `"prev_seq":` + strconv.Itoa(ran)
+	if skipped == 0 || !strings.Contains(string(recs[0].frame), want) {
+		t.Fatalf("%d events before the first frame made none; first frame %s, want %s", skipped, recs[0].frame, want)
 	}
 }

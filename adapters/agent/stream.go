@@ -66,6 +66,10 @@ type tailReader struct {
 	// makes with the event after it: the frame takes held's seq, so that
 	// no two frames share one (runtimeRun.add holds it so too).
 	held *canonical.Event
+	// unframed counts the events right before the next that enc made no
+	// frame of (a block's finish whose start the runtime encoded): that
+	// frame says which seq came before it, as the runtime's frames do.
+	unframed int
 }
 
 // openTail opens a reader of the thread's events after seq since.
@@ -152,6 +156,7 @@ func (t *tailReader) readOnce(match func(*record) bool, out []record) (_ []recor
 		n := len(out)
 		if _, ok := ev.GetExtensions()[wireExt]; ok {
 			out = wireRecords(ev, out)
+			t.unframed = 0 // the runtime's frames say their own prev_seq
 		} else {
 			out = t.encode(ev, out)
 		}
@@ -177,9 +182,20 @@ func (t *tailReader) encode(ev *canonical.Event, out []record) []record {
 	ws, err := t.enc.Encode(ev, t.wire[:0])
 	if err != nil {
 		t.f.cfg.Logger.Warn("an event of the thread could not be encoded", "thread", t.thread, "seq", ev.GetSeq(), "err", err)
+		t.unframed++
 		return out
 	}
 	t.wire = ws
+	if len(ws) == 0 {
+		if t.enc.pendingErr == nil || t.held != nil {
+			t.unframed++ // not held: no frame will take its seq
+		}
+	} else if t.unframed > 0 {
+		if ws[0].skip == 0 {
+			ws[0].skip = t.unframed
+		}
+		t.unframed = 0
+	}
 	if held := t.held; held != nil && len(ws) > 0 {
 		t.held = nil
 		out = append(out, encodedRecord(held, &ws[0]))
