@@ -432,6 +432,29 @@ func TestReplayGap(t *testing.T) {
 	}
 }
 
+// TestReplayGapOfAThreadAgedOut: a subscriber after a seq of a thread the
+// replay log holds nothing of any more (another thread's events pushed it
+// out) waits, and when the thread's next run comes gets the missed-events
+// report, then that run: the bridge refuses such a replay (out_of_range)
+// and the reader goes on from the oldest event to come.
+func TestReplayGapOfAThreadAgedOut(t *testing.T) {
+	s := newServer(t, agent.Config{Runner: smallLog(t)})
+	s.runStart(t, "aged", "stream", user("go"), map[string]any{"deltas": 3})
+	last := s.awaitLastEnd(t, "aged")
+	s.runStart(t, "filler", "stream", user("go"), map[string]any{"deltas": 8000})
+	s.awaitLastEnd(t, "filler")
+	st := s.openSSE(t, "aged", `{"channels":["lifecycle"],"since":2}`, nil)
+	s.runStart(t, "aged", "stream", user("again"), map[string]any{"deltas": 3})
+	first := st.next(false)
+	var gap envelope
+	if err := json.Unmarshal(first.Data, &gap); err != nil || gap.Type != "error" || gap.Since != 2 || gap.MinAvailableSeq <= last {
+		t.Fatalf("first frame %s, want the gap after 2 up to the next run (after %d)", first.Data, last)
+	}
+	if e := st.envelope(); e.Seq != gap.MinAvailableSeq {
+		t.Fatalf("after the gap: seq %d, want %d", e.Seq, gap.MinAvailableSeq)
+	}
+}
+
 // TestPinnedValuesOnSubscribe: a subscriber joining a long run after the
 // state left the buffer still starts with the current state.
 func TestPinnedValuesOnSubscribe(t *testing.T) {
