@@ -589,7 +589,8 @@ type run struct {
 	readAt time.Time          // the time stamped on the events of up's last read
 	shared int                // events after the first stamped with readAt
 	once   sync.Once
-	upOnce sync.Once // closeUp's
+	upOnce sync.Once  // closeUp's
+	takeMu sync.Mutex // take's: see takeNext
 
 	// ahead, once readAhead runs, carries the events it takes (stamped,
 	// sequenced and published) to Recv; it is closed after the terminal
@@ -620,7 +621,7 @@ func (r *run) Recv() (*canonical.Event, error) {
 		}
 	} else {
 		var err error
-		if ev, err = r.take(); err != nil {
+		if ev, err = r.takeNext(); err != nil {
 			return nil, err
 		}
 	}
@@ -630,9 +631,18 @@ func (r *run) Recv() (*canonical.Event, error) {
 	return ev, nil
 }
 
+// takeNext is take under takeMu: Recv's goroutine, readAhead's and
+// finish's (endUnread) take events one at a time.
+func (r *run) takeNext() (*canonical.Event, error) {
+	r.takeMu.Lock()
+	defer r.takeMu.Unlock()
+	return r.take()
+}
+
 // take returns the run's next event, stamped with thread, run, seq and
 // time and queued for publishing; io.EOF after the terminal event. It runs
-// on Recv's goroutine, or on readAhead's once that started.
+// on Recv's goroutine, or on readAhead's once that started, or, for the
+// end of a run its client closed, on finish's. Called with takeMu held.
 func (r *run) take() (*canonical.Event, error) {
 	if r.next == len(r.owed) { // reuse the queue's backing array
 		r.owed, r.next = r.owed[:0], 0
@@ -669,10 +679,8 @@ func (r *run) take() (*canonical.Event, error) {
 		// fresh time every stampShare events at least.
 		sameRead = held && r.shared < stampShare
 		ev, err := r.up.Recv()
-		if stop := r.stopped.Load(); err == nil && stop != nil {
-			if st, ok := canonical.TerminalOf(ev); ok && st == canonical.StatusCancelled {
-				ev = canonical.Terminal(canonical.StatusFailed, stop)
-			}
+		if err == nil {
+			ev = r.ownEnd(ev)
 		}
 		if err != nil {
 			st, ce := r.failure(err)
@@ -715,6 +723,25 @@ func (r *run) take() (*canonical.Event, error) {
 	}
 	t.mu.Unlock()
 	return r.taken(ev), nil
+}
+
+// ownEnd is the end the run owes for ev, a terminal event of the backend's
+// after this instance stopped the run (failed, with the stop's error), or
+// after its client cancelled it: a backend that reads its cancelled
+// request as failed (code canceled) has the run cancelled, as the client
+// asked. Any other event is itself.
+func (r *run) ownEnd(ev *canonical.Event) *canonical.Event {
+	st, ok := canonical.TerminalOf(ev)
+	switch {
+	case !ok:
+		return ev
+	case r.stopped.Load() != nil && st == canonical.StatusCancelled:
+		return canonical.Terminal(canonical.StatusFailed, r.stopped.Load())
+	case r.stopped.Load() == nil && st == canonical.StatusFailed && errors.Is(r.ctx.Err(), context.Canceled) &&
+		canonical.Code(ev.GetLifecycle().GetError().GetCode()) == canonical.CodeCanceled:
+		return canonical.Terminal(canonical.StatusCancelled, canonical.FromProto(ev.GetLifecycle().GetError()))
+	}
+	return ev
 }
 
 // takeLease takes the lease of the run's thread, new: another holder
@@ -815,7 +842,7 @@ func (r *run) readAhead() {
 	defer close(r.aheadDone)
 	defer close(r.ahead)
 	for {
-		ev, err := r.take()
+		ev, err := r.takeNext()
 		if err != nil {
 			return
 		}
@@ -860,6 +887,28 @@ func (r *run) failure(err error) (canonical.RunStatus, *canonical.Error) {
 	return canonical.StatusFailed, ce
 }
 
+// endUnread takes, numbers and publishes the rest of a run its client
+// closed before taking its end (it left, or was cut off as a slow
+// consumer): the backend's events it held, then the end the run owes,
+// cancelled (failed when this instance stopped it). Without it the replay
+// log kept the run with no end: its observers, finding the owner quiet,
+// later ended it "failed" for a cause that was not, and a next run of the
+// thread followed it as if it had ended. The upstream is closed by then,
+// so the backend's stream ends at once. A Recv blocked on another
+// goroutine takes its event first (takeMu).
+func (r *run) endUnread() {
+	if r.pub == nil || r.up == nil {
+		return // no log to end it in, or the backend never started it
+	}
+	r.takeMu.Lock()
+	defer r.takeMu.Unlock()
+	for !r.ended {
+		if _, err := r.take(); err != nil {
+			return
+		}
+	}
+}
+
 // Close implements canonical.Stream: it cancels the run if it is still going.
 func (r *run) Close() error {
 	r.finish()
@@ -883,6 +932,7 @@ func (r *run) finish() {
 			close(stop)
 			<-done
 		}
+		r.endUnread()
 		b := r.b
 		last := r.thread.last()
 		if r.pub != nil {
