@@ -303,3 +303,28 @@ func TestWebSocketSnakeCase(t *testing.T) {
 		t.Errorf("response %q", got)
 	}
 }
+
+// TestWebSocketBurst: a client reading as fast as it can gets a burst of
+// far more messages than the connection queues (256 frames) whole: the
+// session waits for room, as gRPC's flow control makes it, and cuts off
+// only a client that stops reading (audit: 8 of 9 such sessions were
+// closed 1008 "send queue full" within milliseconds).
+func TestWebSocketBurst(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	c := wsDial(t, inst.URL, "")
+	for _, m := range []*ev.SessionMessage{
+		withParams(generate("stream", "p", "response=r"), map[string]any{"deltas": 5000}),
+		frags(textNode("p", "go")),
+	} {
+		b, err := protojson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WriteMessage(websocket.TextMessage, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := reassemble(t, readFrames(t, c, "r"), false).mustText("r"); got != strings.Repeat("tok ", 5000) {
+		t.Fatalf("the burst's text: %d bytes, want %d", len(got), 5000*len("tok "))
+	}
+}

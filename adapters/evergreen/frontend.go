@@ -264,7 +264,11 @@ func (f *Frontend) serveWebSocketSession(readCtx context.Context, conn *wsconn.C
 		if err != nil {
 			return canonical.Errorf(canonical.CodeInternal, "encoding a message: %v", err)
 		}
-		return conn.Send(s.ctx, websocket.TextMessage, b)
+		// Waits for room while the client reads slower than the run
+		// makes messages (backpressure, as gRPC's flow control is), and
+		// cuts off only a client that keeps it full: a burst longer than
+		// the queue is not a slow consumer.
+		return conn.SendWait(s.ctx, websocket.TextMessage, b)
 	}
 	s.interrupt = func(e *canonical.Error, shutdown bool) {
 		code := closeCode(e.Code)
