@@ -248,3 +248,23 @@ func TestE2EShutdown(t *testing.T) {
 	}
 	goldenE2E(t, "testdata/e2e/shutdown.golden", all.Bytes())
 }
+
+// TestE2EStalledClientCounted: a client that stops reading is cut off
+// (once the send queue stays full for half the write timeout) and counted
+// in interlingua_slow_consumer_cutoffs_total as every other WebSocket's
+// (audit: Glide's cut-offs were never counted).
+func TestE2EStalledClientCounted(t *testing.T) {
+	inst := bridgetest.Start(t, nil)
+	c := dialWS(t, inst.URL, "echo")
+	prompt := strings.Repeat("w ", 200_000) // 200,000 deltas: more than socket buffers and the queue hold
+	c.send(`{"id":"req-1","message":{"role":"user","content":"` + prompt + `"}}`)
+	want := `interlingua_slow_consumer_cutoffs_total{protocol="websocket"} 1`
+	deadline := time.Now().Add(30 * time.Second)
+	for len(bridgetest.MetricLines(t, inst.URL, want)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within 30 s", want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	inst.WaitNoRuns(t)
+}

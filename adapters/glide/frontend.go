@@ -49,6 +49,9 @@ type FrontendConfig struct {
 	// CloseGrace is how long Close lets draining connections send their
 	// last frames before it closes them. Default 2s.
 	CloseGrace time.Duration
+	// SlowConsumers counts the clients cut off for not reading; nil
+	// counts nothing.
+	SlowConsumers wsconn.Counter
 	// Now stamps created_at. Default time.Now.
 	Now func() time.Time
 }
@@ -173,6 +176,7 @@ func (f *Frontend) serveChatStream(w http.ResponseWriter, r *http.Request) {
 		WriteTimeout:    f.cfg.WriteTimeout,
 		PingInterval:    f.cfg.PingInterval,
 		Logger:          f.cfg.Logger,
+		SlowConsumers:   f.cfg.SlowConsumers,
 	})
 	if uerr != nil {
 		f.forget(c)

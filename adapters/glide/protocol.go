@@ -51,7 +51,7 @@ func newClient(c protocol.ClientConfig) (canonical.Backend, error) {
 // server's shutdown begins; busy ones close after their runs end
 // (bridge.Drain cancels the rest at the shutdown timeout).
 func mountFrontend(mux *http.ServeMux, d protocol.FrontendDeps) error {
-	fe := NewFrontend(FrontendConfig{Runner: d.Runner, Logger: d.Log})
+	fe := NewFrontend(FrontendConfig{Runner: d.Runner, Logger: d.Log, SlowConsumers: d.Metrics.SlowConsumers.WithLabelValues("websocket")})
 	fe.Mount(mux)
 	if d.OnShutdown != nil {
 		d.OnShutdown(fe.Shutdown)

@@ -309,8 +309,10 @@ func (c *Conn) endWrite(err error) {
 		// and the Read that did so is ending the Conn with the reason.
 	case errors.As(err, &ne) && ne.Timeout():
 		msg := fmt.Sprintf("write blocked longer than WriteTimeout (%s)", c.cfg.WriteTimeout)
-		c.end(&Error{Code: ClosePolicyViolation, Reason: msg, Err: &canonical.Error{
-			Code: canonical.CodeResourceExhausted, Message: msg, Cause: ErrSlowConsumer}}, false)
+		if c.end(&Error{Code: ClosePolicyViolation, Reason: msg, Err: &canonical.Error{
+			Code: canonical.CodeResourceExhausted, Message: msg, Cause: ErrSlowConsumer}}, false) && c.cfg.SlowConsumers != nil {
+			c.cfg.SlowConsumers.Inc() // a peer that stopped reading, as cutOff counts one
+		}
 	default:
 		c.end(&canonical.Error{Code: canonical.CodeUnavailable,
 			Message: "websocket write: " + err.Error(), Cause: err}, false)

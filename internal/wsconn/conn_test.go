@@ -139,7 +139,8 @@ func (c *countCalls) Inc() { c.Add(1) }
 // the peer off as a slow consumer, with room left in the queue.
 func TestWriteTimeout(t *testing.T) {
 	const frames = 1000 // 64 MiB, more than loopback socket buffers hold
-	c, _ := pair(t, wsconn.Config{SendQueue: frames, WriteTimeout: 50 * time.Millisecond})
+	cutoffs := &countCalls{}
+	c, _ := pair(t, wsconn.Config{SendQueue: frames, WriteTimeout: 50 * time.Millisecond, SlowConsumers: cutoffs})
 	payload := make([]byte, 64<<10)
 	for i := range frames {
 		if err := c.Send(t.Context(), websocket.BinaryMessage, payload); err != nil {
@@ -156,6 +157,9 @@ func TestWriteTimeout(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "WriteTimeout") {
 		t.Errorf("Err = %q, want it to name WriteTimeout", err)
+	}
+	if n := cutoffs.Load(); n != 1 {
+		t.Errorf("SlowConsumers counted %d cut-offs, want 1", n)
 	}
 }
 
