@@ -277,6 +277,14 @@ func TestE2ECancel(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the upstream request was not closed")
 	}
+	// The run was the client's to cancel: counted cancelled, not as the
+	// backend's failure (the backend reads its closed request as failed,
+	// code canceled).
+	inst.WaitNoRuns(t)
+	got := bridgetest.MetricLines(t, inst.URL, "interlingua_runs_total{", `target="hang"`)
+	if len(got) != 1 || !strings.Contains(got[0], `outcome="cancelled"`) && !strings.Contains(got[0], `outcome="abandoned"`) {
+		t.Fatalf("the run's count: %q, want cancelled (or abandoned)", got)
+	}
 }
 
 // TestE2ETriton: an OpenAI client in front of a Triton server (the
