@@ -65,20 +65,45 @@ func (b *Bridge) observe(ctx context.Context, threadID string, since uint64, rel
 // thread's floor, is past since, and the log holds none of its events): a
 // reader behind the events the log holds learns so from the first it
 // reads (tail.go hole), but here there is none to read until the thread's
-// next run.
+// next run. A floor is written as a run ends, off its path, and may come
+// before the run's last events reach the log (they go with acknowledged
+// publishes): until floorInFlight after it was written, the log is looked
+// at again for them.
 func (b *Bridge) checkGone(ctx context.Context, t *threadTail, since uint64) error {
 	if since == 0 || !t.empty() {
 		return nil
 	}
-	floor, err := b.fabric.floors.read(ctx, t.thread)
-	switch {
-	case err != nil:
+	floor, at, err := b.fabric.floors.readAt(ctx, t.thread)
+	if err != nil {
 		return natsFailure(b.log.With("thread", t.thread), canonical.CodeUnavailable, "the thread's last seq could not be read", err)
-	case floor > since:
-		return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes), nor any later", since+1, floor)
 	}
-	return nil
+	if floor <= since {
+		return nil
+	}
+	for {
+		m, err := b.fabric.lastThreadMsg(ctx, t.thread)
+		switch {
+		case err != nil:
+			return b.replayLogError(err)
+		case m != nil:
+			return nil // they were on their way: the tail has them from the log
+		case time.Since(at) > floorInFlight:
+			return canonical.Errorf(canonical.CodeOutOfRange, "the replay log no longer holds the thread's events %d to %d (nats.replay_max_age, nats.replay_max_bytes), nor any later", since+1, floor)
+		}
+		select {
+		case <-ctx.Done():
+			return canonical.AsError(ctx.Err())
+		case <-time.After(fillRetry):
+		}
+	}
 }
+
+// floorInFlight is how long after a thread's floor was written its run's
+// last events may still be on their way to the replay log (checkGone):
+// they are queued before the floor is noted and stored within an
+// acknowledgement's time (logAckTimeout) unless NATS is in trouble, when
+// a reader that waits for them meets the hole as it would have before.
+const floorInFlight = 5 * time.Second
 
 // replayLogError is the error for a consumer the replay log would not
 // make: ResourceExhausted for its consumer limit (JetStream's 1,000 per

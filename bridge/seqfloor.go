@@ -91,17 +91,24 @@ func (s *seqFloors) note(thread string, seq uint64) {
 
 // read returns thread's floor (0 when none is written, or s is nil).
 func (s *seqFloors) read(ctx context.Context, thread string) (uint64, error) {
+	floor, _, err := s.readAt(ctx, thread)
+	return floor, err
+}
+
+// readAt is read, with when the floor was written (zero for none).
+func (s *seqFloors) readAt(ctx context.Context, thread string) (uint64, time.Time, error) {
 	if s == nil {
-		return 0, nil
+		return 0, time.Time{}, nil
 	}
 	e, err := s.kv.Get(ctx, seqFloorKey(thread))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return 0, nil
+		return 0, time.Time{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	return strconv.ParseUint(string(e.Value()), 10, 64)
+	floor, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	return floor, e.Created(), err
 }
 
 // close stops the writes under way, writes what is noted within
