@@ -359,7 +359,7 @@ func (c *conn) reject(id string, metadata json.Value, err *canonical.Error) {
 	c.send(newReplyEncoder(c.f.cfg.Now, id, c.router, metadata, c.model).fail(err))
 }
 
-// send queues a frame, waiting (up to the write timeout) while the queue
+// send queues a frame, waiting (up to half the write timeout) while the queue
 // is full: a request producing faster than the socket drains is held back,
 // and only a peer that stops reading is cut off. False when the connection
 // has ended.
