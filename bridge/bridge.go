@@ -897,12 +897,12 @@ func (r *run) failure(err error) (canonical.RunStatus, *canonical.Error) {
 // so the backend's stream ends at once. A Recv blocked on another
 // goroutine takes its event first (takeMu).
 func (r *run) endUnread() {
-	if r.pub == nil || r.up == nil {
-		return // no log to end it in, or the backend never started it
+	if r.up == nil {
+		return // the backend never started it
 	}
 	r.takeMu.Lock()
 	defer r.takeMu.Unlock()
-	for !r.ended {
+	for !r.ended && r.pub != nil { // nil: no log to end it in (take may unset it)
 		if _, err := r.take(); err != nil {
 			return
 		}
