@@ -16,21 +16,8 @@ import (
 // own, so no two frames share an event_id (a client resuming after the
 // first would otherwise never see the run fail).
 func TestReaderEncodedEndFramesOwnSeqs(t *testing.T) {
-	b := canonical.NewBuilder()
-	evs := b.Lifecycle(nil, canonical.StatusRunning)
-	evs = b.StartMessage(evs, "m1", "assistant")
-	evs = b.Text(evs, "partial")
-	var g canonical.Guard
-	for _, ev := range evs {
-		if e := g.Observe(ev); e != nil {
-			t.Fatal(e)
-		}
-	}
-	evs = g.End(evs, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for 3s"))
-	for i, ev := range evs {
-		ev.Seq = uint64(i + 1)
-	}
-	tr := &tailReader{f: &Frontend{cfg: Config{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}}}
+	evs, _ := quietEndedRun(t)
+	tr := newTestReader()
 	var recs []record
 	for _, ev := range evs {
 		recs = tr.encode(ev, recs)
@@ -66,22 +53,8 @@ func TestReaderEncodedEndFramesOwnSeqs(t *testing.T) {
 // (prev_seq), as the runtime's frames do, so a reader of every event
 // tells the skip from a loss.
 func TestReaderEncodedEndSaysWhatItSkipped(t *testing.T) {
-	b := canonical.NewBuilder()
-	evs := b.Lifecycle(nil, canonical.StatusRunning)
-	evs = b.StartMessage(evs, "m1", "assistant")
-	evs = b.Text(evs, "partial")
-	var g canonical.Guard
-	for _, ev := range evs {
-		if e := g.Observe(ev); e != nil {
-			t.Fatal(e)
-		}
-	}
-	ran := len(evs)
-	evs = g.End(evs, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for 3s"))
-	for i, ev := range evs {
-		ev.Seq = uint64(i + 1)
-	}
-	tr := &tailReader{f: &Frontend{cfg: Config{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}}}
+	evs, ran := quietEndedRun(t)
+	tr := newTestReader()
 	var recs []record
 	for _, ev := range evs[ran:] { // the runtime framed the rest
 		recs = tr.encode(ev, recs)
@@ -103,4 +76,32 @@ func TestReaderEncodedEndSaysWhatItSkipped(t *testing.T) {
 	if skipped == 0 || !strings.Contains(string(recs[0].frame), want) {
 		t.Fatalf("%d events before the first frame made none; first frame %s, want %s", skipped, recs[0].frame, want)
 	}
+}
+
+// quietEndedRun is a run's events, numbered from 1, that end with the end
+// the bridge makes for a run whose owner went quiet in a text block; ran
+// is how many came before that end.
+func quietEndedRun(t *testing.T) (evs []*canonical.Event, ran int) {
+	t.Helper()
+	b := canonical.NewBuilder()
+	evs = b.Lifecycle(nil, canonical.StatusRunning)
+	evs = b.StartMessage(evs, "m1", "assistant")
+	evs = b.Text(evs, "partial")
+	var g canonical.Guard
+	for _, ev := range evs {
+		if e := g.Observe(ev); e != nil {
+			t.Fatal(e)
+		}
+	}
+	ran = len(evs)
+	evs = g.End(evs, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for 3s"))
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+	}
+	return evs, ran
+}
+
+// newTestReader is a tail reader with no observer, for encode alone.
+func newTestReader() *tailReader {
+	return &tailReader{f: &Frontend{cfg: Config{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}}}
 }
