@@ -42,7 +42,9 @@
 //     are not carried.
 //   - Streaming writes every event as "event: <type>" with matching data
 //     and flushes it; message_start goes out with the first block (its
-//     usage is 0: canonical usage arrives at the end), message_delta
+//     usage is what the backend counted at the message's start, as an
+//     Anthropic upstream's message_start gives it, else 0: most backends
+//     count only at the end), message_delta
 //     carries the stop reason (stop -> end_turn, length -> max_tokens,
 //     tool calls -> tool_use, content filter -> refusal; an Anthropic
 //     upstream's own stop_reason and stop_sequence pass through) and the
