@@ -383,10 +383,7 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 				// Not the run's context: a run cancelled now still ends
 				// with an event, numbered after the thread's last; the
 				// requests are bounded by JetStream's default timeout.
-				if lease != nil && lease.created {
-					b.endOrphanRun(context.WithoutCancel(runCtx), r.threadID)
-				}
-				r.startErr = b.recoverSeq(context.WithoutCancel(runCtx), r.threadID, r.thread)
+				r.startErr = b.recoverSeq(context.WithoutCancel(runCtx), r.threadID, r.thread, lease != nil && lease.created)
 			}
 		}()
 	}
@@ -464,9 +461,18 @@ func (b *Bridge) releaseThread(id string, t *thread) {
 }
 
 // recoverSeq raises the thread's counter to the last seq in the replay log,
-// so a thread continues its seq whichever instance ran it before.
-func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread) error {
-	last, err := b.fabric.LastSeq(ctx, id)
+// so a thread continues its seq whichever instance ran it before; with
+// orphans (this instance made the thread's lease entry anew) after ending
+// the run the log leaves unended, if any (endOrphanRun).
+func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread, orphans bool) error {
+	m, err := b.fabric.lastThreadMsg(ctx, id)
+	var last uint64
+	if err == nil && orphans {
+		last = b.endOrphanRun(ctx, id, m) // numbered after the log's last and the floor
+	}
+	if err == nil && last == 0 {
+		last, err = b.fabric.lastSeqAfter(ctx, id, m)
+	}
 	if err != nil {
 		// Numbering from what this instance last saw could reuse seqs
 		// another instance gave the thread since: the run fails instead.
@@ -732,12 +738,13 @@ func (r *run) take() (*canonical.Event, error) {
 // asked. Any other event is itself.
 func (r *run) ownEnd(ev *canonical.Event) *canonical.Event {
 	st, ok := canonical.TerminalOf(ev)
+	stop := r.stopped.Load()
 	switch {
 	case !ok:
 		return ev
-	case r.stopped.Load() != nil && st == canonical.StatusCancelled:
-		return canonical.Terminal(canonical.StatusFailed, r.stopped.Load())
-	case r.stopped.Load() == nil && st == canonical.StatusFailed && errors.Is(r.ctx.Err(), context.Canceled) &&
+	case stop != nil && st == canonical.StatusCancelled:
+		return canonical.Terminal(canonical.StatusFailed, stop)
+	case stop == nil && st == canonical.StatusFailed && errors.Is(r.ctx.Err(), context.Canceled) &&
 		canonical.Code(ev.GetLifecycle().GetError().GetCode()) == canonical.CodeCanceled:
 		return canonical.Terminal(canonical.StatusCancelled, canonical.FromProto(ev.GetLifecycle().GetError()))
 	}

@@ -641,12 +641,7 @@ func (r *remoteStream) ownerGone() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
 	defer cancel()
 	ended := r.guard.End(nil, canonical.StatusFailed, e)
-	evs, err := r.b.fabric.AppendEnd(ctx, r.thread, r.run, func(last uint64) []*canonical.Event {
-		if last < r.threadSeq {
-			return nil // the log lost events this client got: their seqs are taken
-		}
-		return stampEnd(ended, r.thread, r.run, last, r.b.now())
-	})
+	evs, err := r.b.appendEnd(ctx, r.thread, r.run, ended, r.threadSeq)
 	switch {
 	case err == nil:
 		r.threadSeq = evs[len(evs)-1].GetSeq()
@@ -700,6 +695,19 @@ func (r *remoteStream) freeLease(ctx context.Context) {
 func (r *remoteStream) end(st canonical.RunStatus, e *canonical.Error) {
 	evs := stampEnd(r.guard.End(nil, st, e), r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())
 	r.owed = append(r.owed, evs...)
+}
+
+// appendEnd appends ended, the events that end run, to thread's replay
+// log (AppendEnd), numbered after the log's last seq, unless that is
+// before seen, a seq the caller gave: the log lost events, their seqs are
+// taken, and nothing is appended (errLogBehind).
+func (b *Bridge) appendEnd(ctx context.Context, thread, run string, ended []*canonical.Event, seen uint64) ([]*canonical.Event, error) {
+	return b.fabric.AppendEnd(ctx, thread, run, func(last uint64) []*canonical.Event {
+		if last < seen {
+			return nil
+		}
+		return stampEnd(ended, thread, run, last, b.now())
+	})
 }
 
 // stampEnd numbers the events that end a run after seq last.

@@ -1019,12 +1019,19 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 	// anew, a STREAM.INFO, doubled the requests and was the costlier one;
 	// a stream deleted since fails the get as it failed the info), and
 	// the floor's entry.
-	var last uint64
 	m, err := f.lastThreadMsg(ctx, thread)
 	if err != nil {
 		return 0, err
 	}
+	return f.lastSeqAfter(ctx, thread, m)
+}
+
+// lastSeqAfter is LastSeq with m, the thread's last message in the log
+// (nil: none), read already.
+func (f *Fabric) lastSeqAfter(ctx context.Context, thread string, m *jetstream.RawStreamMsg) (uint64, error) {
+	var last uint64
 	if m != nil {
+		var err error
 		if last, err = lastSeqOf(m); err != nil {
 			return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
 		}

@@ -369,9 +369,10 @@ func (b *Bridge) runOnThread(ctx context.Context, rt Route, be canonical.Backend
 	return b.runLocal(ctx, rt, be, req, false, nil, &g)
 }
 
-// endOrphanRun appends to thread's replay log a failed end for the run the
-// log leaves unended, when this instance has made the thread's lease entry
-// anew. The run's owner then let its lease expire without ending it: it
+// endOrphanRun appends to thread's replay log a failed end for the run of
+// m, the thread's last message there, when it leaves the run unended and
+// this instance has made the thread's lease entry anew; it returns the
+// end's last seq (0: none appended). The run's owner then let its lease expire without ending it: it
 // died (kill -9, a lost machine), and nobody else ends such a run when its
 // client was on the owner too. Without this its readers would wait for an
 // end forever, and the thread's next runs would follow it in the log as if
@@ -380,39 +381,37 @@ func (b *Bridge) runOnThread(ctx context.Context, rt Route, be canonical.Backend
 // what it would still write (logchain.go). A run of the thread running
 // here is not an orphan; only the run of the log's last event is looked
 // at.
-func (b *Bridge) endOrphanRun(ctx context.Context, thread string) {
-	m, err := b.fabric.lastThreadMsg(ctx, thread)
-	if err != nil || m == nil {
-		return // recoverSeq, next, reads it again and fails the run
+func (b *Bridge) endOrphanRun(ctx context.Context, thread string, m *jetstream.RawStreamMsg) uint64 {
+	if m == nil {
+		return 0
 	}
 	evs, err := DecodeEvents(m.Data)
 	if err != nil || len(evs) == 0 {
-		return
+		return 0
 	}
 	tail := evs[len(evs)-1]
 	if _, ended := canonical.TerminalOf(tail); ended {
-		return
+		return 0
 	}
 	run := tail.GetRunId()
 	b.mu.Lock()
 	_, here := b.runs[run]
 	b.mu.Unlock()
 	if here {
-		return
+		return 0
 	}
 	g, err := b.fabric.runGuard(ctx, thread, run)
 	if err == nil {
 		ended := g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner's lease of the thread expired before the run ended (the owner stopped)"))
-		_, err = b.fabric.AppendEnd(ctx, thread, run, func(last uint64) []*canonical.Event {
-			return stampEnd(ended, thread, run, last, b.now())
-		})
+		if evs, err = b.appendEnd(ctx, thread, run, ended, 0); err == nil {
+			b.log.Warn("run left unended by an instance gone: failed end appended to the replay log", "thread", thread, "run", run)
+			return evs[len(evs)-1].GetSeq()
+		}
 	}
-	switch {
-	case err == nil:
-		b.log.Warn("run left unended by an instance gone: failed end appended to the replay log", "thread", thread, "run", run)
-	case !errors.Is(err, errRunEnded):
+	if !errors.Is(err, errRunEnded) {
 		b.log.Warn("run left unended by an instance gone: its end could not be appended", "thread", thread, "run", run, "err", err)
 	}
+	return 0
 }
 
 // placementFailed reports whether a run placed on another instance was not

@@ -342,12 +342,7 @@ func (t *threadTail) endQuiet(r *observedRun, seen uint64) {
 	}
 	rcancel()
 	ended := g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", t.timeout))
-	_, err := t.b.fabric.AppendEnd(ctx, t.thread, run, func(last uint64) []*canonical.Event {
-		if last < seen {
-			return nil
-		}
-		return stampEnd(ended, t.thread, run, last, t.b.now())
-	})
+	_, err := t.b.appendEnd(ctx, t.thread, run, ended, seen)
 	if err == nil || errors.Is(err, errRunEnded) || isReady(t.stop) {
 		return
 	}
