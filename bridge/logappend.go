@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,8 @@ var errLogBehind = errors.New("the replay log lacks events already delivered")
 // instances appending at once never give two events one seq, and a later
 // run of the thread, numbered from the log, never reuses them. It returns
 // the events appended, or errRunEnded when the log's last message already
-// ends run (another instance appended first), or errLogBehind when end
+// ends run (another instance appended first) or belongs to a run that
+// followed it, or errLogBehind when end
 // returns nothing: the log's last seq is before one the caller delivered.
 func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(last uint64) []*canonical.Event) ([]*canonical.Event, error) {
 	filter := f.ThreadSubjects(thread)
@@ -61,6 +63,11 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 			if _, ok := canonical.TerminalOf(tail); ok && tail.GetRunId() == run {
 				return nil, errRunEnded
 			}
+			if tail.GetRunId() != run {
+				if after, err := f.runFollowed(ctx, thread, run, m.Sequence); err != nil || after {
+					return nil, cmp.Or(err, errRunEnded)
+				}
+			}
 			streamSeq, last = m.Sequence, tail.GetSeq()
 		}
 		evs := end(max(last, floor))
@@ -84,6 +91,18 @@ func (f *Fabric) AppendEnd(ctx context.Context, thread, run string, end func(las
 		}
 	}
 	return nil, fmt.Errorf("thread %q: appends kept racing (%d attempts)", thread, appendAttempts)
+}
+
+// runFollowed reports whether the log holds events of run before its
+// message at stream sequence tail, which is another run's: the thread's
+// next run has started, so run is over (its lease is gone) and an end
+// appended now would end it a second time, after that run's events.
+func (f *Fabric) runFollowed(ctx context.Context, thread, run string, tail uint64) (bool, error) {
+	m, err := f.events.GetLastMsgForSubject(ctx, f.EventSubject(thread, run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	return err == nil && m.Sequence < tail, err
 }
 
 // runGuard is a guard that has observed run's events as the replay log

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,5 +116,45 @@ func TestLogChainOwnResendIsNotFenced(t *testing.T) {
 	waitStored(t, f)
 	if got := logSeqs(t, f); len(got) != 3 || got[0] != "1delta" || got[1] != "2delta" || got[2] != "3delta" {
 		t.Fatalf("log %v, want [1delta 2delta 3delta]", got)
+	}
+}
+
+// An end appended for a run the thread's next run has followed in the log
+// (an ender that came late: its run's lease had expired and another
+// instance took the thread) is refused, so no run ends twice and none ends
+// after a later run's events. A run with no event in the log yet is ended
+// after the last run's events, as before.
+func TestAppendEndRefusesARunAnotherFollowed(t *testing.T) {
+	f := testFabric(t)
+	put := func(run string, seq uint64, end bool) {
+		ev := &canonical.Event{ThreadId: "th", RunId: run, Seq: seq,
+			Kind: &canonical.KindBlockDelta{BlockDelta: &canonical.BlockDelta{Text: "x"}}}
+		if end {
+			ev = canonical.Terminal(canonical.StatusCompleted, nil)
+			ev.ThreadId, ev.RunId, ev.Seq = "th", run, seq
+		}
+		data, _, _ := appendBatchElem(nil, batchEventsField, ev)
+		if _, err := f.js.Publish(context.Background(), f.EventSubject("th", run), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := func(run string) func(uint64) []*canonical.Event {
+		return func(last uint64) []*canonical.Event {
+			end := canonical.Terminal(canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone"))
+			end.ThreadId, end.RunId, end.Seq = "th", run, last+1
+			return []*canonical.Event{end}
+		}
+	}
+	put("r1", 1, false) // r1's owner stored one event and went quiet
+	put("r1", 2, true)  // an ender appended r1's end
+	put("r2", 3, false) // the thread's next run began
+	if _, err := f.AppendEnd(context.Background(), "th", "r1", failed("r1")); !errors.Is(err, errRunEnded) {
+		t.Fatalf("a second end of r1 after r2's event: err %v, want errRunEnded", err)
+	}
+	if _, err := f.AppendEnd(context.Background(), "th", "r3", failed("r3")); err != nil {
+		t.Fatalf("r3, with no event in the log: %v", err)
+	}
+	if got := logSeqs(t, f); len(got) != 4 || got[1] != "2end" || got[2] != "3delta" || got[3] != "4end" {
+		t.Fatalf("log %v, want [1delta 2end 3delta 4end]", got)
 	}
 }
