@@ -24,7 +24,11 @@
 //     ": keepalive" (a keepalive event would fail Open Responses'
 //     compliance checks). Every event
 //     has sequence_number from 0 and an event: line equal to its type.
-//     Text blocks are output_text parts of one message item; reasoning is
+//     The response echoes the request's settings, each function tool with
+//     description, parameters and strict (null where unset: the bridge
+//     enforces no schema, so not OpenAI's default strict true).
+//     Text blocks are output_text parts (annotations and logprobs [], as
+//     Open Responses' OutputTextContent requires) of one message item; reasoning is
 //     a reasoning item, as summary parts when the request set
 //     reasoning.summary, else as reasoning_text; a tool call is a
 //     function_call item whose call_id is the backend's (call_ + 24

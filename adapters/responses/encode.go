@@ -168,7 +168,7 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 			e.msgOpen = true
 		}
 		it := e.cur()
-		it.Content = append(it.Content, part{Type: "output_text", Text: ptr(""), Annotations: []json.Value{}})
+		it.Content = append(it.Content, part{Type: "output_text", Text: ptr(""), Annotations: []json.Value{}, Logprobs: []json.Value{}})
 		ci := len(it.Content) - 1
 		return e.send(&streamEvent{Type: "response.content_part.added", ItemID: it.ID, OutputIndex: ptr(e.open), ContentIndex: ptr(ci), Part: &it.Content[ci]})
 	case canonical.BlockReasoning:

@@ -182,3 +182,46 @@ func BenchmarkEncodeDelta(b *testing.B) {
 		}
 	}
 }
+
+// TestResponseHasOpenResponsesRequiredMembers: Open Responses'
+// ResponseResource requires a function tool's description, parameters and
+// strict (each may be null) and an output_text part's annotations and
+// logprobs, so a response echoing a tool that set none of them, and the
+// parts of its output, carry them all (the compliance suite's schema
+// check failed every test on these two before).
+func TestResponseHasOpenResponsesRequiredMembers(t *testing.T) {
+	r := newResponse(&createRequest{Model: "m", Tools: []tool{{Type: "function", Name: "f"}}}, "resp_test", time.Unix(1741476777, 0), true)
+	enc := newEncoder(r, false, 1<<20, func(*streamEvent) error { return nil })
+	b := canonical.NewBuilder()
+	for _, ev := range b.End(b.Text(nil, "hi"), canonical.StatusCompleted, nil) {
+		if err := enc.event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Tools  []map[string]json.Value `json:"tools"`
+		Output []struct {
+			Content []map[string]json.Value `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"type", "name", "description", "parameters", "strict"} {
+		if _, ok := got.Tools[0][k]; !ok {
+			t.Errorf("tools[0] lacks %q: %s", k, data)
+		}
+	}
+	if len(got.Output) != 1 || len(got.Output[0].Content) != 1 {
+		t.Fatalf("output: %s", data)
+	}
+	for k, want := range map[string]string{"annotations": "[]", "logprobs": "[]"} {
+		if v := got.Output[0].Content[0][k]; string(v) != want {
+			t.Errorf("output_text %s = %s, want %s", k, v, want)
+		}
+	}
+}

@@ -377,6 +377,18 @@ func inputPrefix(t string) string {
 	return "msg_"
 }
 
+// echoTools is the request's tools as its response echoes them.
+func echoTools(ts []tool) []echoedTool {
+	out := make([]echoedTool, len(ts))
+	for i, t := range ts {
+		out[i] = echoedTool{Type: t.Type, Name: t.Name, Description: t.Description, Strict: t.Strict}
+		if len(t.Parameters) > 0 {
+			out[i].Parameters = &ts[i].Parameters
+		}
+	}
+	return out
+}
+
 // newResponse is the response object a request starts: in progress, the
 // request's settings echoed, OpenAI's defaults where it set none.
 func newResponse(c *createRequest, id string, created time.Time, store bool) *response {
@@ -385,7 +397,7 @@ func newResponse(c *createRequest, id string, created time.Time, store bool) *re
 		Instructions: c.Instructions, MaxOutputTokens: c.MaxOutputTokens, MaxToolCalls: c.MaxToolCalls,
 		ParallelToolCalls: deref(c.ParallelToolCalls, true), PreviousResponseID: c.PreviousResponseID,
 		ServiceTier: "default", Store: store, Temperature: deref(c.Temperature, 1), TopP: deref(c.TopP, 1),
-		Text: c.Text, ToolChoice: c.ToolChoice, Tools: c.Tools, TopLogprobs: deref(c.TopLogprobs, 0),
+		Text: c.Text, ToolChoice: c.ToolChoice, Tools: echoTools(c.Tools), TopLogprobs: deref(c.TopLogprobs, 0),
 		Truncation: deref(c.Truncation, "disabled"), User: c.User, Metadata: c.Metadata,
 		SafetyIdentifier: c.SafetyIdentifier, PromptCacheKey: c.PromptCacheKey, Output: []item{},
 	}
@@ -394,9 +406,6 @@ func newResponse(c *createRequest, id string, created time.Time, store bool) *re
 	}
 	if len(r.ToolChoice) == 0 || string(r.ToolChoice) == "null" {
 		r.ToolChoice = json.Value(`"auto"`)
-	}
-	if r.Tools == nil {
-		r.Tools = []tool{}
 	}
 	if r.Metadata == nil {
 		r.Metadata = map[string]string{}

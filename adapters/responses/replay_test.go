@@ -82,7 +82,7 @@ func testReplayStoredFallback(t *testing.T, obs canonical.Observer) {
 	r := testResponse()
 	r.Status, r.CompletedAt, r.Usage = "completed", ptr(int64(1741476778)), &usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}
 	r.Output = []item{
-		{Type: "message", ID: deriveID("msg_", "resp_test", 0, 16), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}}}},
+		{Type: "message", ID: deriveID("msg_", "resp_test", 0, 16), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}, Logprobs: []json.Value{}}}},
 		{Type: "function_call", ID: deriveID("fc_", "resp_test", 1, 16), Status: "completed", CallID: "call_b", Name: "f", Arguments: ptr(`{"x":1}`)},
 	}
 	f := NewFrontend(FrontendConfig{Observer: obs, ReplayWait: 10 * time.Millisecond})

@@ -48,6 +48,19 @@ type tool struct {
 	Strict      *bool      `json:"strict,omitzero"`
 }
 
+// echoedTool is a function tool as a response echoes it: with every
+// member Open Responses' FunctionTool requires, null where the request
+// set none (https://www.openresponses.org/reference, FunctionTool). The
+// bridge enforces no schema, so an unset strict stays null, not
+// OpenAI's default true.
+type echoedTool struct {
+	Type        string      `json:"type"`
+	Name        string      `json:"name"`
+	Description *string     `json:"description"`
+	Parameters  *json.Value `json:"parameters"`
+	Strict      *bool       `json:"strict"`
+}
+
 // reasoningConfig is the request's reasoning member and the response's.
 type reasoningConfig struct {
 	Effort  *string `json:"effort"`
@@ -111,7 +124,7 @@ type response struct {
 	Temperature        float64            `json:"temperature"`
 	Text               json.Value         `json:"text"`
 	ToolChoice         json.Value         `json:"tool_choice"`
-	Tools              []tool             `json:"tools"`
+	Tools              []echoedTool       `json:"tools"`
 	TopLogprobs        int64              `json:"top_logprobs"`
 	TopP               float64            `json:"top_p"`
 	PresencePenalty    float64            `json:"presence_penalty"`
