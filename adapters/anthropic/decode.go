@@ -16,11 +16,14 @@ import (
 // lays it out. Anthropic's own: a tool_result leaf has metadata is_error
 // "true" when it failed; a thinking leaf has metadata signature when it
 // has one; a redacted_thinking block is a reasoning leaf without text and
-// with metadata redacted_data.
+// with metadata redacted_data; a tool_result's text leaf has metadata
+// tool_references, the names its tool_reference blocks load (comma
+// separated: a tool name has no comma).
 const (
 	metaIsError   = "is_error"
 	metaSignature = "signature"
 	metaRedacted  = "redacted_data"
+	metaToolRefs  = "tool_references"
 )
 
 // Canonical parameter names the frontend sets and the backend reads.
@@ -134,7 +137,7 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 		prompt.Children = append(prompt.Children, n)
 	}
 	req.Inputs = []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: prompt}}
-	if e := c.tools(req); e != nil {
+	if e := c.tools(req, referencedTools(prompt)); e != nil {
 		return nil, e
 	}
 	c.parameters(req)
@@ -166,8 +169,8 @@ func (c *createRequest) validate() *canonical.Error {
 		return invalid("top_k", "Input should be greater than or equal to 0")
 	}
 	for i, m := range c.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return invalid(fmt.Sprintf("messages.%d.role", i), "Input should be 'user' or 'assistant'")
+		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
+			return invalid(fmt.Sprintf("messages.%d.role", i), "Input should be 'user', 'assistant' or 'system'")
 		}
 		if len(m.Content) == 0 {
 			return invalid(fmt.Sprintf("messages.%d.content", i), "Field required")
@@ -249,6 +252,9 @@ func turn(m inputMessage, i int) (*canonical.Node, *canonical.Error) {
 		return nil, jsonError(err, at)
 	}
 	for j := range blocks {
+		if m.Role == "system" && blocks[j].Type != "text" {
+			return nil, invalid(fmt.Sprintf("%s.%d.type", at, j), "Input tag '%s' found using 'type' does not match the expected tag of a system message: 'text'", blocks[j].Type)
+		}
 		leaves, e := blockLeaves(&blocks[j], m.Role, fmt.Sprintf("%s.%d", at, j))
 		if e != nil {
 			return nil, e
@@ -359,6 +365,7 @@ func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.E
 	text := &canonical.Node{Mime: "text/plain", Role: "tool", Metadata: meta}
 	var extra []*canonical.Node
 	var sb strings.Builder
+	var refs []string
 	switch {
 	case len(b.Content) == 0 || string(b.Content) == "null":
 	case b.Content.Kind() == '"':
@@ -388,18 +395,53 @@ func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.E
 				}
 				n.Metadata = map[string]string{canonical.MetaToolCallID: b.ToolUseID}
 				extra = append(extra, n)
+			case "tool_reference":
+				if p.ToolName == "" {
+					return nil, invalid(pat+".tool_name", "Field required")
+				}
+				// The model reads the reference as sent; the tool it names
+				// is loaded (see tools).
+				ref, _ := json.Marshal(toolReference{Type: p.Type, ToolName: p.ToolName})
+				if sb.Len() > 0 {
+					sb.WriteByte('\n')
+				}
+				sb.Write(ref)
+				refs = append(refs, p.ToolName)
 			default:
-				return nil, invalid(pat+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document'", p.Type)
+				return nil, invalid(pat+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_reference'", p.Type)
 			}
 		}
+	}
+	if len(refs) > 0 {
+		meta[metaToolRefs] = strings.Join(refs, ",")
 	}
 	text.Payload = canonical.DataPayload([]byte(sb.String()))
 	return append([]*canonical.Node{text}, extra...), nil
 }
 
+// referencedTools is the names the conversation's tool_reference blocks
+// name.
+func referencedTools(prompt *canonical.Node) map[string]bool {
+	var refs map[string]bool
+	for _, l := range canonical.Leaves(nil, prompt) {
+		if names := l.GetMetadata()[metaToolRefs]; names != "" {
+			if refs == nil {
+				refs = map[string]bool{}
+			}
+			for n := range strings.SplitSeq(names, ",") {
+				refs[n] = true
+			}
+		}
+	}
+	return refs
+}
+
 // tools reads tools: custom tools become ToolSpecs, server tools are kept
-// as sent for an Anthropic backend.
-func (c *createRequest) tools(req *canonical.Request) *canonical.Error {
+// as sent for an Anthropic backend. A custom tool with defer_loading is
+// given to the backend only once a tool_reference in the conversation
+// names it, as Anthropic's tool search loads it
+// (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/tool-search-tool).
+func (c *createRequest) tools(req *canonical.Request, referenced map[string]bool) *canonical.Error {
 	var server []any
 	for i, raw := range c.Tools {
 		var t toolDef
@@ -427,6 +469,9 @@ func (c *createRequest) tools(req *canonical.Request) *canonical.Error {
 		ps, err := structpb.NewStruct(schema)
 		if err != nil {
 			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid JSON Schema object")
+		}
+		if t.DeferLoading && !referenced[t.Name] {
+			continue
 		}
 		req.Tools = append(req.Tools, &canonical.ToolSpec{Name: t.Name, Description: t.Description, Parameters: ps})
 	}

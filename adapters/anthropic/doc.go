@@ -15,8 +15,12 @@
 //   - The request maps to a canonical request (decode.go states the
 //     layout): model is the target; system, messages (text, image and
 //     document as data or ref, tool_use, tool_result, thinking with its
-//     signature, redacted_thinking) the input "prompt"; tools the tool
-//     specs (server tools kept as sent); max_tokens (required, >= 1),
+//     signature, redacted_thinking; a role "system" message, text only,
+//     in its place; a tool_result's tool_reference as its JSON text) the
+//     input "prompt"; tools the tool specs (server tools kept as sent; a
+//     tool with defer_loading only once a tool_reference in the
+//     conversation names it, as Anthropic's tool search loads it);
+//     max_tokens (required, >= 1),
 //     temperature (0..1), top_p, top_k, stop_sequences (as "stop"),
 //     tool_choice (as OpenAI spells it: auto, none, required, a function),
 //     disable_parallel_tool_use (parallel_tool_calls false) and
@@ -71,7 +75,9 @@
 // request has none, default 4096), timeout (10m), max_event_bytes (4
 // MiB), max_tool_input_bytes (16 MiB). It sends the canonical request
 // back in Anthropic's terms (unsigned thinking is not sent: Anthropic
-// checks signatures) with "stream": true and decodes the stream
+// checks signatures; system text anywhere in the conversation joins the
+// top-level system, as every Messages server takes it; a tool result's
+// images go in its tool_result's content) with "stream": true and decodes the stream
 // incrementally (LF, CRLF or CR, events cut anywhere), dispatching on the
 // data's type: ping, unknown types and [DONE] are ignored; blocks are
 // tracked by index (deltas of a block still open after a later one

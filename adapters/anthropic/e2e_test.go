@@ -95,7 +95,8 @@ func TestFrontendScripted(t *testing.T) {
 		{"fail_before", `{"model":"echo","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"x"}],"fail_after":0,"fail_code":"resource_exhausted","fail_message":"quota"}`},
 		{"unknown_model", `{"model":"nope","max_tokens":64,"messages":[{"role":"user","content":"x"}]}`},
 		{"no_max_tokens", `{"model":"echo","messages":[{"role":"user","content":"x"}]}`},
-		{"bad_role", `{"model":"echo","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`},
+		{"bad_role", `{"model":"echo","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`},
+		{"system_message", `{"model":"echo","max_tokens":64,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"system","content":[{"type":"text","text":"be brief"}],"output_config":{"effort":"low"}},{"role":"user","content":"again"}]}`},
 		{"bad_block", `{"model":"echo","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":7}]}]}`},
 		{"not_json", `{"model":`},
 	} {

@@ -51,10 +51,12 @@ type (
 		Data      string `json:"data,omitzero"`
 		URL       string `json:"url,omitzero"`
 	}
+	// toolResultBlock's content is its text, or, when it holds images or
+	// documents too, a list of blocks (its text first).
 	toolResultBlock struct {
 		Type      string `json:"type"`
 		ToolUseID string `json:"tool_use_id"`
-		Content   string `json:"content"`
+		Content   any    `json:"content"`
 		IsError   bool   `json:"is_error,omitzero"`
 	}
 	outTool struct {
@@ -141,10 +143,41 @@ func leaf(rb *requestBuilder, l *canonical.Node) {
 		}
 		rb.add(role, textBlock{Type: "text", Text: string(l.GetData())})
 	default:
-		if b, ok := mediaBlock(l); ok {
+		b, ok := mediaBlock(l)
+		switch {
+		case !ok:
+		case role == "tool" && rb.addToToolResult(meta[canonical.MetaToolCallID], b):
+		default:
 			rb.add("user", b)
 		}
 	}
+}
+
+// addToToolResult adds b to the content of the tool_result for call id
+// that ends the conversation so far (a tool result's images follow its
+// text, decode.go), so the image stays the tool's answer; false when
+// there is none.
+func (rb *requestBuilder) addToToolResult(id string, b any) bool {
+	ms := rb.r.Messages
+	if len(ms) == 0 || ms[len(ms)-1].Role != "user" {
+		return false
+	}
+	content := ms[len(ms)-1].Content
+	tr, ok := content[len(content)-1].(toolResultBlock)
+	if !ok || tr.ToolUseID != id {
+		return false
+	}
+	switch c := tr.Content.(type) {
+	case string:
+		tr.Content = []any{b}
+		if c != "" {
+			tr.Content = []any{textBlock{Type: "text", Text: c}, b}
+		}
+	case []any:
+		tr.Content = append(c, b)
+	}
+	content[len(content)-1] = tr
+	return true
 }
 
 // mediaBlock is an image or PDF leaf as a block; other media are not

@@ -50,6 +50,14 @@ type inputBlock struct {
 	Thinking  *string      `json:"thinking,omitzero"`
 	Signature string       `json:"signature,omitzero"`
 	Data      string       `json:"data,omitzero"`
+	ToolName  string       `json:"tool_name,omitzero"`
+}
+
+// toolReference is a tool_result's tool_reference block: it loads the
+// deferred tool it names.
+type toolReference struct {
+	Type     string `json:"type"`
+	ToolName string `json:"tool_name"`
 }
 
 // blockSource is an image's or document's source.
@@ -62,10 +70,11 @@ type blockSource struct {
 
 // toolDef is a custom tool (Tool); server tools carry another type.
 type toolDef struct {
-	Type        string     `json:"type,omitzero"`
-	Name        string     `json:"name"`
-	Description string     `json:"description,omitzero"`
-	InputSchema json.Value `json:"input_schema,omitzero"`
+	Type         string     `json:"type,omitzero"`
+	Name         string     `json:"name"`
+	Description  string     `json:"description,omitzero"`
+	InputSchema  json.Value `json:"input_schema,omitzero"`
+	DeferLoading bool       `json:"defer_loading,omitzero"`
 }
 
 // toolChoice is ToolChoice: auto, any, tool (with name) or none.
