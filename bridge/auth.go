@@ -162,7 +162,7 @@ func (a *authenticator) middleware(next http.Handler, log *slog.Logger) http.Han
 		p := a.lookup(presentedKey(r))
 		if p == nil {
 			log.Info("unauthenticated request refused", "path", r.URL.Path, "remote", r.RemoteAddr)
-			writeUnauthenticated(w, r, "missing or invalid API key (send Authorization: Bearer <key>)")
+			writeUnauthenticated(w, r, "missing or invalid API key (send Authorization: Bearer <key>, or x-api-key: <key>)")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(canonical.WithPrincipal(r.Context(), p)))

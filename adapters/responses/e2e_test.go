@@ -249,7 +249,7 @@ func TestE2ETenancy(t *testing.T) {
 	jsonEqual(t, "alice's GET", out, got)
 	alice.want("POST", "/v1/responses", `{"model":"echo","input":"more","previous_response_id":"`+id+`"}`, 200, "")
 	client{t: t, base: inst.URL}.want("GET", "/v1/responses/"+id, "", 401,
-		`{"error":{"message":"missing or invalid API key (send Authorization: Bearer <key>)","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+		`{"error":{"message":"missing or invalid API key (send Authorization: Bearer <key>, or x-api-key: <key>)","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
 }
 
 // TestE2ERestart: a stored response outlives the daemon: a new instance
