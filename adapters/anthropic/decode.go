@@ -61,6 +61,9 @@ type decoded struct {
 	req    *canonical.Request
 	model  string
 	stream bool
+	// clientTools names the tools the request declared: a tool call of
+	// another name is one the bridge runs (encode.go).
+	clientTools map[string]bool
 }
 
 // invalid is an invalid_request_error naming the field (dotted path, as
@@ -144,7 +147,7 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 	if e := extraParameters(body, req); e != nil {
 		return nil, e
 	}
-	return &decoded{req: req, model: c.Model, stream: c.Stream}, nil
+	return &decoded{req: req, model: c.Model, stream: c.Stream, clientTools: c.toolNames()}, nil
 }
 
 // validate checks the members the frontend reads, naming the first bad
@@ -291,11 +294,21 @@ func blockLeaves(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.
 			n.Metadata = map[string]string{metaSignature: b.Signature}
 		}
 		return []*canonical.Node{n}, nil
+	case "server_tool_use", "mcp_tool_use":
+		if role == "assistant" {
+			// A call the server ran (the bridge, encode.go, or Anthropic's
+			// own tools) and its result: the answer after them says what
+			// came of it, and no backend could take the call again.
+			return nil, nil
+		}
 	case "redacted_thinking":
 		if b.Data == "" {
 			return nil, invalid(at+".data", "Field required")
 		}
 		return []*canonical.Node{{Mime: canonical.MimeReasoning, Role: role, Payload: canonical.DataPayload(nil), Metadata: map[string]string{metaRedacted: b.Data}}}, nil
+	}
+	if role == "assistant" && strings.HasSuffix(b.Type, "_tool_result") {
+		return nil, nil // a server tool's result (web_search_tool_result, ...): see server_tool_use
 	}
 	return nil, invalid(at+".type", "Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'", b.Type)
 }
@@ -417,6 +430,18 @@ func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.E
 	}
 	text.Payload = canonical.DataPayload([]byte(sb.String()))
 	return append([]*canonical.Node{text}, extra...), nil
+}
+
+// toolNames is the names of the tools the request declares.
+func (c *createRequest) toolNames() map[string]bool {
+	names := make(map[string]bool, len(c.Tools))
+	for _, raw := range c.Tools {
+		var t toolDef
+		if json.Unmarshal(raw, &t) == nil {
+			names[t.Name] = true
+		}
+	}
+	return names
 }
 
 // referencedTools is the names the conversation's tool_reference blocks

@@ -1,10 +1,13 @@
 package anthropic
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/canonical"
 )
 
 // TestDecodeRequestErrors: bad input names the member, in Anthropic's
@@ -63,4 +66,26 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("decoded request does not marshal: %v", err)
 		}
 	})
+}
+
+// TestDecodeDropsServerToolBlocks: an assistant turn's server_tool_use and
+// server tool results (what the frontend writes for a call the bridge ran,
+// or Anthropic's own tools) are dropped: the text after them is the answer,
+// and no backend could take the call again. A user turn may not hold them.
+func TestDecodeDropsServerToolBlocks(t *testing.T) {
+	d, e := decodeRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[
+		{"type":"server_tool_use","id":"call-1","name":"calculator","input":{}},{"type":"web_search_tool_result","tool_use_id":"s","content":[]},{"type":"text","text":"42"}]}]}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	var got []string
+	for _, l := range canonical.Leaves(nil, d.req.GetInputs()[0].GetNode()) {
+		got = append(got, l.GetRole()+":"+l.GetMime()+":"+string(l.GetData()))
+	}
+	if want := []string{"user:text/plain:q", "assistant:text/plain:42"}; !slices.Equal(got, want) {
+		t.Fatalf("leaves %q, want %q", got, want)
+	}
+	if _, e := decodeRequest([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"server_tool_use","id":"a","name":"f","input":{}}]}]}`)); e == nil {
+		t.Fatal("a user turn's server_tool_use was taken")
+	}
 }

@@ -31,7 +31,7 @@
 //     (messages.0.content.1.source.data); an unknown model a 404
 //     not_found_error "model: <name>".
 //   - The run is one Message: the root namespace's messages join (a turn
-//     in which the bridge ran a tool reads like a server-tool turn); an
+//     in which the bridge ran a tool reads as a server-tool turn); an
 //     agent's run is rendered as canonical.AnswerStream views it (the
 //     graph's own nodes' messages join on the root), a subgraph's own
 //     nodes (two or more deep) are not rendered. Text blocks are text, reasoning blocks
@@ -40,10 +40,17 @@
 //     invented) or redacted_thinking (extension
 //     anthropic.redacted_thinking), tool-call blocks tool_use (input {},
 //     then the argument JSON as input_json_delta fragments in order; none
-//     is "{}"). Blocks follow one another, never interleaved, each delta of
+//     is "{}") when the request declared the tool, else server_tool_use:
+//     a call the bridge runs (an agent's, an XML route's action), which
+//     the client must not be asked to answer (Claude Code would try to
+//     run it); stop_reason is tool_use only when the last message has a
+//     tool_use. Blocks follow one another, never interleaved, each delta of
 //     its block's own type. Data and ref blocks, tool activity (the
-//     bridge's tool runs), input requests, state and non-terminal errors
-//     are not carried.
+//     bridge's tool runs and their results), input requests, state and
+//     non-terminal errors are not carried. An assistant turn sent back
+//     with server_tool_use, mcp_tool_use or a server tool's result (type
+//     *_tool_result) has those blocks dropped: the text after them is the
+//     answer, and no backend could take the call again.
 //   - Streaming writes every event as "event: <type>" with matching data
 //     and flushes it; message_start goes out with the first block (its
 //     usage is what the backend counted at the message's start, as an

@@ -96,6 +96,7 @@ func TestFrontendScripted(t *testing.T) {
 		{"unknown_model", `{"model":"nope","max_tokens":64,"messages":[{"role":"user","content":"x"}]}`},
 		{"no_max_tokens", `{"model":"echo","messages":[{"role":"user","content":"x"}]}`},
 		{"bad_role", `{"model":"echo","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`},
+		{"server_tool_history", `{"model":"echo","max_tokens":64,"messages":[{"role":"user","content":"what is 6*7?"},{"role":"assistant","content":[{"type":"server_tool_use","id":"call-1","name":"calculator","input":{"expression":"6 * 7"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},{"type":"text","text":"42."}]},{"role":"user","content":"thanks"}]}`},
 		{"system_message", `{"model":"echo","max_tokens":64,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"system","content":[{"type":"text","text":"be brief"}],"output_config":{"effort":"low"}},{"role":"user","content":"again"}]}`},
 		{"bad_block", `{"model":"echo","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":7}]}]}`},
 		{"not_json", `{"model":`},

@@ -24,7 +24,8 @@ const (
 	kindThinking = "thinking"
 	kindRedacted = "redacted_thinking"
 	kindToolUse  = "tool_use"
-	kindSkip     = "skip" // a canonical block this wire cannot carry (data, ref)
+	kindServer   = "server_tool_use" // a call the bridge runs: no client answers it
+	kindSkip     = "skip"            // a canonical block this wire cannot carry (data, ref)
 )
 
 // encoder turns one run's canonical events into Messages stream events:
@@ -43,6 +44,8 @@ type encoder struct {
 	args    bool   // the open tool_use block got arguments
 
 	stopReason, stopSeq string
+	clientTools         map[string]bool // the tools the request declared
+	clientCall          bool            // a tool_use of the message being rendered
 	use                 canonical.Usage
 	startUse            *canonical.Usage // the first message's, at its start
 
@@ -62,8 +65,10 @@ type deltaEvents struct {
 	json     inputJSONDelta
 }
 
-func newEncoder(out sink, model string) *encoder {
-	return &encoder{out: out, model: model}
+// newEncoder makes an encoder of a run whose request declared the tools
+// clientTools names.
+func newEncoder(out sink, model string, clientTools map[string]bool) *encoder {
+	return &encoder{out: out, model: model, clientTools: clientTools}
 }
 
 // begin writes message_start once.
@@ -177,7 +182,18 @@ func (e *encoder) startBlock(bs *canonical.BlockStart, ext map[string]*structpb.
 		if id == "" {
 			id = "toolu_" + e.run + "_" + strconv.Itoa(e.next)
 		}
-		e.kind, e.args, block = kindToolUse, false, toolUseBlock{Type: "tool_use", ID: id, Name: bs.GetName(), Input: json.Value("{}")}
+		// A call of a tool the client did not declare is one the bridge
+		// runs (an agent's, an XML route's action): as a tool_use the
+		// client would be asked to answer it (Claude Code would try to
+		// run it), so it is a server_tool_use, as Anthropic's own tools'
+		// calls are.
+		typ := kindToolUse
+		if !e.clientTools[bs.GetName()] {
+			typ = kindServer
+		} else {
+			e.clientCall = true
+		}
+		e.kind, e.args, block = typ, false, toolUseBlock{Type: typ, ID: id, Name: bs.GetName(), Input: json.Value("{}")}
 	default: // data and ref: an assistant message has no such block
 		e.kind = kindSkip
 		return nil
@@ -203,7 +219,7 @@ func (e *encoder) delta(bd *canonical.BlockDelta) error {
 	case kindThinking:
 		ds.thinking = thinkingDelta{Type: "thinking_delta", Thinking: s}
 		d = &ds.thinking
-	case kindToolUse:
+	case kindToolUse, kindServer:
 		e.args = true
 		ds.json = inputJSONDelta{Type: "input_json_delta", PartialJSON: s}
 		d = &ds.json
@@ -224,7 +240,7 @@ func (e *encoder) stopBlock(ext map[string]*structpb.Value) error {
 		return nil
 	case kindSkip:
 		return nil
-	case kindToolUse:
+	case kindToolUse, kindServer:
 		if !e.args {
 			if err := e.out.event("content_block_delta", &blockDeltaEvent{Type: "content_block_delta", Index: e.next,
 				Delta: &inputJSONDelta{Type: "input_json_delta", PartialJSON: "{}"}}); err != nil {
@@ -248,6 +264,10 @@ func (e *encoder) stopBlock(ext map[string]*structpb.Value) error {
 // reason, the usage added up.
 func (e *encoder) finishMessage(mf *canonical.MessageFinish, ext map[string]*structpb.Value) {
 	e.stopReason, e.stopSeq = stopReasonOf(mf.GetFinishReason(), ext)
+	if e.stopReason == "tool_use" && !e.clientCall {
+		e.stopReason = "end_turn" // the bridge runs every call: none is the client's
+	}
+	e.clientCall = false
 	u := mf.GetUsage()
 	e.use.InputTokens += u.GetInputTokens()
 	e.use.OutputTokens += u.GetOutputTokens()

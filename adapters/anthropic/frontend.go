@@ -138,10 +138,10 @@ func (f *Frontend) serveMessages(w http.ResponseWriter, r *http.Request) {
 	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // an agent's answer, on the root (doc.go)
 	defer stream.Close()                                          // cancels the run if the client left
 	if d.stream {
-		f.streamRun(w, stream, d.model, rid)
+		f.streamRun(w, stream, d, rid)
 		return
 	}
-	f.collectRun(w, stream, d.model, rid)
+	f.collectRun(w, stream, d, rid)
 }
 
 // betaHeader reads anthropic-beta (comma-separated, may repeat).
@@ -158,9 +158,9 @@ func betaHeader(h http.Header) []*structpb.Value {
 }
 
 // collectRun answers one Message when the run has ended.
-func (f *Frontend) collectRun(w http.ResponseWriter, stream canonical.Stream, model, rid string) {
+func (f *Frontend) collectRun(w http.ResponseWriter, stream canonical.Stream, d *decoded, rid string) {
 	acc := &accumulator{limit: f.cfg.MaxOutputBytes}
-	enc := newEncoder(acc, model)
+	enc := newEncoder(acc, d.model, d.clientTools)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {

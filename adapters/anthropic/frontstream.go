@@ -108,7 +108,7 @@ func deltaFill(evType string, d any) func(n int64, s string) any {
 // streamRun writes the run as a Messages event stream, each event as it
 // comes (a burst at once: flushed when the run holds no more), with a
 // ping after each PingInterval without a write.
-func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, model, rid string) {
+func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *decoded, rid string) {
 	sw, err := sse.NewWriter(w)
 	if err != nil {
 		f.log.Error("messages: response cannot stream", "err", err)
@@ -116,12 +116,12 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, mod
 		return
 	}
 	out := &sseSink{w: w, sw: sw, rid: rid}
-	enc := newEncoder(out, model)
+	enc := newEncoder(out, d.model, d.clientTools)
 	var mu sync.Mutex // the pings' and this loop's writes
 	ping := sse.NewKeepalive(&mu, f.cfg.PingInterval, func() error { return f.ping(enc, out) })
 	defer ping.Stop()
 	ping.Relay(stream, func(ev *canonical.Event, err error, idle bool) bool {
-		return f.write(enc, out, ev, err, model, idle)
+		return f.write(enc, out, ev, err, idle)
 	})
 }
 
@@ -140,7 +140,7 @@ func (f *Frontend) ping(enc *encoder, out *sseSink) error {
 // write writes the events of ev, or the error that ended the run, and
 // flushes them when idle (nothing more is at hand); it reports whether
 // the response has ended (the run's end, a failure, a client gone).
-func (f *Frontend) write(enc *encoder, out *sseSink, ev *canonical.Event, err error, model string, idle bool) bool {
+func (f *Frontend) write(enc *encoder, out *sseSink, ev *canonical.Event, err error, idle bool) bool {
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = canonical.Errorf(canonical.CodeInternal, "the run ended without a terminal event")
@@ -150,7 +150,7 @@ func (f *Frontend) write(enc *encoder, out *sseSink, ev *canonical.Event, err er
 	}
 	done, fail, err := enc.event(ev)
 	if err != nil {
-		f.log.Debug("messages: client gone", "model", model, "run", ev.GetRunId(), "err", err)
+		f.log.Debug("messages: client gone", "model", enc.model, "run", ev.GetRunId(), "err", err)
 		return true
 	}
 	if done && fail != nil {
@@ -159,7 +159,7 @@ func (f *Frontend) write(enc *encoder, out *sseSink, ev *canonical.Event, err er
 	}
 	if done || idle {
 		if err := out.sw.Flush(); err != nil && !done {
-			f.log.Debug("messages: client gone", "model", model, "err", err)
+			f.log.Debug("messages: client gone", "model", enc.model, "err", err)
 			return true
 		}
 	}

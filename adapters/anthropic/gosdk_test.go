@@ -20,10 +20,15 @@ func TestGoSDK(t *testing.T) {
 	ctx := context.Background()
 	got := map[string]any{}
 	for _, model := range []string{"demo-agent", "peer-tools", "peer-thinking", "peer-usage"} {
-		stream := client.Messages.NewStreaming(ctx, sdk.MessageNewParams{
+		params := sdk.MessageNewParams{
 			Model: sdk.Model(model), MaxTokens: 4096,
 			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("what is 6*7?"))},
-		})
+		}
+		if model == "peer-tools" { // the client's tools: their calls are tool_use
+			params.Tools = []sdk.ToolUnionParam{sdk.ToolUnionParamOfTool(sdk.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}, "get_weather"),
+				sdk.ToolUnionParamOfTool(sdk.ToolInputSchemaParam{Properties: map[string]any{}}, "get_time")}
+		}
+		stream := client.Messages.NewStreaming(ctx, params)
 		var msg sdk.Message
 		for stream.Next() {
 			if err := msg.Accumulate(stream.Current()); err != nil {
