@@ -18,8 +18,8 @@ import (
 
 // peerModels are the reference peer's models behind the anthropic
 // backend: parallel tool calls, thinking with a signature (and a
-// signature-only block), usage with cache counts, an error event after
-// the first block.
+// signature-only block), usage with cache counts, a ToolSearch call, an
+// error event after the first block.
 var peerModels = []peer.Model{
 	{Name: "peer-tools", Blocks: []peer.Block{
 		{Type: "text", Deltas: []string{"Checking", " both."}},
@@ -34,6 +34,9 @@ var peerModels = []peer.Model{
 	}, Usage: peer.Usage{Input: 30, Output: 120}},
 	{Name: "peer-usage", Blocks: []peer.Block{{Type: "text", Deltas: []string{"ok"}}},
 		Usage: peer.Usage{Input: 10, CacheRead: 1000, CacheCreation: 200, Output: 3}, StopReason: "stop_sequence", StopSequence: "END"},
+	{Name: "peer-toolsearch", Blocks: []peer.Block{ // Claude Code's client-side tool search (claudecode_test.go)
+		{Type: "tool_use", ID: "toolu_S", Name: "ToolSearch", Deltas: []string{`{"query": "select:WebFetch"}`}},
+	}, Usage: peer.Usage{Input: 200, Output: 20}},
 	{Name: "peer-error", Blocks: []peer.Block{{Type: "text", Deltas: []string{"partial"}}},
 		ErrorEvent: "overloaded_error", ErrorMessage: "Overloaded", ErrorEventAt: 1},
 }
