@@ -36,17 +36,20 @@ func newPeerBackend(t *testing.T, models ...peer.Model) (*anthropic.Backend, *pe
 // request as the frontend decodes it (a tool turn with signed thinking, a
 // tool result with an image and a tool_reference, which loads its
 // deferred tool while the other deferred one stays out, a system message
-// mid-conversation, which joins system), headers included.
+// mid-conversation, which joins system; cache_control breakpoints,
+// output_config and context_management as the client sent them), headers
+// included.
 func TestBackendRequest(t *testing.T) {
 	be, p := newPeerBackend(t, peer.Model{Name: "m", Blocks: []peer.Block{{Type: "text", Deltas: []string{"ok"}}}})
-	body := `{"model":"m","max_tokens":3000,"system":[{"type":"text","text":"sys"}],"temperature":0.5,"top_k":3,"stop_sequences":["END"],
+	body := `{"model":"m","max_tokens":3000,"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral","ttl":"1h"}}],"temperature":0.5,"top_k":3,"stop_sequences":["END"],
+	"output_config":{"effort":"medium"},"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},"cache_control":{"type":"ephemeral"},
 	"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}},{"type":"web_search_20250305","name":"web_search"},
 	{"name":"lookup","defer_loading":true,"input_schema":{"type":"object"}},{"name":"unloaded","defer_loading":true,"input_schema":{"type":"object"}}],
 	"tool_choice":{"type":"any","disable_parallel_tool_use":true},"thinking":{"type":"enabled","budget_tokens":1024},"metadata":{"user_id":"u1"},
 	"messages":[{"role":"user","content":"weather?"},
 	{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"sig"},{"type":"thinking","thinking":"unsigned"},{"type":"redacted_thinking","data":"R"},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},
 	{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}},{"type":"tool_reference","tool_name":"lookup"}]},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw=="}},{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]},
-	{"role":"system","content":"be brief"},{"role":"user","content":"and tomorrow?"}]}`
+	{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"and tomorrow?","cache_control":{"type":"ephemeral"}}]}]}`
 	req, cerr := anthropic.DecodeRequestForTest([]byte(body), "interleaved-thinking-2025-05-14")
 	if cerr != nil {
 		t.Fatal(cerr)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -18,12 +19,14 @@ import (
 // has one; a redacted_thinking block is a reasoning leaf without text and
 // with metadata redacted_data; a tool_result's text leaf has metadata
 // tool_references, the names its tool_reference blocks load (comma
-// separated: a tool name has no comma).
+// separated: a tool name has no comma); a block's cache_control is
+// metadata cache_control (its JSON) on the block's first leaf.
 const (
-	metaIsError   = "is_error"
-	metaSignature = "signature"
-	metaRedacted  = "redacted_data"
-	metaToolRefs  = "tool_references"
+	metaIsError      = "is_error"
+	metaSignature    = "signature"
+	metaRedacted     = "redacted_data"
+	metaToolRefs     = "tool_references"
+	metaCacheControl = "cache_control"
 )
 
 // Canonical parameter names the frontend sets and the backend reads.
@@ -44,6 +47,10 @@ const (
 	extThinking    = "anthropic.thinking"     // request: the thinking config object
 	extServerTools = "anthropic.server_tools" // request: tools of a server type, as sent
 	extBeta        = "anthropic.beta"         // request: the anthropic-beta header's values
+	// request: top-level objects an Anthropic backend sends on as they are
+	extOutputConfig      = "anthropic.output_config"
+	extContextManagement = "anthropic.context_management"
+	extCacheControl      = "anthropic.cache_control"
 	// ExtSignature is the signature of a thinking block, on the reasoning
 	// block's BlockFinish event.
 	ExtSignature = "anthropic.signature"
@@ -144,6 +151,9 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 		return nil, e
 	}
 	c.parameters(req)
+	if e := c.passedObjects(req); e != nil {
+		return nil, e
+	}
 	if e := extraParameters(body, req); e != nil {
 		return nil, e
 	}
@@ -230,9 +240,51 @@ func systemLeaves(v json.Value) ([]*canonical.Node, *canonical.Error) {
 		if b.Type != "text" || b.Text == nil {
 			return nil, invalid(fmt.Sprintf("system.%d", i), "Input should be a text block with a text")
 		}
-		out = append(out, canonical.TextNode("system", *b.Text))
+		n := canonical.TextNode("system", *b.Text)
+		if e := markCache(n, b.CacheControl, fmt.Sprintf("system.%d", i)); e != nil {
+			return nil, e
+		}
+		out = append(out, n)
 	}
 	return out, nil
+}
+
+// markCache keeps a block's cache_control (an object) in n's metadata.
+func markCache(n *canonical.Node, cc json.Value, at string) *canonical.Error {
+	if len(cc) == 0 || string(cc) == "null" {
+		return nil
+	}
+	cc = slices.Clone(cc)
+	if cc.Kind() != '{' || cc.Compact() != nil {
+		return invalid(at+".cache_control", "Input should be a valid dictionary")
+	}
+	if n.Metadata == nil {
+		n.Metadata = map[string]string{}
+	}
+	n.Metadata[metaCacheControl] = string(cc)
+	return nil
+}
+
+// passedObjects keeps the top-level objects an Anthropic backend sends on
+// as they are: output_config (effort), context_management, cache_control
+// (automatic caching).
+func (c *createRequest) passedObjects(req *canonical.Request) *canonical.Error {
+	for _, o := range []struct {
+		name, ext string
+		v         json.Value
+	}{{"output_config", extOutputConfig, c.OutputConfig}, {"context_management", extContextManagement, c.ContextManagement}, {"cache_control", extCacheControl, c.CacheControl}} {
+		if len(o.v) == 0 || string(o.v) == "null" {
+			continue
+		}
+		var m map[string]any
+		if o.v.Kind() != '{' || json.Unmarshal(o.v, &m) != nil {
+			return invalid(o.name, "Input should be a valid dictionary")
+		}
+		if v := canonical.Value(m); v != nil {
+			req.Extensions[o.ext] = v
+		}
+	}
+	return nil
 }
 
 // turn reads one message into a node of its role.
@@ -267,8 +319,17 @@ func turn(m inputMessage, i int) (*canonical.Node, *canonical.Error) {
 	return n, nil
 }
 
-// blockLeaves reads one content block of a turn of role.
+// blockLeaves reads one content block of a turn of role, its
+// cache_control kept on its first leaf (thinking takes none).
 func blockLeaves(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.Error) {
+	leaves, e := blockLeavesOf(b, role, at)
+	if e == nil && len(leaves) > 0 && b.Type != "thinking" && b.Type != "redacted_thinking" {
+		e = markCache(leaves[0], b.CacheControl, at)
+	}
+	return leaves, e
+}
+
+func blockLeavesOf(b *inputBlock, role, at string) ([]*canonical.Node, *canonical.Error) {
 	switch b.Type {
 	case "text":
 		if b.Text == nil {

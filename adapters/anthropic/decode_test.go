@@ -31,6 +31,8 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":[1]}]}]}`, "messages.0.content.0.input: Input should be a valid dictionary"},
 		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"video"}]}]}`, "messages.0.content.0.type: Input tag 'video' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'tool_use', 'tool_result', 'thinking', 'redacted_thinking'"},
 		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":7}]}`, "messages.0.content: Input should be a valid string or a list of content blocks"},
+		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":"ephemeral"}]}]}`, "messages.0.content.0.cache_control: Input should be a valid dictionary"},
+		{`{"model":"m","max_tokens":5,"output_config":[1],` + msg + `}`, "output_config: Input should be a valid dictionary"},
 		{`{"model":"m","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`, "messages.0.role: Input should be 'user', 'assistant' or 'system'"},
 		{`{"model":"m","max_tokens":5,"messages":[{"role":"system","content":[{"type":"image","source":{"type":"url","url":"http://x"}}]}]}`, "messages.0.content.0.type: Input tag 'image' found using 'type' does not match the expected tag of a system message: 'text'"},
 		{`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"tool_reference"}]}]}]}`, "messages.0.content.0.content.0.tool_name: Field required"},

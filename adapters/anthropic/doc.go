@@ -25,8 +25,13 @@
 //     tool_choice (as OpenAI spells it: auto, none, required, a function),
 //     disable_parallel_tool_use (parallel_tool_calls false) and
 //     metadata.user_id (user) the parameters; thinking the extension
-//     anthropic.thinking. Other scalar top-level members pass on as
-//     parameters (as vLLM takes extra sampling parameters). Bad input is
+//     anthropic.thinking; output_config, context_management and a
+//     top-level cache_control the extensions anthropic.<member>, and a
+//     block's cache_control metadata of its leaf, which an Anthropic
+//     backend sends on as they are (so prompt caching works through the
+//     bridge; other backends have no such thing). Other scalar top-level
+//     members pass on as parameters (as vLLM takes extra sampling
+//     parameters). Bad input is
 //     a 400 invalid_request_error naming the member by its dotted path
 //     (messages.0.content.1.source.data); an unknown model a 404
 //     not_found_error "model: <name>".

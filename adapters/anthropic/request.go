@@ -25,6 +25,10 @@ type outRequest struct {
 	ToolChoice    *toolChoice    `json:"tool_choice,omitzero"`
 	Thinking      *structpbValue `json:"thinking,omitzero"`
 	Metadata      *requestMeta   `json:"metadata,omitzero"`
+
+	OutputConfig      *structpbValue `json:"output_config,omitzero"`
+	ContextManagement *structpbValue `json:"context_management,omitzero"`
+	CacheControl      *structpbValue `json:"cache_control,omitzero"`
 }
 
 // structpbValue marshals a structpb value as the JSON it holds.
@@ -42,8 +46,9 @@ type outMessage struct {
 
 type (
 	sourceBlock struct {
-		Type   string    `json:"type"`
-		Source outSource `json:"source"`
+		Type         string     `json:"type"`
+		Source       outSource  `json:"source"`
+		CacheControl json.Value `json:"cache_control,omitzero"`
 	}
 	outSource struct {
 		Type      string `json:"type"`
@@ -54,10 +59,11 @@ type (
 	// toolResultBlock's content is its text, or, when it holds images or
 	// documents too, a list of blocks (its text first).
 	toolResultBlock struct {
-		Type      string `json:"type"`
-		ToolUseID string `json:"tool_use_id"`
-		Content   any    `json:"content"`
-		IsError   bool   `json:"is_error,omitzero"`
+		Type         string     `json:"type"`
+		ToolUseID    string     `json:"tool_use_id"`
+		Content      any        `json:"content"`
+		IsError      bool       `json:"is_error,omitzero"`
+		CacheControl json.Value `json:"cache_control,omitzero"`
 	}
 	outTool struct {
 		Name        string        `json:"name"`
@@ -109,6 +115,14 @@ func encodeRequest(req *canonical.Request, model string, maxTokens int64) (*outR
 	if v := ext[extThinking]; v != nil {
 		r.Thinking = &structpbValue{v}
 	}
+	for _, o := range []struct {
+		to  **structpbValue
+		ext string
+	}{{&r.OutputConfig, extOutputConfig}, {&r.ContextManagement, extContextManagement}, {&r.CacheControl, extCacheControl}} {
+		if v := ext[o.ext]; v != nil {
+			*o.to = &structpbValue{v}
+		}
+	}
 	params(r, req.GetParameters())
 	return r, nil
 }
@@ -117,17 +131,18 @@ func encodeRequest(req *canonical.Request, model string, maxTokens int64) (*outR
 func leaf(rb *requestBuilder, l *canonical.Node) {
 	role := l.GetRole()
 	meta := l.GetMetadata()
+	cc := cacheControlOf(l)
 	switch {
 	case role == "system":
 		if canonical.IsText(l) {
-			rb.r.System = append(rb.r.System, textBlock{Type: "text", Text: string(l.GetData())})
+			rb.r.System = append(rb.r.System, textBlock{Type: "text", Text: string(l.GetData()), CacheControl: cc})
 		}
 	case l.GetMime() == canonical.MimeToolCall:
 		in := json.Value(l.GetData())
 		if in.Kind() != '{' || !json.Valid(in) {
 			in = json.Value("{}")
 		}
-		rb.add("assistant", toolUseBlock{Type: "tool_use", ID: meta[canonical.MetaToolCallID], Name: meta[canonical.MetaToolName], Input: in})
+		rb.add("assistant", toolUseBlock{Type: "tool_use", ID: meta[canonical.MetaToolCallID], Name: meta[canonical.MetaToolName], Input: in, CacheControl: cc})
 	case l.GetMime() == canonical.MimeReasoning:
 		// Thinking goes back only with the signature Anthropic checks.
 		if d := meta[metaRedacted]; d != "" {
@@ -136,12 +151,12 @@ func leaf(rb *requestBuilder, l *canonical.Node) {
 			rb.add("assistant", thinkingBlock{Type: "thinking", Thinking: string(l.GetData()), Signature: s})
 		}
 	case role == "tool" && canonical.IsText(l):
-		rb.add("user", toolResultBlock{Type: "tool_result", ToolUseID: meta[canonical.MetaToolCallID], Content: string(l.GetData()), IsError: meta[metaIsError] == "true"})
+		rb.add("user", toolResultBlock{Type: "tool_result", ToolUseID: meta[canonical.MetaToolCallID], Content: string(l.GetData()), IsError: meta[metaIsError] == "true", CacheControl: cc})
 	case canonical.IsText(l):
 		if role != "assistant" {
 			role = "user"
 		}
-		rb.add(role, textBlock{Type: "text", Text: string(l.GetData())})
+		rb.add(role, textBlock{Type: "text", Text: string(l.GetData()), CacheControl: cc})
 	default:
 		b, ok := mediaBlock(l)
 		switch {
@@ -180,6 +195,15 @@ func (rb *requestBuilder) addToToolResult(id string, b any) bool {
 	return true
 }
 
+// cacheControlOf is the prompt-caching breakpoint an Anthropic client set
+// on the leaf's block (decode.go), nil when none.
+func cacheControlOf(l *canonical.Node) json.Value {
+	if cc := l.GetMetadata()[metaCacheControl]; cc != "" {
+		return json.Value(cc)
+	}
+	return nil
+}
+
 // mediaBlock is an image or PDF leaf as a block; other media are not
 // carried.
 func mediaBlock(l *canonical.Node) (any, bool) {
@@ -191,10 +215,11 @@ func mediaBlock(l *canonical.Node) (any, bool) {
 	case !strings.HasPrefix(mime, "image/"):
 		return nil, false
 	}
+	cc := cacheControlOf(l)
 	if ref := l.GetRef(); ref != "" {
-		return sourceBlock{Type: typ, Source: outSource{Type: "url", URL: ref}}, true
+		return sourceBlock{Type: typ, Source: outSource{Type: "url", URL: ref}, CacheControl: cc}, true
 	}
-	return sourceBlock{Type: typ, Source: outSource{Type: "base64", MediaType: mime, Data: base64.StdEncoding.EncodeToString(l.GetData())}}, true
+	return sourceBlock{Type: typ, Source: outSource{Type: "base64", MediaType: mime, Data: base64.StdEncoding.EncodeToString(l.GetData())}, CacheControl: cc}, true
 }
 
 // params sets the sampling members, stop sequences, tool choice and user.

@@ -22,6 +22,10 @@ type createRequest struct {
 	ToolChoice    *toolChoice     `json:"tool_choice,omitzero"`
 	Thinking      *thinkingConfig `json:"thinking,omitzero"`
 	Metadata      *requestMeta    `json:"metadata,omitzero"`
+	// Objects passed to an Anthropic backend as they are (extensions).
+	OutputConfig      json.Value `json:"output_config,omitzero"`
+	ContextManagement json.Value `json:"context_management,omitzero"`
+	CacheControl      json.Value `json:"cache_control,omitzero"`
 }
 
 // requestMeta is the request's metadata object.
@@ -51,6 +55,9 @@ type inputBlock struct {
 	Signature string       `json:"signature,omitzero"`
 	Data      string       `json:"data,omitzero"`
 	ToolName  string       `json:"tool_name,omitzero"`
+	// CacheControl marks a prompt-caching breakpoint (kept in the leaf's
+	// metadata for an Anthropic backend).
+	CacheControl json.Value `json:"cache_control,omitzero"`
 }
 
 // toolReference is a tool_result's tool_reference block: it loads the
@@ -116,14 +123,16 @@ type usage struct {
 // Content blocks as written.
 type (
 	textBlock struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type         string     `json:"type"`
+		Text         string     `json:"text"`
+		CacheControl json.Value `json:"cache_control,omitzero"` // in a request
 	}
 	toolUseBlock struct {
-		Type  string     `json:"type"`
-		ID    string     `json:"id"`
-		Name  string     `json:"name"`
-		Input json.Value `json:"input"`
+		Type         string     `json:"type"`
+		ID           string     `json:"id"`
+		Name         string     `json:"name"`
+		Input        json.Value `json:"input"`
+		CacheControl json.Value `json:"cache_control,omitzero"` // in a request
 	}
 	thinkingBlock struct {
 		Type      string `json:"type"`
