@@ -27,3 +27,14 @@ const (
 	// MetaToolName is the metadata key of a tool call's tool name.
 	MetaToolName = "tool_name"
 )
+
+// ToolNames is the names of the tools a client's request declares. A tool
+// call of another name is one the bridge runs itself (an agent's, an XML
+// route's action): a frontend does not hand it to the client to answer.
+func ToolNames(tools []*ToolSpec) map[string]bool {
+	names := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		names[t.GetName()] = true
+	}
+	return names
+}

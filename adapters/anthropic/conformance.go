@@ -20,7 +20,7 @@ var conformanceProfile = &profile.Profile{
 	Upstream: "the reference Anthropic Messages peer (conformance/peers/anthropic)",
 	FrontNotes: []profile.Degradation{
 		profile.AgentAnswer,
-		{"text, reasoning, tool-call", "kept: text, thinking (unsigned: no signature is invented) and tool_use blocks with their ids, the arguments as input_json_delta fragments"},
+		{"text, reasoning, tool-call", "kept: text, thinking (unsigned: no signature is invented) and tool_use blocks with their ids, the arguments as input_json_delta fragments; a call of a tool the request did not declare (the bridge runs it) is a server_tool_use, which the client (our backend) reads as a call too"},
 		{"tool-activity, multimodal, error-nonterminal", "dropped: an assistant Message has no block for the bridge's tool runs, data, refs or non-terminal errors"},
 		{"interrupt", "the Message ends with end_turn: the run reads as completed"},
 		{"error-before", "Anthropic's error object with the status of its code (errors.go), read back through the error type (e.g. failed_precondition → invalid_request_error → invalid_argument, data_loss → api_error → internal); a run that fails before its first carried block (and before a ping, sent after 10 s without an event) is refused the same way"},
@@ -30,7 +30,7 @@ var conformanceProfile = &profile.Profile{
 		{"parameters", "the client sends a Messages request's own members only (max_tokens, temperature, top_p, top_k, stop_sequences, tool_choice, metadata): cases that need other parameters do not apply (server mode: the scripted faults cannot be asked for)"},
 	},
 	BackNotes: []profile.Degradation{
-		{"text, reasoning, tool-call", "kept: text, thinking and tool_use blocks; a rune cut across deltas is whole on this JSON wire (the peer re-cuts at rune boundaries)"},
+		{"text, reasoning, tool-call", "kept: text, thinking, tool_use and server_tool_use blocks (the latter marked anthropic.server_tool); a rune cut across deltas is whole on this JSON wire (the peer re-cuts at rune boundaries)"},
 		{"tool-activity, multimodal, error-nonterminal", "the peer's wire cannot carry them: dropped"},
 		{"interrupt", "the peer completes (end_turn)"},
 		{"error-before", "the peer's error status and type (the type of the code's row in errors.go), read back through the type"},

@@ -61,6 +61,9 @@ const (
 	// stop sequence that matched, on MessageFinish.
 	ExtStopReason   = "anthropic.stop_reason"
 	ExtStopSequence = "anthropic.stop_sequence"
+	// ExtServerTool marks a tool call the server ran (server_tool_use),
+	// on its BlockStart event: no client is to answer it.
+	ExtServerTool = "anthropic.server_tool"
 )
 
 // decoded is a create request read and checked.

@@ -188,7 +188,7 @@ func (e *encoder) startBlock(bs *canonical.BlockStart, ext map[string]*structpb.
 		// run it), so it is a server_tool_use, as Anthropic's own tools'
 		// calls are.
 		typ := kindToolUse
-		if !e.clientTools[bs.GetName()] {
+		if !e.clientTools[bs.GetName()] || ext[ExtServerTool].GetBoolValue() {
 			typ = kindServer
 		} else {
 			e.clientCall = true

@@ -14,7 +14,7 @@ import (
 
 // upBlock is what the decoder knows of one upstream content block.
 type upBlock struct {
-	kind  string // kindText, kindThinking, kindRedacted, kindToolUse, kindSkip
+	kind  string // kindText, kindThinking, kindRedacted, kindToolUse, kindServer, kindSkip
 	id    string
 	name  string
 	start string // a tool_use start's input, when not {}
@@ -231,12 +231,15 @@ func (d *streamDecoder) blockStart(ev *streamEvent, out []*canonical.Event) ([]*
 		ub.kind = kindThinking
 	case "redacted_thinking":
 		ub.kind = kindRedacted
-	case "tool_use":
+	case "tool_use", "server_tool_use":
 		ub.kind = kindToolUse
+		if cb.Type == "server_tool_use" {
+			ub.kind = kindServer
+		}
 		if in := bytes.TrimSpace(cb.Input); len(in) > 0 && string(in) != "{}" {
 			ub.start = string(in)
 		}
-	default: // server tool blocks, citations' kin: not carried
+	default: // server tools' results, citations' kin: not carried
 		ub.kind = kindSkip
 		return out, nil
 	}
@@ -266,6 +269,10 @@ func (d *streamDecoder) open(i int, ub *upBlock, out []*canonical.Event) []*cano
 		return out
 	case kindToolUse:
 		return d.b.ToolCall(out, ub.id, ub.name)
+	case kindServer:
+		out = d.b.ToolCall(out, ub.id, ub.name)
+		out[len(out)-1].Extensions = map[string]*structpb.Value{ExtServerTool: structpb.NewBoolValue(true)}
+		return out
 	}
 	return out
 }
@@ -301,7 +308,7 @@ func (d *streamDecoder) blockDelta(ev *streamEvent, out []*canonical.Event) ([]*
 		s = dl.Text
 	case dl.Type == "thinking_delta" && ub.kind == kindThinking:
 		s = dl.Thinking
-	case dl.Type == "input_json_delta" && ub.kind == kindToolUse:
+	case dl.Type == "input_json_delta" && (ub.kind == kindToolUse || ub.kind == kindServer):
 		s = dl.PartialJSON
 		d.argBytes += len(s)
 		if d.argBytes > d.maxArgs {
@@ -339,7 +346,7 @@ func (d *streamDecoder) blockStop(ev *streamEvent, out []*canonical.Event) ([]*c
 	if ub.kind == kindSkip {
 		return out, nil
 	}
-	if ub.kind == kindToolUse {
+	if ub.kind == kindToolUse || ub.kind == kindServer {
 		args := ub.args
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = []byte(cmp.Or(ub.start, "{}"))

@@ -22,7 +22,7 @@ var conformanceProfile = &profile.Profile{
 	FrontNotes: []profile.Degradation{
 		profile.AgentAnswer,
 		{"text, reasoning, tool-call", "kept: delta.content, delta.reasoning_content and tool_calls (index, the case's id, name, the arguments as fragments); content is one string per choice, so text blocks with nothing carried between them read as one (likewise reasoning)"},
-		{"tool-activity, multimodal, error-nonterminal", "dropped: a chunk has no member for the bridge's tool runs, data, refs or non-terminal errors (a call the bridge ran reads as a call for the client)"},
+		{"tool-activity, multimodal, error-nonterminal", "dropped: a chunk has no member for the bridge's tool runs, data, refs or non-terminal errors; a call of a tool the request did not declare (the bridge runs it) is dropped too, not handed to the client to run"},
 		{"interrupt", "the finish chunk and [DONE]: the run reads as completed"},
 		{"error-before", "OpenAI's error object with the code's status and the canonical code's name as its code: every code survives; a run that fails before its message starts is refused the same way"},
 		{"error-mid", "one data: error object (server_error, the canonical code's name as its code), no [DONE]: every code survives"},
@@ -56,18 +56,18 @@ func conformanceCarried(b *cv1.Block) bool {
 }
 
 // conformanceFront: what a Chat Completions client (the openai backend)
-// reads from our frontend: the carried blocks, adjacent text (or
-// reasoning) joined; every code exact (the error object's code is the
+// reads from our frontend: the carried blocks but the calls the bridge
+// ran, adjacent text (or reasoning) joined; every code exact (the error object's code is the
 // canonical name). The 200 goes out when the message starts, so a run
 // that fails before any block is refused.
-func conformanceFront(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
+func conformanceFront(t *cv1.Transcript, c *cases.Case) *cv1.Transcript {
 	out := &cv1.Transcript{Status: t.GetStatus(), Code: t.GetCode()}
 	started := false
 	for _, b := range t.GetBlocks() {
 		if b.GetType() != transcript.Error {
 			started = true
 		}
-		if !conformanceCarried(b) {
+		if !conformanceCarried(b) || profile.Undeclared(c, b) {
 			continue
 		}
 		if n := len(out.Blocks); n > 0 && b.GetType() != transcript.ToolCall && out.Blocks[n-1].GetType() == b.GetType() {

@@ -52,6 +52,9 @@ type decoded struct {
 	model        string
 	stream       bool
 	includeUsage bool
+	// clientTools names the tools the request declared: a call of
+	// another is one the bridge runs, which is not sent (encode.go).
+	clientTools map[string]bool
 }
 
 var (
@@ -137,7 +140,7 @@ func decodeRequest(body []byte) (*decoded, *apiError) {
 	if e := extraParameters(body, req); e != nil {
 		return nil, e
 	}
-	d := &decoded{req: req, model: c.Model, stream: c.Stream != nil && *c.Stream}
+	d := &decoded{req: req, model: c.Model, stream: c.Stream != nil && *c.Stream, clientTools: canonical.ToolNames(req.GetTools())}
 	if so := c.StreamOptions; so != nil && so.IncludeUsage != nil {
 		d.includeUsage = *so.IncludeUsage
 	}

@@ -34,8 +34,11 @@
 //     and 24 characters when it is empty or over 40), type and the whole
 //     name with arguments ""; later chunks only index and arguments.
 //     finish_reason is tool_calls when a call the client must run was sent
-//     and the model stopped normally; a call the bridge ran itself (its
-//     tool result is in the run) does not count.
+//     and the model stopped normally. A call of a tool the request did not
+//     declare is one the bridge runs itself (an agent's, an XML route's
+//     action): this wire has no server-run call, and a client handed it
+//     would try to run it (the AI SDK fails with NoSuchToolError and asks
+//     again), so it is not sent and does not count.
 //   - Reasoning goes in delta.reasoning_content (frontends.openai
 //     reasoning_field: reasoning_content, reasoning or both), never in
 //     content.
@@ -55,9 +58,8 @@
 // OpenAI's 400); an agent's run is rendered as canonical.AnswerStream
 // views it (the root's and the graph's own nodes' messages on the root; a
 // subgraph's own nodes, two or more deep, are not the answer); tool
-// activity (ToolStarted/Finished), state and custom events are not on
-// this wire, so a second openai
-// hop reads a call the first hop's bridge ran as a call for the client;
+// activity (ToolStarted/Finished), the bridge's own calls, state and
+// custom events are not on this wire;
 // the backend does not send reasoning of earlier turns back, sends only
 // image media (other data leaves are dropped), and reads choice 0 only;
 // a refusal reads as text with finish content_filter; arguments that are

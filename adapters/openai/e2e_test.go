@@ -204,9 +204,13 @@ func TestE2EBackendPeer(t *testing.T) {
 	cc := inst.URL + "/v1/chat/completions"
 	for _, m := range append(peerModels, peer.Model{Name: "not-served"}) {
 		for _, stream := range []bool{true, false} {
-			name, body := m.Name+"_nonstream", `{"model":"`+m.Name+`","messages":[{"role":"user","content":"echo these words"}],"top_k":5}`
+			tools := "" // the tools the peer's tool models call, declared as a client would
+			if strings.HasSuffix(m.Name, "-tools") {
+				tools = `,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}]`
+			}
+			name, body := m.Name+"_nonstream", `{"model":"`+m.Name+`","messages":[{"role":"user","content":"echo these words"}],"top_k":5`+tools+`}`
 			if stream {
-				name, body = m.Name+"_stream", `{"model":"`+m.Name+`","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"echo these words"}]}`
+				name, body = m.Name+"_stream", `{"model":"`+m.Name+`","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"echo these words"}]`+tools+`}`
 			}
 			t.Run(name, func(t *testing.T) {
 				golden(t, filepath.Join("backend", name+".txt"), hostPort(exchange(t, "POST", cc, "", body), inst.URL))

@@ -24,21 +24,26 @@ type handler interface {
 // namespace is read (the frontend hands it canonical.AnswerStream's view:
 // an agent's answer is moved onto the root); every assistant message of the
 // run is one choice.
-// Tool activity (a call the bridge ran itself), data and ref blocks,
-// state and custom events have no place on this wire and are dropped.
+// Tool activity, a call of a tool the request did not declare (one the
+// bridge runs: an agent's, an XML route's action; the client, asked to
+// run it, would fail or loop), data and ref blocks, state and custom
+// events have no place on this wire and are dropped.
 type reader struct {
-	h      handler
-	begun  bool
-	block  canonical.BlockType // the open root block's type; 0: none
-	call   int                 // wire index of the open tool call
-	calls  int                 // tool calls sent
-	ran    int                 // of them, calls the bridge ran (a tool result came)
-	ids    map[string]bool
-	reason canonical.FinishReason
-	usage  *canonical.Usage
+	h           handler
+	clientTools map[string]bool // the tools the request declared
+	begun       bool
+	block       canonical.BlockType // the open root block's type; 0: none
+	call        int                 // wire index of the open tool call
+	calls       int                 // tool calls sent
+	ran         int                 // of them, calls the bridge ran (a tool result came)
+	ids         map[string]bool
+	reason      canonical.FinishReason
+	usage       *canonical.Usage
 }
 
-func newReader(h handler) *reader { return &reader{h: h, ids: map[string]bool{}} }
+func newReader(h handler, clientTools map[string]bool) *reader {
+	return &reader{h: h, clientTools: clientTools, ids: map[string]bool{}}
+}
 
 // event reads one event; done reports the run's end (after which the
 // handler has been told finish or fail).
@@ -78,6 +83,10 @@ func (r *reader) ensureBegun() error {
 func (r *reader) blockStart(bs *canonical.BlockStart) error {
 	r.block = bs.GetType()
 	if r.block != canonical.BlockToolCall {
+		return nil
+	}
+	if !r.clientTools[bs.GetName()] {
+		r.block = 0 // the bridge's call: its deltas are dropped too
 		return nil
 	}
 	if err := r.ensureBegun(); err != nil {

@@ -214,14 +214,14 @@ func (f *Frontend) serveCompletions(w http.ResponseWriter, r *http.Request) {
 		f.streamRun(w, stream, d)
 		return
 	}
-	f.collectRun(w, stream, d.model)
+	f.collectRun(w, stream, d)
 }
 
 // collectRun answers one chat.completion when the run has ended.
-func (f *Frontend) collectRun(w http.ResponseWriter, stream canonical.Stream, modelName string) {
+func (f *Frontend) collectRun(w http.ResponseWriter, stream canonical.Stream, d *decoded) {
 	c := &collector{limit: f.cfg.MaxOutputBytes, reasonTo: f.cfg.ReasoningField}
-	c.c = completion{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(), Model: modelName}
-	rd := newReader(c)
+	c.c = completion{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(), Model: d.model}
+	rd := newReader(c, d.clientTools)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {

@@ -23,7 +23,7 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 		return
 	}
 	out := newStreamWriter(w, sw, d.model, f.cfg.ReasoningField, time.Now().Unix(), d.includeUsage)
-	rd := newReader(out)
+	rd := newReader(out, d.clientTools)
 	var mu sync.Mutex // the keepalive's and this loop's writes
 	ka := sse.NewKeepalive(&mu, f.cfg.Keepalive, func() error {
 		out.start()

@@ -32,7 +32,10 @@
 //     a reasoning item, as summary parts when the request set
 //     reasoning.summary, else as reasoning_text; a tool call is a
 //     function_call item whose call_id is the backend's (call_ + 24
-//     characters when it had none).
+//     characters when it had none). A call of a tool the request did not
+//     declare is one the bridge runs itself (an agent's, an XML route's
+//     action): a function_call asks the client to run it (Codex answered
+//     "unsupported call" and looped), so it is not rendered.
 //   - Ids: resp_ + 128 random bits; the ids of a response's items (msg_,
 //     fc_, rs_) are derived from it by SHA-256, so they are as unguessable
 //     and a replay of the run's events reproduces them.

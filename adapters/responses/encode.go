@@ -25,15 +25,18 @@ type encoder struct {
 	maxOutput int
 	held      int // bytes of text and arguments held in the snapshot
 
-	open      int    // index of the open item in r.Output, -1 for none
-	msgOpen   bool   // the open item is a message taking more text parts
-	block     string // the open block's kind: text, reasoning, tool, skip; "" for none
-	text      strings.Builder
-	reason    canonical.FinishReason
-	usage     *canonical.Usage
-	started   bool
-	done      bool
-	lastError *canonical.Error
+	open    int    // index of the open item in r.Output, -1 for none
+	msgOpen bool   // the open item is a message taking more text parts
+	block   string // the open block's kind: text, reasoning, tool, skip; "" for none
+	// clientTools names the tools the request declared (its response's
+	// tools): a call of another is not rendered.
+	clientTools map[string]bool
+	text        strings.Builder
+	reason      canonical.FinishReason
+	usage       *canonical.Usage
+	started     bool
+	done        bool
+	lastError   *canonical.Error
 	// completedAt, when set, is the completed_at of the terminal response
 	// (a replay renders the stored one).
 	completedAt *int64
@@ -60,7 +63,11 @@ func newEncoder(r *response, summary bool, maxOutput int, emit func(*streamEvent
 		emit = func(*streamEvent) error { return nil }
 	}
 	r.Output = []item{}
-	return &encoder{r: r, summary: summary, maxOutput: maxOutput, emit: emit, open: -1}
+	tools := make(map[string]bool, len(r.Tools))
+	for _, t := range r.Tools {
+		tools[t.Name] = true
+	}
+	return &encoder{r: r, summary: summary, maxOutput: maxOutput, emit: emit, open: -1, clientTools: tools}
 }
 
 // send numbers ev and hands it on.
@@ -175,6 +182,13 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		e.block = "reasoning"
 		return e.reasoningStart(n)
 	case canonical.BlockToolCall:
+		if !e.clientTools[bs.GetName()] {
+			// A call of a tool the request did not declare is one the
+			// bridge runs (an agent's, an XML route's action): as a
+			// function_call the client would be asked to run it.
+			e.block = "skip"
+			return nil
+		}
 		e.block = "tool"
 		if err := e.closeItem("completed"); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 type encodeCase struct {
 	name    string
 	summary bool
+	tools   []string // the function tools the request declared
 	events  func(b *canonical.Builder) []*canonical.Event
 }
 
@@ -31,7 +32,18 @@ var encodeCases = []encodeCase{
 	}},
 	{name: "reasoning_summary", summary: true, events: reasoningThenText},
 	{name: "reasoning_text", events: reasoningThenText},
-	{name: "tool_calls", events: func(b *canonical.Builder) []*canonical.Event {
+	// A call of a tool the request did not declare is the bridge's (an
+	// agent's calculator): not rendered, the text after it joins the
+	// message.
+	{name: "bridge_call", tools: []string{"get_weather"}, events: func(b *canonical.Builder) []*canonical.Event {
+		out := b.Text(nil, "Let me compute.")
+		out = b.ToolCall(out, "call-1", "calculator")
+		out = b.ToolArgs(out, `{"expression":"6*7"}`)
+		out = b.Text(out, "42.")
+		out = b.FinishMessage(out, canonical.FinishStop, nil)
+		return b.End(out, canonical.StatusCompleted, nil)
+	}},
+	{name: "tool_calls", tools: []string{"get_weather", "get_time"}, events: func(b *canonical.Builder) []*canonical.Event {
 		out := b.ToolCall(nil, "call_A", "get_weather")
 		out = b.ToolArgs(out, `{"city":`)
 		out = b.ToolArgs(out, `"Paris"}`)
@@ -85,7 +97,11 @@ func TestEncoder(t *testing.T) {
 			end.TimeUnixNano = time.Unix(1741476778, 0).UnixNano()
 			var buf bytes.Buffer
 			var got []*streamEvent
-			enc := newEncoder(testResponse(), c.summary, 1<<20, func(ev *streamEvent) error {
+			r := testResponse()
+			for _, name := range c.tools {
+				r.Tools = append(r.Tools, echoedTool{Type: "function", Name: name})
+			}
+			enc := newEncoder(r, c.summary, 1<<20, func(ev *streamEvent) error {
 				data, err := json.Marshal(ev)
 				if err != nil {
 					return err

@@ -80,6 +80,7 @@ func TestReplayStoredFallback(t *testing.T) {
 func testReplayStoredFallback(t *testing.T, obs canonical.Observer) {
 	t.Helper()
 	r := testResponse()
+	r.Tools = []echoedTool{{Type: "function", Name: "f"}}
 	r.Status, r.CompletedAt, r.Usage = "completed", ptr(int64(1741476778)), &usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}
 	r.Output = []item{
 		{Type: "message", ID: deriveID("msg_", "resp_test", 0, 16), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}, Logprobs: []json.Value{}}}},

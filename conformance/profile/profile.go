@@ -10,12 +10,14 @@ package profile
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/cases"
+	"github.com/interlingua-dev/interlingua/conformance/driver"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
 )
@@ -145,3 +147,11 @@ var NoReplay = Degradation{"replay", "none: the protocol has no replay"}
 // agent's run (a LangGraph graph's nodes stream in ["model:<task id>"]
 // and ["tools:<task id>"]): canonical.AnswerStream's view.
 var AgentAnswer = Degradation{"namespaces", "an agent's run is read as its answer (canonical.AnswerStream): the messages, tool events and errors of the root and of the graph's own nodes (one-element namespaces), on the root, one message after another, with interrupts from any namespace; a subgraph's own nodes (two or more deep) are not the answer, and no namespace's state is carried"}
+
+// Undeclared reports whether b is a call of a tool the client of case c
+// does not declare (driver.ClientTools: one the bridge runs itself): a
+// frontend whose wire has no server-run call (Chat Completions,
+// Responses) does not hand it to the client.
+func Undeclared(c *cases.Case, b *cv1.Block) bool {
+	return c != nil && b.GetType() == transcript.ToolCall && !slices.Contains(driver.ClientTools(c.GetResponse()), b.GetName())
+}

@@ -227,6 +227,9 @@ func (x *executor) request(j job, copyN int) *canonical.Request {
 	for k, v := range c.GetRequest().GetParameters().GetFields() {
 		req.Parameters[k] = v
 	}
+	for _, name := range driver.ClientTools(c.GetResponse()) {
+		req.Tools = append(req.Tools, &canonical.ToolSpec{Name: name, Parameters: &structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("object")}}})
+	}
 	if x.env.serverParameters() {
 		for k, v := range c.GetRequest().GetServerParameters().GetFields() {
 			req.Parameters[k] = v
