@@ -80,12 +80,18 @@ func (c *createRequest) validate() *apiError {
 		return invalid("truncation", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto' and 'disabled'.", *c.Truncation))
 	}
 	for i, t := range c.Tools {
-		if t.Type != "function" {
-			return invalid(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("Unsupported tool type '%s': this server offers function tools only.", t.Type))
+		if t.Type != "function" && t.Type != "namespace" {
+			continue // not offered (offeredTools)
 		}
 		if t.Name == "" {
 			param := fmt.Sprintf("tools[%d].name", i)
 			return invalid(param, "Missing required parameter: '"+param+"'.")
+		}
+		for j, f := range t.Tools {
+			if f.Type == "function" && f.Name == "" {
+				param := fmt.Sprintf("tools[%d].tools[%d].name", i, j)
+				return invalid(param, "Missing required parameter: '"+param+"'.")
+			}
 		}
 	}
 	if r := c.Reasoning; r != nil && r.Summary != nil {
@@ -96,6 +102,35 @@ func (c *createRequest) validate() *apiError {
 		}
 	}
 	return validToolChoice(c.ToolChoice)
+}
+
+// offeredTool is a function tool the request offers the model, and the
+// namespace it came in ("" for none).
+type offeredTool struct {
+	tool      tool
+	namespace string
+}
+
+// offeredTools is the request's function tools, a namespace's among them
+// (Codex's). Other tool types (web_search, file_search, custom, mcp,
+// tool_search, ...) run on OpenAI's side or need what no backend of the
+// bridge has, so they are not offered; refusing them refused every
+// request of a client that lists them by default (Codex).
+func offeredTools(ts []tool) []offeredTool {
+	var out []offeredTool
+	for _, t := range ts {
+		switch t.Type {
+		case "function":
+			out = append(out, offeredTool{tool: t})
+		case "namespace":
+			for _, f := range t.Tools {
+				if f.Type == "function" {
+					out = append(out, offeredTool{tool: f, namespace: t.Name})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // validToolChoice checks tool_choice: none, auto, required, or an object
@@ -359,7 +394,8 @@ func (c *createRequest) canonicalRequest(conversation []item) *canonical.Request
 		Metadata:   c.Metadata,
 	}
 	strict := map[string]any{}
-	for _, t := range c.Tools {
+	for _, o := range offeredTools(c.Tools) {
+		t := o.tool
 		spec := &canonical.ToolSpec{Name: t.Name, Parameters: jsonStruct(t.Parameters)}
 		if t.Description != nil {
 			spec.Description = *t.Description

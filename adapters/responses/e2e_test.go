@@ -176,8 +176,8 @@ func TestE2EErrors(t *testing.T) {
 		`{"error":{"message":"Missing required parameter: 'model'.","type":"invalid_request_error","param":"model","code":null}}`)
 	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","background":true,"store":false}`, 400,
 		`{"error":{"message":"Unsupported parameter: 'background' with 'store': false: a background response is polled from the stored response.","type":"invalid_request_error","param":"store","code":"unsupported_parameter"}}`)
-	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","tools":[{"type":"web_search"}]}`, 400,
-		`{"error":{"message":"Unsupported tool type 'web_search': this server offers function tools only.","type":"invalid_request_error","param":"tools[0].type","code":null}}`)
+	c.want("POST", "/v1/responses", `{"model":"echo","input":"x","tools":[{"type":"web_search"},{"type":"namespace","name":"ns","tools":[{"type":"function"}]}]}`, 400,
+		`{"error":{"message":"Missing required parameter: 'tools[1].tools[0].name'.","type":"invalid_request_error","param":"tools[1].tools[0].name","code":null}}`)
 	c.want("POST", "/v1/responses", `{"model":"echo","input":[{"type":"message","role":"robot","content":"x"}]}`, 400,
 		`{"error":{"message":"Invalid value: 'robot'. Supported values are: 'user', 'assistant', 'system', and 'developer'.","type":"invalid_request_error","param":"input[0].role","code":null}}`)
 	c.want("POST", "/v1/responses", `{"model":`, 400, "")

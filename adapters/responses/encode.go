@@ -30,7 +30,7 @@ type encoder struct {
 	block   string // the open block's kind: text, reasoning, tool, skip; "" for none
 	// clientTools names the tools the request declared (its response's
 	// tools): a call of another is not rendered.
-	clientTools map[string]bool
+	clientTools map[string]string // name to namespace ("" for none)
 	text        strings.Builder
 	reason      canonical.FinishReason
 	usage       *canonical.Usage
@@ -63,9 +63,11 @@ func newEncoder(r *response, summary bool, maxOutput int, emit func(*streamEvent
 		emit = func(*streamEvent) error { return nil }
 	}
 	r.Output = []item{}
-	tools := make(map[string]bool, len(r.Tools))
+	tools := make(map[string]string, len(r.Tools))
 	for _, t := range r.Tools {
-		tools[t.Name] = true
+		if _, ok := tools[t.Name]; !ok {
+			tools[t.Name] = t.Namespace
+		}
 	}
 	return &encoder{r: r, summary: summary, maxOutput: maxOutput, emit: emit, open: -1, clientTools: tools}
 }
@@ -182,7 +184,8 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		e.block = "reasoning"
 		return e.reasoningStart(n)
 	case canonical.BlockToolCall:
-		if !e.clientTools[bs.GetName()] {
+		ns, declared := e.clientTools[bs.GetName()]
+		if !declared {
 			// A call of a tool the request did not declare is one the
 			// bridge runs (an agent's, an XML route's action): as a
 			// function_call the client would be asked to run it.
@@ -197,7 +200,7 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		if callID == "" {
 			callID = deriveID("call_", e.r.ID, n, 15)
 		}
-		return e.addItem(item{Type: "function_call", ID: deriveID("fc_", e.r.ID, n, 16), Status: "in_progress", CallID: callID, Name: bs.GetName(), Arguments: ptr("")})
+		return e.addItem(item{Type: "function_call", ID: deriveID("fc_", e.r.ID, n, 16), Status: "in_progress", CallID: callID, Name: bs.GetName(), Namespace: ns, Arguments: ptr("")})
 	}
 	e.block = "skip" // data and ref blocks: this wire's output has no place for them
 	return nil

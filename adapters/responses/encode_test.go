@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -239,5 +240,39 @@ func TestResponseHasOpenResponsesRequiredMembers(t *testing.T) {
 		if v := got.Output[0].Content[0][k]; string(v) != want {
 			t.Errorf("output_text %s = %s, want %s", k, v, want)
 		}
+	}
+}
+
+// TestOfferedTools: the request's function tools, a namespace's among
+// them, are offered to the model; web_search, custom and the other tool
+// types (which run on OpenAI's side, or need a grammar no backend takes)
+// are not, and do not refuse the request (Codex lists them by default).
+// A call of a namespace's function names its namespace.
+func TestOfferedTools(t *testing.T) {
+	c, e := decodeCreate([]byte(`{"model":"m","input":"x","tools":[{"type":"web_search","external_web_access":false},
+		{"type":"function","name":"shell","parameters":{"type":"object"}},{"type":"custom","name":"apply_patch","format":{"type":"grammar"}},
+		{"type":"namespace","name":"agents","tools":[{"type":"function","name":"spawn"},{"type":"custom","name":"x"}]},{"type":"tool_search"}]}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	var names []string
+	for _, s := range c.canonicalRequest(nil).GetTools() {
+		names = append(names, s.GetName())
+	}
+	if want := []string{"shell", "spawn"}; !slices.Equal(names, want) {
+		t.Fatalf("offered %q, want %q", names, want)
+	}
+	r := newResponse(c, "resp_test", time.Unix(1741476777, 0), true)
+	enc := newEncoder(r, false, 1<<20, nil)
+	b := canonical.NewBuilder()
+	out := b.ToolCall(nil, "call_s", "spawn")
+	out = b.ToolArgs(out, `{}`)
+	for _, ev := range b.End(b.FinishMessage(out, canonical.FinishToolCalls, nil), canonical.StatusCompleted, nil) {
+		if err := enc.event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(r.Output) != 1 || r.Output[0].Name != "spawn" || r.Output[0].Namespace != "agents" {
+		t.Fatalf("output %+v, want spawn's call in namespace agents", r.Output)
 	}
 }

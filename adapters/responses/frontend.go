@@ -377,13 +377,14 @@ func inputPrefix(t string) string {
 	return "msg_"
 }
 
-// echoTools is the request's tools as its response echoes them.
-func echoTools(ts []tool) []echoedTool {
+// echoTools is the tools the request offered as its response echoes them.
+func echoTools(ts []offeredTool) []echoedTool {
 	out := make([]echoedTool, len(ts))
-	for i, t := range ts {
-		out[i] = echoedTool{Type: t.Type, Name: t.Name, Description: t.Description, Strict: t.Strict}
+	for i, o := range ts {
+		t := &ts[i].tool
+		out[i] = echoedTool{Type: t.Type, Name: t.Name, Description: t.Description, Strict: t.Strict, Namespace: o.namespace}
 		if len(t.Parameters) > 0 {
-			out[i].Parameters = &ts[i].Parameters
+			out[i].Parameters = &t.Parameters
 		}
 	}
 	return out
@@ -397,7 +398,7 @@ func newResponse(c *createRequest, id string, created time.Time, store bool) *re
 		Instructions: c.Instructions, MaxOutputTokens: c.MaxOutputTokens, MaxToolCalls: c.MaxToolCalls,
 		ParallelToolCalls: deref(c.ParallelToolCalls, true), PreviousResponseID: c.PreviousResponseID,
 		ServiceTier: "default", Store: store, Temperature: deref(c.Temperature, 1), TopP: deref(c.TopP, 1),
-		Text: c.Text, ToolChoice: c.ToolChoice, Tools: echoTools(c.Tools), TopLogprobs: deref(c.TopLogprobs, 0),
+		Text: c.Text, ToolChoice: c.ToolChoice, Tools: echoTools(offeredTools(c.Tools)), TopLogprobs: deref(c.TopLogprobs, 0),
 		Truncation: deref(c.Truncation, "disabled"), User: c.User, Metadata: c.Metadata,
 		SafetyIdentifier: c.SafetyIdentifier, PromptCacheKey: c.PromptCacheKey, Output: []item{},
 	}

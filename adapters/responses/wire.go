@@ -39,13 +39,15 @@ type createRequest struct {
 	PromptCacheKey     *string           `json:"prompt_cache_key,omitzero"`
 }
 
-// tool is a function tool: flat, unlike Chat Completions'.
+// tool is a function tool: flat, unlike Chat Completions'; or a
+// namespace of tools (Tools), as Codex groups some.
 type tool struct {
 	Type        string     `json:"type"`
 	Name        string     `json:"name"`
 	Description *string    `json:"description,omitzero"`
 	Parameters  json.Value `json:"parameters,omitzero"`
 	Strict      *bool      `json:"strict,omitzero"`
+	Tools       []tool     `json:"tools,omitzero"`
 }
 
 // echoedTool is a function tool as a response echoes it: with every
@@ -59,6 +61,9 @@ type echoedTool struct {
 	Description *string     `json:"description"`
 	Parameters  *json.Value `json:"parameters"`
 	Strict      *bool       `json:"strict"`
+	// Namespace is the namespace the request offered the function in:
+	// its calls name it too.
+	Namespace string `json:"namespace,omitzero"`
 }
 
 // reasoningConfig is the request's reasoning member and the response's.
@@ -77,6 +82,7 @@ type item struct {
 	Role             string     `json:"role,omitzero"`
 	Content          parts      `json:"content,omitzero"`
 	CallID           string     `json:"call_id,omitzero"`
+	Namespace        string     `json:"namespace,omitzero"` // a function_call's, of a namespace's function
 	Name             string     `json:"name,omitzero"`
 	Arguments        *string    `json:"arguments,omitzero"`
 	Output           json.Value `json:"output,omitzero"`
