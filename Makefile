@@ -98,6 +98,7 @@ node-deps: conformance/peers/langgraph/node_modules/.package-lock.json
 node-deps: conformance/clients/openai/node_modules/.package-lock.json
 node-deps: conformance/clients/anthropic/node_modules/.package-lock.json
 node-deps: conformance/clients/claude-code/node_modules/.package-lock.json
+node-deps: conformance/clients/codex/node_modules/.package-lock.json
 
 conformance/clients/agent/node_modules/.package-lock.json: conformance/clients/agent/package-lock.json
 	npm ci --prefix conformance/clients/agent --no-audit --no-fund
@@ -114,10 +115,14 @@ conformance/clients/openai/node_modules/.package-lock.json: conformance/clients/
 conformance/clients/anthropic/node_modules/.package-lock.json: conformance/clients/anthropic/package-lock.json
 	npm ci --prefix conformance/clients/anthropic --no-audit --no-fund
 
-# Claude Code's native binary comes from npm itself (an optional
-# dependency per platform); its postinstall is not needed.
+# Claude Code's and Codex's native binaries come from npm itself (an
+# optional dependency per platform); Claude Code's postinstall is not
+# needed.
 conformance/clients/claude-code/node_modules/.package-lock.json: conformance/clients/claude-code/package-lock.json
 	npm ci --prefix conformance/clients/claude-code --no-audit --no-fund
+
+conformance/clients/codex/node_modules/.package-lock.json: conformance/clients/codex/package-lock.json
+	npm ci --prefix conformance/clients/codex --no-audit --no-fund
 
 ## browser-deps: Debian's chromium, for the inspector page's browser test
 ## (inspect TestPage), when missing. Where there is no apt-get, or no root

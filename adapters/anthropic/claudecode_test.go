@@ -4,19 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
@@ -32,39 +28,6 @@ func claudeCode(t *testing.T) string {
 		t.Fatalf("%s: Claude Code is not installed (run make node-deps): %v", bin, err)
 	}
 	return bin
-}
-
-// statusLog is a reverse proxy in front of an instance that notes each
-// request's path and the status answered.
-type statusLog struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (l *statusLog) proxy(t *testing.T, target string) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ModifyResponse = func(resp *http.Response) error {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.got = append(l.got, resp.Request.Method+" "+resp.Request.URL.Path+" "+resp.Status)
-		return nil
-	}
-	srv := httptest.NewServer(rp)
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
-func (l *statusLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	got := l.got
-	l.got = nil
-	return got
 }
 
 // ccEvent is a line of Claude Code's stream-json output, the members read.
@@ -137,14 +100,14 @@ func blocks(evs []ccEvent) []string {
 func TestClaudeCode(t *testing.T) {
 	bin := claudeCode(t)
 	inst, p := startWithPeer(t, "cc-key")
-	var log statusLog
-	base := log.proxy(t, inst.URL)
+	log := bridgetest.NewStatusLog(t, inst.URL)
+	base := log.URL
 	const ok = "POST /v1/messages 200 OK"
 
 	// The first request of a session carries a mid-conversation system
 	// message, cache_control blocks and deferred tools.
 	evs := runClaudeCode(t, bin, base, "cc-key", "echo", "hello", "--max-turns", "2")
-	if got := log.take(); !slices.Equal(got, []string{ok}) {
+	if got := log.Take(); !slices.Equal(got, []string{ok}) {
 		t.Fatalf("echo: requests %q, want one taken", got)
 	}
 	if r := evs[len(evs)-1]; r.Subtype != "success" || r.IsError || r.Result == "" {
@@ -154,7 +117,7 @@ func TestClaudeCode(t *testing.T) {
 	// The agent's calculator call is the bridge's: Claude Code sees a
 	// server_tool_use, runs nothing, and the answer ends the turn.
 	evs = runClaudeCode(t, bin, base, "cc-key", "demo-agent", "what is 6*7?", "--max-turns", "2")
-	if got := log.take(); !slices.Equal(got, []string{ok}) {
+	if got := log.Take(); !slices.Equal(got, []string{ok}) {
 		t.Fatalf("demo-agent: requests %q, want one taken", got)
 	}
 	if got, want := blocks(evs), []string{"thinking", "server_tool_use:calculator", "text"}; !slices.Equal(got, want) {
@@ -168,7 +131,7 @@ func TestClaudeCode(t *testing.T) {
 	// result loads the deferred WebFetch for the next request upstream.
 	// (The peer's model answers the same every turn: two turns at most.)
 	evs = runClaudeCode(t, bin, base, "cc-key", "peer-toolsearch", "find a tool that fetches web pages", "--max-turns", "2")
-	if got := log.take(); !slices.Equal(got, []string{ok, ok}) {
+	if got := log.Take(); !slices.Equal(got, []string{ok, ok}) {
 		t.Fatalf("peer-toolsearch: requests %q, want two taken", got)
 	}
 	if got := blocks(evs); !slices.Contains(got, "tool_use:ToolSearch") {
