@@ -215,8 +215,10 @@ func checkItem(it *item, i int) *apiError {
 			return invalid(at("output"), fmt.Sprintf("Invalid '%s': expected a string or an array of input_text parts.", at("output")))
 		}
 	case "reasoning":
-	case "item_reference":
-		return invalid(at("type"), "Unsupported input item type 'item_reference': send the item itself, or continue with previous_response_id.")
+	case "item_reference": // resolved from the store (Frontend.resolveReferences)
+		if it.ID == "" {
+			return invalid(at("id"), fmt.Sprintf("Missing required parameter: '%s'.", at("id")))
+		}
 	case "":
 		return invalid(at("type"), fmt.Sprintf("Missing required parameter: '%s'.", at("type")))
 	default:

@@ -11,7 +11,7 @@ import (
 var createSeeds = []string{
 	`{"model":"m","input":"hi"}`,
 	`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,AAEC","detail":"low"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"ok"}]},{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"e"}],"instructions":"be","tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true}],"tool_choice":{"type":"function","name":"f"},"reasoning":{"effort":"low","summary":"auto"},"text":{"format":{"type":"json_object"}},"max_output_tokens":5,"temperature":0.5,"top_p":1,"metadata":{"k":"v"},"include":["reasoning.encrypted_content"],"truncation":"auto","parallel_tool_calls":false}`,
-	`{"model":"m","input":[{"type":"item_reference","id":"x"}]}`,
+	`{"model":"m","input":[{"type":"item_reference"}]}`,
 	`{"model":"m","input":[{"role":"developer","content":"sys"},{"type":"input_file"}]}`,
 	`{"model":"m","input":"x","temperature":3}`,
 	`{"model":"m","conversation":"c","previous_response_id":"p"}`,

@@ -37,8 +37,12 @@
 //     action): a function_call asks the client to run it (Codex answered
 //     "unsupported call" and looped), so it is not rendered.
 //   - Ids: resp_ + 128 random bits; the ids of a response's items (msg_,
-//     fc_, rs_) are derived from it by SHA-256, so they are as unguessable
-//     and a replay of the run's events reproduces them.
+//     fc_, fco_, rs_) are the prefix, the response id's random part and
+//     where the item stands (_o3: output item 3, _i0: input item 0), so
+//     they are as unguessable, a replay of the run's events reproduces
+//     them, and an input item_reference (the AI SDK sends earlier turns'
+//     items so) is read from the caller's stored response its id names;
+//     another key's, or none, is 400 "Item with id '...' not found.".
 //   - store (default true): the response, its input items and the items
 //     before them in its conversation are one record of the thread store,
 //     in the thread named by the response id, which is also the run's
@@ -77,7 +81,7 @@
 //     the cancelled record once recorded; cancel of a foreground response
 //     is refused as OpenAI refuses it.
 //
-// Stated degradations: conversation and item_reference are refused; only
+// Stated degradations: conversation is refused; only
 // function tools (a namespace's among them, whose calls name the
 // namespace) are offered to the model: web_search, file_search, custom,
 // mcp, tool_search and the other types run on OpenAI's side or need what

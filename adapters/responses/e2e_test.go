@@ -25,12 +25,12 @@ import (
 // are random or the clock's, and are normalized in goldens.
 
 var (
-	idPattern   = regexp.MustCompile(`\b(resp|msg|fc|fco|rs|call)_[a-z2-7]{24,32}\b`)
+	idPattern   = regexp.MustCompile(`\b(resp|msg|fc|fco|rs|call)_[a-z2-7]{24,32}(_[io]\d+)?\b`)
 	timePattern = regexp.MustCompile(`"(created_at|completed_at)":\d+`)
 )
 
 func normalize(b []byte) []byte {
-	b = idPattern.ReplaceAll(b, []byte("${1}_ID"))
+	b = idPattern.ReplaceAll(b, []byte("${1}_ID${2}"))
 	return timePattern.ReplaceAll(b, []byte(`"$1":0`))
 }
 
@@ -390,5 +390,48 @@ func poll(t *testing.T, c client, id, status string) []byte {
 			t.Fatalf("%s never reached %s: %d %s", id, status, code, body)
 		}
 		<-tick.C
+	}
+}
+
+// TestE2EItemReference: an item_reference (what the AI SDK sends for an
+// earlier turn's items when it stores responses, its default) is read
+// from the caller's stored response its id names; another key's, or an
+// id of no response, is not found.
+func TestE2EItemReference(t *testing.T) {
+	cfg := bridge.DefaultConfig()
+	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	inst := bridgetest.Start(t, &cfg)
+	alice := client{t: t, base: inst.URL, key: "key-a"}
+	bob := client{t: t, base: inst.URL, key: "key-b"}
+	out, _ := alice.create(`{"model":"echo","input":"first turn"}`)
+	type item struct {
+		ID      string     `json:"id"`
+		Role    string     `json:"role"`
+		Content json.Value `json:"content"`
+	}
+	var first struct {
+		Output []item `json:"output"`
+	}
+	if err := json.Unmarshal(out, &first); err != nil || len(first.Output) != 1 {
+		t.Fatalf("first response %s: %v", out, err)
+	}
+	ref := first.Output[0].ID
+	_, id := alice.create(`{"model":"echo","input":[{"role":"user","content":"first turn"},{"type":"item_reference","id":"` + ref + `"},{"role":"user","content":"second turn"}]}`)
+	_, items := alice.do("GET", "/v1/responses/"+id+"/input_items?order=asc", "")
+	var got struct {
+		Data []item `json:"data"`
+	}
+	if err := json.Unmarshal(items, &got); err != nil || len(got.Data) != 3 {
+		t.Fatalf("input items %s: %v", items, err)
+	}
+	if got.Data[1].ID != ref || got.Data[1].Role != "assistant" || string(got.Data[1].Content) != string(first.Output[0].Content) {
+		t.Fatalf("the referenced item stored as %s, want the first response's output %s", items, out)
+	}
+	for _, c := range []struct {
+		who client
+		id  string
+	}{{bob, ref}, {alice, "msg_nope"}} {
+		c.who.want("POST", "/v1/responses", `{"model":"echo","input":[{"type":"item_reference","id":"`+c.id+`"}]}`, 400,
+			`{"error":{"message":"Item with id '`+c.id+`' not found.","type":"invalid_request_error","param":"input[0].id","code":null}}`)
 	}
 }

@@ -99,6 +99,33 @@ func (e *encoder) start() error {
 }
 
 // deriveID is an id of the response's items: prefix and 26 characters
+// itemID is the id of item n of a response's output (in: of its input):
+// its prefix, the response id's random part, and where the item stands,
+// so that it is unique in the response, as unguessable as the response
+// id, the same when a replay renders the run again, and an
+// item_reference names the stored response it is read from
+// (referencedResponse).
+func itemID(prefix, respID string, in bool, n int) string {
+	where := "_o"
+	if in {
+		where = "_i"
+	}
+	return prefix + strings.TrimPrefix(respID, "resp_") + where + strconv.Itoa(n)
+}
+
+// referencedResponse is the id of the response whose item id names (an
+// itemID), "" when id is not one.
+func referencedResponse(id string) string {
+	for _, prefix := range []string{"msg_", "fc_", "fco_", "rs_"} {
+		if rest, ok := strings.CutPrefix(id, prefix); ok {
+			if x, _, ok := strings.Cut(rest, "_"); ok && validID("resp_"+x) {
+				return "resp_" + x
+			}
+		}
+	}
+	return ""
+}
+
 // that only the response id (unguessable itself) determines.
 func deriveID(prefix, respID string, n int, size int) string {
 	h := sha256.Sum256([]byte(respID + "/" + prefix + strconv.Itoa(n)))
@@ -171,7 +198,7 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 			if err := e.closeItem("completed"); err != nil {
 				return err
 			}
-			if err := e.addItem(item{Type: "message", ID: deriveID("msg_", e.r.ID, n, 16), Status: "in_progress", Role: "assistant", Content: parts{}}); err != nil {
+			if err := e.addItem(item{Type: "message", ID: itemID("msg_", e.r.ID, false, n), Status: "in_progress", Role: "assistant", Content: parts{}}); err != nil {
 				return err
 			}
 			e.msgOpen = true
@@ -200,7 +227,7 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		if callID == "" {
 			callID = deriveID("call_", e.r.ID, n, 15)
 		}
-		return e.addItem(item{Type: "function_call", ID: deriveID("fc_", e.r.ID, n, 16), Status: "in_progress", CallID: callID, Name: bs.GetName(), Namespace: ns, Arguments: ptr("")})
+		return e.addItem(item{Type: "function_call", ID: itemID("fc_", e.r.ID, false, n), Status: "in_progress", CallID: callID, Name: bs.GetName(), Namespace: ns, Arguments: ptr("")})
 	}
 	e.block = "skip" // data and ref blocks: this wire's output has no place for them
 	return nil
@@ -212,7 +239,7 @@ func (e *encoder) reasoningStart(n int) error {
 	if err := e.closeItem("completed"); err != nil {
 		return err
 	}
-	if err := e.addItem(item{Type: "reasoning", ID: deriveID("rs_", e.r.ID, n, 16), Summary: []part{}}); err != nil {
+	if err := e.addItem(item{Type: "reasoning", ID: itemID("rs_", e.r.ID, false, n), Summary: []part{}}); err != nil {
 		return err
 	}
 	it := e.cur()

@@ -319,6 +319,9 @@ func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *a
 	if e != nil {
 		return nil, e
 	}
+	if input, e = f.resolveReferences(ctx, input); e != nil {
+		return nil, e
+	}
 	var history []item
 	if c.PreviousResponseID != nil {
 		prev, _, e := f.load(ctx, *c.PreviousResponseID)
@@ -337,7 +340,7 @@ func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *a
 	id := "resp_" + canonical.NewID("")
 	for i := range input {
 		if input[i].ID == "" {
-			input[i].ID = deriveID(inputPrefix(input[i].Type), id, i, 16)
+			input[i].ID = itemID(inputPrefix(input[i].Type), id, true, i)
 		}
 	}
 	store := f.store != nil && (c.Store == nil || *c.Store)
@@ -362,6 +365,43 @@ func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *a
 	p.rev = rev
 	f.settling.writing(id, true) // until finish or forget
 	return p, nil
+}
+
+// resolveReferences replaces each item_reference of input with the item
+// it names, read from the caller's stored response whose id the item's
+// carries (itemID): the AI SDK sends earlier turns' items so when it
+// stores responses (its default). A reference to an item of no response
+// of the caller's is refused as OpenAI refuses it.
+func (f *Frontend) resolveReferences(ctx context.Context, input []item) ([]item, *apiError) {
+	var loaded map[string]*record
+	for i := range input {
+		if input[i].Type != "item_reference" {
+			continue
+		}
+		id := input[i].ID
+		notFound := invalid(fmt.Sprintf("input[%d].id", i), fmt.Sprintf("Item with id '%s' not found.", id))
+		respID := referencedResponse(id)
+		if respID == "" {
+			return nil, notFound
+		}
+		rec, ok := loaded[respID]
+		if !ok {
+			var e *apiError
+			if rec, _, e = f.load(ctx, respID); e != nil && e.status != http.StatusNotFound {
+				return nil, e
+			}
+			if loaded == nil {
+				loaded = map[string]*record{}
+			}
+			loaded[respID] = rec
+		}
+		it, found := rec.item(id)
+		if !found {
+			return nil, notFound
+		}
+		input[i] = it
+	}
+	return input, nil
 }
 
 // inputPrefix is the id prefix of an input item of type t.

@@ -83,8 +83,8 @@ func testReplayStoredFallback(t *testing.T, obs canonical.Observer) {
 	r.Tools = []echoedTool{{Type: "function", Name: "f"}}
 	r.Status, r.CompletedAt, r.Usage = "completed", ptr(int64(1741476778)), &usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}
 	r.Output = []item{
-		{Type: "message", ID: deriveID("msg_", "resp_test", 0, 16), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}, Logprobs: []json.Value{}}}},
-		{Type: "function_call", ID: deriveID("fc_", "resp_test", 1, 16), Status: "completed", CallID: "call_b", Name: "f", Arguments: ptr(`{"x":1}`)},
+		{Type: "message", ID: itemID("msg_", "resp_test", false, 0), Status: "completed", Role: "assistant", Content: parts{{Type: "output_text", Text: ptr("Hello"), Annotations: []json.Value{}, Logprobs: []json.Value{}}}},
+		{Type: "function_call", ID: itemID("fc_", "resp_test", false, 1), Status: "completed", CallID: "call_b", Name: "f", Arguments: ptr(`{"x":1}`)},
 	}
 	f := NewFrontend(FrontendConfig{Observer: obs, ReplayWait: 10 * time.Millisecond})
 	w := httptest.NewRecorder()

@@ -33,6 +33,22 @@ func (r *record) conversation() []item {
 	return append(out, r.Response.Output...)
 }
 
+// item is the stored response's item id, from its conversation; false
+// when it has none of that id (or rec is nil).
+func (r *record) item(id string) (item, bool) {
+	if r == nil {
+		return item{}, false
+	}
+	for _, items := range [][]item{r.Response.Output, r.Input, r.Context} {
+		for _, it := range items {
+			if it.ID == id {
+				return it, true
+			}
+		}
+	}
+	return item{}, false
+}
+
 // store keeps responses in the bridge's thread store.
 type store struct {
 	ts    canonical.ThreadStore
