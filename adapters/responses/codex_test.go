@@ -72,7 +72,8 @@ func runCodex(t *testing.T, bin, base, key, model, prompt string) string {
 // TestCodex drives the real OpenAI Codex CLI (pinned in
 // conformance/clients/codex) at a whole instance through its Responses
 // frontend, with an API key: its first request, which lists namespace,
-// custom, web_search and tool_search tools, is taken; a call the bridge's
+// custom (for a model of its catalog), web_search and tool_search tools,
+// is taken; a call the bridge's
 // agent runs itself is not handed to Codex, which ran into an endless
 // loop of requests before.
 func TestCodex(t *testing.T) {
@@ -85,6 +86,9 @@ func TestCodex(t *testing.T) {
 	}
 	cfg := bridge.DefaultConfig()
 	cfg.Auth.Keys = []bridge.APIKey{{Name: "codex", Hash: bridge.KeyDigest("codex-key")}}
+	// A model of Codex's own catalog: for it Codex offers apply_patch as
+	// a custom (free-form) tool, beside tool_search and web_search.
+	cfg.Routes = append(cfg.Routes, bridge.Route{Target: "gpt-5.5", Backend: "scripted", Model: "echo"})
 	inst := bridgetest.Start(t, &cfg)
 	log := bridgetest.NewStatusLog(t, inst.URL)
 	const ok = "POST /v1/responses 200 OK"
@@ -94,6 +98,12 @@ func TestCodex(t *testing.T) {
 	}
 	if got := log.Take(); !slices.Equal(got, []string{ok}) {
 		t.Fatalf("echo: requests %q, want one taken", got)
+	}
+	if got := runCodex(t, bin, log.URL, "codex-key", "gpt-5.5", "say hello"); !strings.HasSuffix(got, "say hello") {
+		t.Fatalf("gpt-5.5: last message %q, want the prompt echoed", got)
+	}
+	if got := log.Take(); !slices.Equal(got, []string{ok}) {
+		t.Fatalf("gpt-5.5: requests %q, want one taken", got)
 	}
 	if got := runCodex(t, bin, log.URL, "codex-key", "demo-agent", "what is 6*7?"); got != "6 * 7 = 42." {
 		t.Fatalf("demo-agent: last message %q", got)

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"math"
@@ -80,7 +81,7 @@ func (c *createRequest) validate() *apiError {
 		return invalid("truncation", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'auto' and 'disabled'.", *c.Truncation))
 	}
 	for i, t := range c.Tools {
-		if t.Type != "function" && t.Type != "namespace" {
+		if t.Type != "function" && t.Type != "custom" && t.Type != "namespace" {
 			continue // not offered (offeredTools)
 		}
 		if t.Name == "" {
@@ -88,7 +89,7 @@ func (c *createRequest) validate() *apiError {
 			return invalid(param, "Missing required parameter: '"+param+"'.")
 		}
 		for j, f := range t.Tools {
-			if f.Type == "function" && f.Name == "" {
+			if (f.Type == "function" || f.Type == "custom") && f.Name == "" {
 				param := fmt.Sprintf("tools[%d].tools[%d].name", i, j)
 				return invalid(param, "Missing required parameter: '"+param+"'.")
 			}
@@ -104,33 +105,49 @@ func (c *createRequest) validate() *apiError {
 	return validToolChoice(c.ToolChoice)
 }
 
-// offeredTool is a function tool the request offers the model, and the
-// namespace it came in ("" for none).
+// offeredTool is a function or custom tool the request offers the model,
+// and the namespace it came in ("" for none).
 type offeredTool struct {
 	tool      tool
 	namespace string
 }
 
-// offeredTools is the request's function tools, a namespace's among them
-// (Codex's). Other tool types (web_search, file_search, custom, mcp,
-// tool_search, ...) run on OpenAI's side or need what no backend of the
-// bridge has, so they are not offered; refusing them refused every
-// request of a client that lists them by default (Codex).
+// offeredTools is the request's function and custom tools, a namespace's
+// among them (Codex's). Other tool types (web_search, file_search, mcp,
+// tool_search, ...) run on OpenAI's side, so they are not offered;
+// refusing them refused every request of a client that lists them by
+// default (Codex).
 func offeredTools(ts []tool) []offeredTool {
 	var out []offeredTool
 	for _, t := range ts {
 		switch t.Type {
-		case "function":
+		case "function", "custom":
 			out = append(out, offeredTool{tool: t})
 		case "namespace":
 			for _, f := range t.Tools {
-				if f.Type == "function" {
+				if f.Type == "function" || f.Type == "custom" {
 					out = append(out, offeredTool{tool: f, namespace: t.Name})
 				}
 			}
 		}
 	}
 	return out
+}
+
+// customSpec is a custom tool as a canonical tool: a function of one
+// string, input, which the description says the format of (a backend
+// has no grammar-constrained input; encode.go reads input back out).
+func customSpec(t tool) *canonical.ToolSpec {
+	desc := deref(t.Description, "")
+	if f := t.Format; f != nil && f.Definition != "" {
+		desc = strings.TrimSpace(desc + "\n\nThe input follows this " + cmp.Or(f.Syntax, "grammar") + " grammar:\n" + f.Definition)
+	}
+	params := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"type":       structpb.NewStringValue("object"),
+		"properties": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"input": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"type": structpb.NewStringValue("string")}})}}),
+		"required":   structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewStringValue("input")}}),
+	}}
+	return &canonical.ToolSpec{Name: t.Name, Description: desc, Parameters: params}
 }
 
 // validToolChoice checks tool_choice: none, auto, required, or an object
@@ -207,7 +224,11 @@ func checkItem(it *item, i int) *apiError {
 		if it.CallID == "" || it.Name == "" || it.Arguments == nil {
 			return invalid(at("call_id"), fmt.Sprintf("Missing required parameter: 'input[%d]': a function_call needs call_id, name and arguments.", i))
 		}
-	case "function_call_output":
+	case "custom_tool_call":
+		if it.CallID == "" || it.Name == "" || it.Input == nil {
+			return invalid(at("call_id"), fmt.Sprintf("Missing required parameter: 'input[%d]': a custom_tool_call needs call_id, name and input.", i))
+		}
+	case "function_call_output", "custom_tool_call_output":
 		if it.CallID == "" {
 			return invalid(at("call_id"), fmt.Sprintf("Missing required parameter: '%s'.", at("call_id")))
 		}
@@ -284,14 +305,18 @@ func canonicalRole(r string) string {
 // itemNode is an item as a canonical node (see the constants above).
 func itemNode(it *item) *canonical.Node {
 	switch it.Type {
-	case "function_call":
+	case "function_call", "custom_tool_call":
 		args := ""
 		if it.Arguments != nil {
 			args = *it.Arguments
 		}
+		if it.Input != nil { // a custom tool's input is the function's one argument (customSpec)
+			a, _ := json.Marshal(customArgs{Input: *it.Input})
+			args = string(a)
+		}
 		return &canonical.Node{Id: it.ID, Role: "assistant", Mime: canonical.MimeToolCall, Payload: canonical.DataPayload([]byte(args)),
 			Metadata: map[string]string{canonical.MetaToolCallID: it.CallID, canonical.MetaToolName: it.Name}}
-	case "function_call_output":
+	case "function_call_output", "custom_tool_call_output":
 		s, _ := outputText(it.Output)
 		n := canonical.TextNode("tool", s)
 		n.Id, n.Metadata = it.ID, map[string]string{canonical.MetaToolCallID: it.CallID}
@@ -398,6 +423,10 @@ func (c *createRequest) canonicalRequest(conversation []item) *canonical.Request
 	strict := map[string]any{}
 	for _, o := range offeredTools(c.Tools) {
 		t := o.tool
+		if t.Type == "custom" {
+			req.Tools = append(req.Tools, customSpec(t))
+			continue
+		}
 		spec := &canonical.ToolSpec{Name: t.Name, Parameters: jsonStruct(t.Parameters)}
 		if t.Description != nil {
 			spec.Description = *t.Description

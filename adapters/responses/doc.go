@@ -81,12 +81,15 @@
 //     the cancelled record once recorded; cancel of a foreground response
 //     is refused as OpenAI refuses it.
 //
-// Stated degradations: conversation is refused; only
-// function tools (a namespace's among them, whose calls name the
-// namespace) are offered to the model: web_search, file_search, custom,
-// mcp, tool_search and the other types run on OpenAI's side or need what
-// no backend takes, and are left out rather than refusing the request
-// (Codex lists several by default); file_id parts are refused (send
+// Stated degradations: conversation is refused; only function and
+// custom tools (a namespace's among them, whose calls name the
+// namespace) are offered to the model: a custom tool as a function of one
+// string, input, its grammar stated in the description (no backend
+// constrains its output to it), its call a custom_tool_call whose input
+// is that string, sent whole at the call's end; web_search, file_search,
+// mcp, tool_search and the other types run on OpenAI's side, and are
+// left out rather than refusing the request (Codex lists several by
+// default); file_id parts are refused (send
 // file_data or image_url); data and ref blocks of the output, tool
 // activity run by the bridge, nested runs' content and interrupts are not
 // rendered (an interrupted run reads as completed; an agent's run is

@@ -30,7 +30,7 @@ type encoder struct {
 	block   string // the open block's kind: text, reasoning, tool, skip; "" for none
 	// clientTools names the tools the request declared (its response's
 	// tools): a call of another is not rendered.
-	clientTools map[string]string // name to namespace ("" for none)
+	clientTools map[string]echoedTool // by name
 	text        strings.Builder
 	reason      canonical.FinishReason
 	usage       *canonical.Usage
@@ -63,10 +63,10 @@ func newEncoder(r *response, summary bool, maxOutput int, emit func(*streamEvent
 		emit = func(*streamEvent) error { return nil }
 	}
 	r.Output = []item{}
-	tools := make(map[string]string, len(r.Tools))
+	tools := make(map[string]echoedTool, len(r.Tools))
 	for _, t := range r.Tools {
 		if _, ok := tools[t.Name]; !ok {
-			tools[t.Name] = t.Namespace
+			tools[t.Name] = t
 		}
 	}
 	return &encoder{r: r, summary: summary, maxOutput: maxOutput, emit: emit, open: -1, clientTools: tools}
@@ -116,7 +116,7 @@ func itemID(prefix, respID string, in bool, n int) string {
 // referencedResponse is the id of the response whose item id names (an
 // itemID), "" when id is not one.
 func referencedResponse(id string) string {
-	for _, prefix := range []string{"msg_", "fc_", "fco_", "rs_"} {
+	for _, prefix := range []string{"msg_", "fc_", "fco_", "ctc_", "ctco_", "rs_"} {
 		if rest, ok := strings.CutPrefix(id, prefix); ok {
 			if x, _, ok := strings.Cut(rest, "_"); ok && validID("resp_"+x) {
 				return "resp_" + x
@@ -211,7 +211,7 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		e.block = "reasoning"
 		return e.reasoningStart(n)
 	case canonical.BlockToolCall:
-		ns, declared := e.clientTools[bs.GetName()]
+		t, declared := e.clientTools[bs.GetName()]
 		if !declared {
 			// A call of a tool the request did not declare is one the
 			// bridge runs (an agent's, an XML route's action): as a
@@ -227,7 +227,11 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		if callID == "" {
 			callID = deriveID("call_", e.r.ID, n, 15)
 		}
-		return e.addItem(item{Type: "function_call", ID: itemID("fc_", e.r.ID, false, n), Status: "in_progress", CallID: callID, Name: bs.GetName(), Namespace: ns, Arguments: ptr("")})
+		if t.Type == "custom" {
+			e.block = "custom"
+			return e.addItem(item{Type: "custom_tool_call", ID: itemID("ctc_", e.r.ID, false, n), Status: "in_progress", CallID: callID, Name: bs.GetName(), Namespace: t.Namespace, Input: ptr("")})
+		}
+		return e.addItem(item{Type: "function_call", ID: itemID("fc_", e.r.ID, false, n), Status: "in_progress", CallID: callID, Name: bs.GetName(), Namespace: t.Namespace, Arguments: ptr("")})
 	}
 	e.block = "skip" // data and ref blocks: this wire's output has no place for them
 	return nil
@@ -260,6 +264,9 @@ func (e *encoder) blockDelta(d string) error {
 		return canonical.Errorf(canonical.CodeResourceExhausted, "the response's output exceeds max_output_bytes (%d)", e.maxOutput)
 	}
 	e.text.WriteString(d)
+	if e.block == "custom" {
+		return nil // its input is read out of the whole arguments (blockFinish)
+	}
 	it := e.cur()
 	// The event and what its pointers point at are the encoder's, reused:
 	// emit is done with an event when it returns.
@@ -304,6 +311,15 @@ func (e *encoder) blockFinish() error {
 		if err := e.send(&streamEvent{Type: "response.function_call_arguments.done", ItemID: it.ID, OutputIndex: ptr(e.open), Name: it.Name, Arguments: &text}); err != nil {
 			return err
 		}
+	case kind == "custom":
+		input := customInput(text)
+		it.Input = &input
+		if err := e.send(&streamEvent{Type: "response.custom_tool_call_input.delta", ItemID: it.ID, OutputIndex: ptr(e.open), Delta: &input}); err != nil {
+			return err
+		}
+		if err := e.send(&streamEvent{Type: "response.custom_tool_call_input.done", ItemID: it.ID, OutputIndex: ptr(e.open), Input: &input}); err != nil {
+			return err
+		}
 	case e.summary:
 		it.Summary[0].Text = &text
 		if err := e.send(&streamEvent{Type: "response.reasoning_summary_text.done", ItemID: it.ID, OutputIndex: ptr(e.open), SummaryIndex: ptr(0), Text: &text}); err != nil {
@@ -322,6 +338,19 @@ func (e *encoder) blockFinish() error {
 		}
 	}
 	return e.closeItem("completed")
+}
+
+// customInput is a custom tool's input out of the arguments of its call
+// as a function (decode.go customSpec): their input member, or the
+// arguments as they are when the model wrote something else.
+func customInput(args string) string {
+	var a struct {
+		Input *string `json:"input"`
+	}
+	if json.Unmarshal([]byte(args), &a) == nil && a.Input != nil {
+		return *a.Input
+	}
+	return args
 }
 
 // itemStatus is the status of an item a message with reason ends.

@@ -243,36 +243,73 @@ func TestResponseHasOpenResponsesRequiredMembers(t *testing.T) {
 	}
 }
 
-// TestOfferedTools: the request's function tools, a namespace's among
-// them, are offered to the model; web_search, custom and the other tool
-// types (which run on OpenAI's side, or need a grammar no backend takes)
-// are not, and do not refuse the request (Codex lists them by default).
-// A call of a namespace's function names its namespace.
+// TestOfferedTools: the request's function and custom tools, a
+// namespace's among them, are offered to the model; web_search,
+// tool_search and the other types (which run on OpenAI's side) are not,
+// and do not refuse the request (Codex lists them by default). A call of
+// a namespace's function names its namespace; a custom tool is a
+// function of one string, whose call is a custom_tool_call with that
+// string as its input, and a custom_tool_call sent back is that call.
 func TestOfferedTools(t *testing.T) {
-	c, e := decodeCreate([]byte(`{"model":"m","input":"x","tools":[{"type":"web_search","external_web_access":false},
-		{"type":"function","name":"shell","parameters":{"type":"object"}},{"type":"custom","name":"apply_patch","format":{"type":"grammar"}},
-		{"type":"namespace","name":"agents","tools":[{"type":"function","name":"spawn"},{"type":"custom","name":"x"}]},{"type":"tool_search"}]}`))
+	c, e := decodeCreate([]byte(`{"model":"m","tools":[{"type":"web_search","external_web_access":false},
+		{"type":"function","name":"shell","parameters":{"type":"object"}},
+		{"type":"custom","name":"apply_patch","description":"Edit files.","format":{"type":"grammar","syntax":"lark","definition":"start: \"*** Begin Patch\""}},
+		{"type":"namespace","name":"agents","tools":[{"type":"function","name":"spawn"}]},{"type":"tool_search"}],
+		"input":[{"type":"custom_tool_call","call_id":"c0","name":"apply_patch","input":"*** Begin Patch"},{"type":"custom_tool_call_output","call_id":"c0","output":"done"}]}`))
 	if e != nil {
 		t.Fatal(e)
 	}
+	items, e := c.inputItems()
+	if e != nil {
+		t.Fatal(e)
+	}
+	req := c.canonicalRequest(items)
 	var names []string
-	for _, s := range c.canonicalRequest(nil).GetTools() {
+	for _, s := range req.GetTools() {
 		names = append(names, s.GetName())
 	}
-	if want := []string{"shell", "spawn"}; !slices.Equal(names, want) {
+	if want := []string{"shell", "apply_patch", "spawn"}; !slices.Equal(names, want) {
 		t.Fatalf("offered %q, want %q", names, want)
 	}
+	if d := req.GetTools()[1].GetDescription(); d != "Edit files.\n\nThe input follows this lark grammar:\nstart: \"*** Begin Patch\"" {
+		t.Fatalf("apply_patch's description %q", d)
+	}
+	leaves := canonical.Leaves(nil, req.GetInputs()[0].GetNode())
+	if len(leaves) != 2 || string(leaves[0].GetData()) != `{"input":"*** Begin Patch"}` || string(leaves[1].GetData()) != "done" {
+		t.Fatalf("the custom call sent back reads as %v", leaves)
+	}
 	r := newResponse(c, "resp_test", time.Unix(1741476777, 0), true)
-	enc := newEncoder(r, false, 1<<20, nil)
+	var evs []string
+	enc := newEncoder(r, false, 1<<20, func(ev *streamEvent) error {
+		evs = append(evs, ev.Type)
+		return nil
+	})
 	b := canonical.NewBuilder()
 	out := b.ToolCall(nil, "call_s", "spawn")
 	out = b.ToolArgs(out, `{}`)
+	out = b.ToolCall(out, "call_p", "apply_patch")
+	out = b.ToolArgs(out, `{"input": "*** Begin`)
+	out = b.ToolArgs(out, ` Patch"}`)
 	for _, ev := range b.End(b.FinishMessage(out, canonical.FinishToolCalls, nil), canonical.StatusCompleted, nil) {
 		if err := enc.event(ev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(r.Output) != 1 || r.Output[0].Name != "spawn" || r.Output[0].Namespace != "agents" {
+	if len(r.Output) != 2 || r.Output[0].Name != "spawn" || r.Output[0].Namespace != "agents" {
 		t.Fatalf("output %+v, want spawn's call in namespace agents", r.Output)
+	}
+	if p := r.Output[1]; p.Type != "custom_tool_call" || p.Input == nil || *p.Input != "*** Begin Patch" || p.Arguments != nil {
+		t.Fatalf("apply_patch's call %+v", p)
+	}
+	count := func(typ string) (n int) {
+		for _, ev := range evs {
+			if ev == typ {
+				n++
+			}
+		}
+		return n
+	}
+	if count("response.function_call_arguments.delta") != 1 || count("response.custom_tool_call_input.delta") != 1 || count("response.custom_tool_call_input.done") != 1 {
+		t.Fatalf("events %q: want spawn's arguments and apply_patch's input, once each", evs)
 	}
 }

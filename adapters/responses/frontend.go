@@ -411,6 +411,10 @@ func inputPrefix(t string) string {
 		return "fc_"
 	case "function_call_output":
 		return "fco_"
+	case "custom_tool_call":
+		return "ctc_"
+	case "custom_tool_call_output":
+		return "ctco_"
 	case "reasoning":
 		return "rs_"
 	}

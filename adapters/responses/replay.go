@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
 
@@ -164,10 +165,14 @@ func storedEvents(r *response) []*canonical.Event {
 			}
 			out = b.StartBlock(out, canonical.BlockReasoning, "", "", "", "")
 			out = b.Reasoning(out, text)
-		case "function_call":
+		case "function_call", "custom_tool_call":
 			out = b.ToolCall(out, it.CallID, it.Name)
 			if it.Arguments != nil {
 				out = b.ToolArgs(out, *it.Arguments)
+			}
+			if it.Input != nil {
+				a, _ := json.Marshal(customArgs{Input: *it.Input})
+				out = b.ToolArgs(out, string(a))
 			}
 		}
 	}

@@ -39,15 +39,31 @@ type createRequest struct {
 	PromptCacheKey     *string           `json:"prompt_cache_key,omitzero"`
 }
 
-// tool is a function tool: flat, unlike Chat Completions'; or a
-// namespace of tools (Tools), as Codex groups some.
+// tool is a function tool: flat, unlike Chat Completions'; a custom tool
+// (free-form input, its Format a grammar or text); or a namespace of tools
+// (Tools), as Codex groups some.
 type tool struct {
-	Type        string     `json:"type"`
-	Name        string     `json:"name"`
-	Description *string    `json:"description,omitzero"`
-	Parameters  json.Value `json:"parameters,omitzero"`
-	Strict      *bool      `json:"strict,omitzero"`
-	Tools       []tool     `json:"tools,omitzero"`
+	Type        string       `json:"type"`
+	Name        string       `json:"name"`
+	Description *string      `json:"description,omitzero"`
+	Parameters  json.Value   `json:"parameters,omitzero"`
+	Strict      *bool        `json:"strict,omitzero"`
+	Format      *inputFormat `json:"format,omitzero"`
+	Tools       []tool       `json:"tools,omitzero"`
+}
+
+// customArgs is the arguments of a custom tool's call as a function's
+// (decode.go customSpec).
+type customArgs struct {
+	Input string `json:"input"`
+}
+
+// inputFormat is a custom tool's input format: text, or a grammar
+// (syntax lark or regex) its definition states.
+type inputFormat struct {
+	Type       string `json:"type"`
+	Syntax     string `json:"syntax,omitzero"`
+	Definition string `json:"definition,omitzero"`
 }
 
 // echoedTool is a function tool as a response echoes it: with every
@@ -85,6 +101,7 @@ type item struct {
 	Namespace        string     `json:"namespace,omitzero"` // a function_call's, of a namespace's function
 	Name             string     `json:"name,omitzero"`
 	Arguments        *string    `json:"arguments,omitzero"`
+	Input            *string    `json:"input,omitzero"` // a custom_tool_call's
 	Output           json.Value `json:"output,omitzero"`
 	Summary          []part     `json:"summary,omitzero"`
 	EncryptedContent *string    `json:"encrypted_content,omitzero"`
@@ -187,6 +204,7 @@ type streamEvent struct {
 	Text           *string   `json:"text,omitzero"`
 	Name           string    `json:"name,omitzero"`
 	Arguments      *string   `json:"arguments,omitzero"`
+	Input          *string   `json:"input,omitzero"`
 	Logprobs       *[]int    `json:"logprobs,omitzero"`
 	// The error event's members (ResponseErrorEvent), flat or nested.
 	Code    *string         `json:"code,omitzero"`
