@@ -313,3 +313,17 @@ func TestOfferedTools(t *testing.T) {
 		t.Fatalf("events %q: want spawn's arguments and apply_patch's input, once each", evs)
 	}
 }
+
+// TestTextEchoHasFormat: the response echoes the request's text config
+// with the default format when it sets none (Codex sends only verbosity).
+func TestTextEchoHasFormat(t *testing.T) {
+	for in, want := range map[string]string{
+		``:                                  `{"format":{"type":"text"}}`,
+		`{"verbosity":"low"}`:               `{"format":{"type":"text"},"verbosity":"low"}`,
+		`{"format":{"type":"json_object"}}`: `{"format":{"type":"json_object"}}`,
+	} {
+		if got := string(textWithFormat(json.Value(in))); got != want {
+			t.Errorf("text %s echoed %s, want %s", in, got, want)
+		}
+	}
+}

@@ -421,6 +421,25 @@ func inputPrefix(t string) string {
 	return "msg_"
 }
 
+// textWithFormat is the request's text config as its response echoes it:
+// with OpenAI's default format, text, when it sets none (Codex sends only
+// verbosity).
+func textWithFormat(v json.Value) json.Value {
+	if len(v) == 0 || string(v) == "null" {
+		return json.Value(`{"format":{"type":"text"}}`)
+	}
+	var m map[string]any
+	if json.Unmarshal(v, &m) != nil || m["format"] != nil {
+		return v
+	}
+	m["format"] = map[string]any{"type": "text"}
+	out, err := json.Marshal(m, json.Deterministic(true))
+	if err != nil {
+		return v
+	}
+	return out
+}
+
 // echoTools is the tools the request offered as its response echoes them.
 func echoTools(ts []offeredTool) []echoedTool {
 	out := make([]echoedTool, len(ts))
@@ -446,9 +465,7 @@ func newResponse(c *createRequest, id string, created time.Time, store bool) *re
 		Truncation: deref(c.Truncation, "disabled"), User: c.User, Metadata: c.Metadata,
 		SafetyIdentifier: c.SafetyIdentifier, PromptCacheKey: c.PromptCacheKey, Output: []item{},
 	}
-	if len(r.Text) == 0 || string(r.Text) == "null" {
-		r.Text = json.Value(`{"format":{"type":"text"}}`)
-	}
+	r.Text = textWithFormat(r.Text)
 	if len(r.ToolChoice) == 0 || string(r.ToolChoice) == "null" {
 		r.ToolChoice = json.Value(`"auto"`)
 	}
