@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"slices"
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -20,7 +21,7 @@ var conformanceProfile = &profile.Profile{
 	Upstream: "the reference Anthropic Messages peer (conformance/peers/anthropic)",
 	FrontNotes: []profile.Degradation{
 		profile.AgentAnswer,
-		{"text, reasoning, tool-call", "kept: text, thinking (unsigned: no signature is invented) and tool_use blocks with their ids, the arguments as input_json_delta fragments; a call of a tool the request did not declare (the bridge runs it) is a server_tool_use, which the client (our backend) reads as a call too"},
+		{"text, reasoning, tool-call", "kept: text and tool_use blocks with their ids, the arguments as input_json_delta fragments; a call of a tool the request did not declare (the bridge runs it) is a server_tool_use, which the client (our backend) reads as a call too; reasoning is a thinking block (unsigned: no signature is invented) only when the request enables thinking, which the conformance client does not: dropped"},
 		{"tool-activity, multimodal, error-nonterminal", "dropped: an assistant Message has no block for the bridge's tool runs, data, refs or non-terminal errors"},
 		{"interrupt", "the Message ends with end_turn: the run reads as completed"},
 		{"error-before", "Anthropic's error object with the status of its code (errors.go), read back through the error type (e.g. failed_precondition → invalid_request_error → invalid_argument, data_loss → api_error → internal); a run that fails before its first carried block (and before a ping, sent after 10 s without an event) is refused the same way"},
@@ -79,6 +80,7 @@ func conformanceKeep(t *cv1.Transcript) *cv1.Transcript {
 // one is refused.
 func conformanceFront(t *cv1.Transcript, _ *cases.Case) *cv1.Transcript {
 	out := conformanceKeep(t)
+	out.Blocks = slices.DeleteFunc(out.Blocks, func(b *cv1.Block) bool { return b.GetType() == transcript.Reasoning })
 	switch out.Status {
 	case transcript.Refused:
 		out.Code = conformanceTypeCode(out.Code, true)

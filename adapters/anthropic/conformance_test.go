@@ -18,8 +18,9 @@ import (
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
 )
 
-// TestConformanceKeep: the frontend's projection keeps text, reasoning
-// and tool calls, drops the rest, reads an interrupt as completed, sends
+// TestConformanceKeep: the frontend's projection keeps text and tool
+// calls, drops the rest (reasoning too: the conformance client enables no
+// thinking), reads an interrupt as completed, sends
 // codes through the error-type tables (the stream's after a carried
 // block, the status table before one).
 func TestConformanceKeep(t *testing.T) {
@@ -29,7 +30,7 @@ func TestConformanceKeep(t *testing.T) {
 		{Type: transcript.ToolCall, Id: "c", Name: "f", Text: "{}"},
 	}, Tools: []*cv1.Tool{{Event: "started", Id: "c"}}, Interrupts: []string{"i"}}
 	want := &cv1.Transcript{Status: transcript.Failed, Code: "internal", Blocks: []*cv1.Block{
-		{Type: transcript.Text, Text: "a"}, {Type: transcript.Reasoning, Text: "r"}, {Type: transcript.ToolCall, Id: "c", Name: "f", Text: "{}"},
+		{Type: transcript.Text, Text: "a"}, {Type: transcript.ToolCall, Id: "c", Name: "f", Text: "{}"},
 	}}
 	if got := conformanceFront(in, nil); !proto.Equal(got, want) {
 		t.Fatalf("front: %s", cmp.Diff(want, got, protocmp.Transform()))

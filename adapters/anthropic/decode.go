@@ -74,6 +74,9 @@ type decoded struct {
 	// clientTools names the tools the request declared: a tool call of
 	// another name is one the bridge runs (encode.go).
 	clientTools map[string]bool
+	// thinking: the request enabled thinking (enabled or adaptive); only
+	// then are reasoning blocks rendered, as Anthropic sends none unasked.
+	thinking bool
 }
 
 // invalid is an invalid_request_error naming the field (dotted path, as
@@ -160,7 +163,8 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 	if e := extraParameters(body, req); e != nil {
 		return nil, e
 	}
-	return &decoded{req: req, model: c.Model, stream: c.Stream, clientTools: c.toolNames()}, nil
+	thinking := c.Thinking != nil && c.Thinking.Type != "disabled"
+	return &decoded{req: req, model: c.Model, stream: c.Stream, clientTools: c.toolNames(), thinking: thinking}, nil
 }
 
 // validate checks the members the frontend reads, naming the first bad

@@ -40,6 +40,8 @@
 //     agent's run is rendered as canonical.AnswerStream views it (the
 //     graph's own nodes' messages join on the root), a subgraph's own
 //     nodes (two or more deep) are not rendered. Text blocks are text, reasoning blocks
+//     (only when the request enabled thinking: Anthropic sends none
+//     unasked, and LangChain then joins a message's text into one string)
 //     thinking (signature "" at the start, a signature_delta only with an
 //     upstream's signature, extension anthropic.signature; never
 //     invented) or redacted_thinking (extension

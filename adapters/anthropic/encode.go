@@ -45,6 +45,7 @@ type encoder struct {
 
 	stopReason, stopSeq string
 	clientTools         map[string]bool // the tools the request declared
+	thinking            bool            // the request enabled thinking
 	clientCall          bool            // a tool_use of the message being rendered
 	use                 canonical.Usage
 	startUse            *canonical.Usage // the first message's, at its start
@@ -66,9 +67,9 @@ type deltaEvents struct {
 }
 
 // newEncoder makes an encoder of a run whose request declared the tools
-// clientTools names.
-func newEncoder(out sink, model string, clientTools map[string]bool) *encoder {
-	return &encoder{out: out, model: model, clientTools: clientTools}
+// clientTools names and enabled thinking or not.
+func newEncoder(out sink, model string, clientTools map[string]bool, thinking bool) *encoder {
+	return &encoder{out: out, model: model, clientTools: clientTools, thinking: thinking}
 }
 
 // begin writes message_start once.
@@ -172,6 +173,12 @@ func (e *encoder) startBlock(bs *canonical.BlockStart, ext map[string]*structpb.
 	case canonical.BlockText:
 		e.kind, block = kindText, textBlock{Type: "text", Text: ""}
 	case canonical.BlockReasoning:
+		if !e.thinking {
+			// Anthropic sends no thinking unasked, and clients rely on it
+			// (LangChain then joins a message's text blocks into one string).
+			e.kind = kindSkip
+			return nil
+		}
 		if data := ext[ExtRedacted].GetStringValue(); data != "" {
 			e.kind, block = kindRedacted, redactedBlock{Type: "redacted_thinking", Data: data}
 		} else {

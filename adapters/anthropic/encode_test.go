@@ -16,7 +16,7 @@ func BenchmarkEncodeDelta(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	enc := newEncoder(&sseSink{w: rw, sw: sw, rid: "req_1"}, "m", nil)
+	enc := newEncoder(&sseSink{w: rw, sw: sw, rid: "req_1"}, "m", nil, false)
 	bl := canonical.NewBuilder()
 	evs := bl.StartMessage(nil, "m1", "assistant")
 	evs = bl.Text(evs, "first")

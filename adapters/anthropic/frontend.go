@@ -160,7 +160,7 @@ func betaHeader(h http.Header) []*structpb.Value {
 // collectRun answers one Message when the run has ended.
 func (f *Frontend) collectRun(w http.ResponseWriter, stream canonical.Stream, d *decoded, rid string) {
 	acc := &accumulator{limit: f.cfg.MaxOutputBytes}
-	enc := newEncoder(acc, d.model, d.clientTools)
+	enc := newEncoder(acc, d.model, d.clientTools, d.thinking)
 	for {
 		ev, err := stream.Recv()
 		if err != nil {

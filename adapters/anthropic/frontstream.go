@@ -116,7 +116,7 @@ func (f *Frontend) streamRun(w http.ResponseWriter, stream canonical.Stream, d *
 		return
 	}
 	out := &sseSink{w: w, sw: sw, rid: rid}
-	enc := newEncoder(out, d.model, d.clientTools)
+	enc := newEncoder(out, d.model, d.clientTools, d.thinking)
 	var mu sync.Mutex // the pings' and this loop's writes
 	ping := sse.NewKeepalive(&mu, f.cfg.PingInterval, func() error { return f.ping(enc, out) })
 	defer ping.Stop()

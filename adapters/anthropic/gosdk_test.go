@@ -21,7 +21,7 @@ func TestGoSDK(t *testing.T) {
 	got := map[string]any{}
 	for _, model := range []string{"demo-agent", "peer-tools", "peer-thinking", "peer-usage"} {
 		params := sdk.MessageNewParams{
-			Model: sdk.Model(model), MaxTokens: 4096,
+			Model: sdk.Model(model), MaxTokens: 4096, Thinking: sdk.ThinkingConfigParamOfEnabled(1024),
 			Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("what is 6*7?"))},
 		}
 		if model == "peer-tools" { // the client's tools: their calls are tool_use
@@ -47,7 +47,7 @@ func TestGoSDK(t *testing.T) {
 		got[model] = v
 	}
 	m, err := client.Messages.New(ctx, sdk.MessageNewParams{
-		Model: "peer-thinking", MaxTokens: 4096,
+		Model: "peer-thinking", MaxTokens: 4096, Thinking: sdk.ThinkingConfigParamOfEnabled(1024),
 		Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("again"))},
 	})
 	if err != nil {

@@ -57,7 +57,7 @@ out.peerThinking = await streamed(client, {
   model: 'peer-thinking', max_tokens: 4096, thinking: { type: 'enabled', budget_tokens: 2048 }, messages: user('27 * 453?'),
 });
 // The next turn sends the signed thinking back, with the tool result.
-out.peerThinkingCreate = strip(await client.messages.create({ model: 'peer-thinking', max_tokens: 4096, messages: user('again') }));
+out.peerThinkingCreate = strip(await client.messages.create({ model: 'peer-thinking', max_tokens: 4096, thinking: { type: 'enabled', budget_tokens: 2048 }, messages: user('again') }));
 out.peerUsage = await streamed(client, { model: 'peer-usage', max_tokens: 64, messages: user('count me') });
 out.errorBefore = await failure(() => client.messages.create({ model: 'echo', max_tokens: 8, messages: user('x'), fail_after: 0, fail_code: 'resource_exhausted', fail_message: 'quota' }));
 out.errorAfter = await failure(() => streamed(client, { model: 'stream', max_tokens: 8, messages: user('x'), fail_after: 2, fail_code: 'unavailable', fail_message: 'went away' }));
