@@ -43,7 +43,6 @@ const (
 	extLogitBias      = "openai.logit_bias"
 	extLogprobs       = "openai.logprobs"
 	extTopLogprobs    = "openai.top_logprobs"
-	extStrictTools    = "openai.strict_tools"
 )
 
 // decoded is a create request read and checked.
@@ -345,7 +344,6 @@ func imageLeaf(url, role, at string) (*canonical.Node, *apiError) {
 
 // tools reads tools into canonical tool specs.
 func (c *chatRequest) tools(req *canonical.Request) *apiError {
-	strict := false
 	for i, t := range c.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
 		if t.Type != "function" {
@@ -370,11 +368,8 @@ func (c *chatRequest) tools(req *canonical.Request) *apiError {
 			}
 			spec.Parameters = s
 		}
-		strict = strict || (t.Function.Strict != nil && *t.Function.Strict)
+		spec.Strict = t.Function.Strict
 		req.Tools = append(req.Tools, spec)
-	}
-	if strict {
-		req.Extensions[extStrictTools] = structpb.NewBoolValue(true)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/interlingua-dev/interlingua/internal/json"
 )
 
 // FuzzDecodeRequest: any body is either a canonical request that
@@ -37,4 +39,33 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("decoded request does not marshal: %v", err)
 		}
 	})
+}
+
+// TestToolStrictCrossesWires: a tool's strict, as a client of Chat
+// Completions or Responses set it, is the canonical tool's, and the
+// backend sends it on for that tool alone (unset stays unset): the OpenAI
+// Agents SDK makes its tools strict, and an upstream enforces the schema
+// only when told.
+func TestToolStrictCrossesWires(t *testing.T) {
+	d, e := decodeRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[
+		{"type":"function","function":{"name":"a","strict":true,"parameters":{"type":"object"}}},
+		{"type":"function","function":{"name":"b","parameters":{"type":"object"}}}]}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	if got := d.req.GetTools(); got[0].Strict == nil || !*got[0].Strict || got[1].Strict != nil {
+		t.Fatalf("canonical tools %v", got)
+	}
+	be := &Backend{}
+	r, ce := be.encodeRequest(d.req, "m")
+	if ce != nil {
+		t.Fatal(ce)
+	}
+	out, err := json.Marshal(r.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"type":"function","function":{"name":"a","parameters":{"type":"object"},"strict":true}},{"type":"function","function":{"name":"b","parameters":{"type":"object"}}}]`; string(out) != want {
+		t.Fatalf("upstream tools %s, want %s", out, want)
+	}
 }

@@ -131,7 +131,6 @@ func (b *Backend) encodeRequest(req *canonical.Request, model string) (*outReque
 	if len(r.Messages) == 0 {
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "openai backend: the request has no message content")
 	}
-	strict := req.GetExtensions()[extStrictTools].GetBoolValue()
 	for _, ts := range req.GetTools() {
 		fn := &toolFunction{Name: ts.GetName(), Description: ts.GetDescription(), Parameters: json.Value(`{"type":"object","properties":{}}`)}
 		if p := ts.GetParameters(); p != nil {
@@ -139,9 +138,7 @@ func (b *Backend) encodeRequest(req *canonical.Request, model string) (*outReque
 				fn.Parameters = v
 			}
 		}
-		if strict {
-			fn.Strict = &strict
-		}
+		fn.Strict = ts.Strict // as the client said, from any frontend that has it
 		r.Tools = append(r.Tools, inTool{Type: "function", Function: fn})
 	}
 	b.parameters(r, req)

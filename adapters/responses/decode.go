@@ -28,7 +28,6 @@ const (
 	extMaxToolCalls    = "responses.max_tool_calls"
 	extTopLogprobs     = "responses.top_logprobs"
 	extSummary         = "responses.reasoning_summary"
-	extStrictTools     = "responses.strict_tools"
 	extPromptCacheKey  = "responses.prompt_cache_key"
 	extSafetyID        = "responses.safety_identifier"
 	paramMaxTokens     = "max_tokens"
@@ -420,28 +419,24 @@ func (c *createRequest) canonicalRequest(conversation []item) *canonical.Request
 		Extensions: map[string]*structpb.Value{},
 		Metadata:   c.Metadata,
 	}
-	strict := map[string]any{}
 	for _, o := range offeredTools(c.Tools) {
 		t := o.tool
 		if t.Type == "custom" {
 			req.Tools = append(req.Tools, customSpec(t))
 			continue
 		}
-		spec := &canonical.ToolSpec{Name: t.Name, Parameters: jsonStruct(t.Parameters)}
+		spec := &canonical.ToolSpec{Name: t.Name, Parameters: jsonStruct(t.Parameters), Strict: t.Strict}
 		if t.Description != nil {
 			spec.Description = *t.Description
 		}
 		req.Tools = append(req.Tools, spec)
-		if t.Strict != nil {
-			strict[t.Name] = *t.Strict
-		}
 	}
-	c.parameters(req, strict)
+	c.parameters(req)
 	return req
 }
 
 // parameters sets the request's parameters and extensions.
-func (c *createRequest) parameters(req *canonical.Request, strict map[string]any) {
+func (c *createRequest) parameters(req *canonical.Request) {
 	p, x := req.Parameters, req.Extensions
 	setNum := func(m map[string]*structpb.Value, k string, v *float64) {
 		if v != nil && !math.IsNaN(*v) {
@@ -487,9 +482,6 @@ func (c *createRequest) parameters(req *canonical.Request, strict map[string]any
 	setInt(x, extTopLogprobs, c.TopLogprobs)
 	setStr(x, extPromptCacheKey, c.PromptCacheKey)
 	setStr(x, extSafetyID, c.SafetyIdentifier)
-	if len(strict) > 0 {
-		x[extStrictTools] = canonical.Value(strict)
-	}
 }
 
 // jsonValue is raw JSON as a structpb value; nil for none or null.

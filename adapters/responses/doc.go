@@ -103,7 +103,8 @@
 // a conversation, instructions first as a system leaf. The
 // request members no canonical field holds travel as extensions
 // responses.* (text, include, truncation, max_tool_calls, top_logprobs,
-// reasoning_summary, strict_tools, prompt_cache_key, safety_identifier).
+// reasoning_summary, prompt_cache_key, safety_identifier); a function
+// tool's strict is the canonical tool's.
 //
 // # Backend: type responses
 //

@@ -23,7 +23,6 @@ func encodeCreate(req *canonical.Request, model string, store bool) ([]byte, *ca
 		return nil, canonical.Errorf(canonical.CodeInvalidArgument, "responses backend: the input cannot be encoded: %v", err)
 	}
 	c := createRequest{Model: model, Input: input, Stream: ptr(true), Store: ptr(store)}
-	strict := req.GetExtensions()[extStrictTools].GetStructValue().GetFields()
 	for _, t := range req.GetTools() {
 		w := tool{Type: "function", Name: t.GetName(), Strict: ptr(false)}
 		if d := t.GetDescription(); d != "" {
@@ -32,8 +31,8 @@ func encodeCreate(req *canonical.Request, model string, store bool) ([]byte, *ca
 		if p := t.GetParameters(); p != nil {
 			w.Parameters, _ = json.Marshal(p.AsMap(), json.Deterministic(true))
 		}
-		if v, ok := strict[t.GetName()]; ok {
-			w.Strict = ptr(v.GetBoolValue())
+		if t.Strict != nil {
+			w.Strict = t.Strict
 		}
 		c.Tools = append(c.Tools, w)
 	}

@@ -327,3 +327,30 @@ func TestTextEchoHasFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestToolStrict: a function tool's strict is the canonical tool's, and
+// the backend sends it for that tool (false, not OpenAI's default true,
+// where the client said nothing: the bridge enforces no schema).
+func TestToolStrict(t *testing.T) {
+	c, e := decodeCreate([]byte(`{"model":"m","input":"x","tools":[{"type":"function","name":"a","strict":true},{"type":"function","name":"b"}]}`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	req := c.canonicalRequest(nil)
+	if got := req.GetTools(); got[0].Strict == nil || !*got[0].Strict || got[1].Strict != nil {
+		t.Fatalf("canonical tools %v", got)
+	}
+	body, ce := encodeCreate(req, "m", false)
+	if ce != nil {
+		t.Fatal(ce)
+	}
+	var sent struct {
+		Tools []struct {
+			Name   string `json:"name"`
+			Strict bool   `json:"strict"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &sent); err != nil || len(sent.Tools) != 2 || !sent.Tools[0].Strict || sent.Tools[1].Strict {
+		t.Fatalf("upstream tools %s", body)
+	}
+}

@@ -402,7 +402,10 @@ type ToolSpec struct {
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// Parameters is the tool's JSON Schema.
-	Parameters    *structpb.Struct `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	Parameters *structpb.Struct `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	// Strict asks the model to follow the schema exactly (OpenAI's strict
+	// function calling); unset when the client did not say.
+	Strict        *bool `protobuf:"varint,4,opt,name=strict,proto3,oneof" json:"strict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -456,6 +459,13 @@ func (x *ToolSpec) GetParameters() *structpb.Struct {
 		return x.Parameters
 	}
 	return nil
+}
+
+func (x *ToolSpec) GetStrict() bool {
+	if x != nil && x.Strict != nil {
+		return *x.Strict
+	}
+	return false
 }
 
 // Request asks a backend to start a run.
@@ -2375,13 +2385,15 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\apayload\"I\n" +
 	"\tNamedNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
-	"\x04node\x18\x02 \x01(\v2\x14.interlingua.v1.NodeR\x04node\"y\n" +
+	"\x04node\x18\x02 \x01(\v2\x14.interlingua.v1.NodeR\x04node\"\xa1\x01\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x127\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\v2\x17.google.protobuf.StructR\n" +
-	"parameters\"\x85\a\n" +
+	"parameters\x12\x1b\n" +
+	"\x06strict\x18\x04 \x01(\bH\x00R\x06strict\x88\x01\x01B\t\n" +
+	"\a_strict\"\x85\a\n" +
 	"\aRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x16\n" +
@@ -2704,6 +2716,7 @@ func file_interlingua_v1_canonical_proto_init() {
 		(*Node_Data)(nil),
 		(*Node_Ref)(nil),
 	}
+	file_interlingua_v1_canonical_proto_msgTypes[2].OneofWrappers = []any{}
 	file_interlingua_v1_canonical_proto_msgTypes[4].OneofWrappers = []any{
 		(*Event_Lifecycle)(nil),
 		(*Event_MessageStart)(nil),
