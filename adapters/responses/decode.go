@@ -310,8 +310,7 @@ func itemNode(it *item) *canonical.Node {
 			args = *it.Arguments
 		}
 		if it.Input != nil { // a custom tool's input is the function's one argument (customSpec)
-			a, _ := json.Marshal(customArgs{Input: *it.Input})
-			args = string(a)
+			args = customArguments(*it.Input)
 		}
 		return &canonical.Node{Id: it.ID, Role: "assistant", Mime: canonical.MimeToolCall, Payload: canonical.DataPayload([]byte(args)),
 			Metadata: map[string]string{canonical.MetaToolCallID: it.CallID, canonical.MetaToolName: it.Name}}

@@ -98,7 +98,6 @@ func (e *encoder) start() error {
 	return e.send(&streamEvent{Type: "response.in_progress", Response: e.r})
 }
 
-// deriveID is an id of the response's items: prefix and 26 characters
 // itemID is the id of item n of a response's output (in: of its input):
 // its prefix, the response id's random part, and where the item stands,
 // so that it is unique in the response, as unguessable as the response
@@ -126,10 +125,12 @@ func referencedResponse(id string) string {
 	return ""
 }
 
-// that only the response id (unguessable itself) determines.
-func deriveID(prefix, respID string, n int, size int) string {
-	h := sha256.Sum256([]byte(respID + "/" + prefix + strconv.Itoa(n)))
-	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:size]))
+// derivedCallID is the call id of the response's tool call n when the
+// backend gave none: call_ and 24 characters that only the response id
+// (unguessable itself) determines, so a replay renders the same.
+func derivedCallID(respID string, n int) string {
+	h := sha256.Sum256([]byte(respID + "/call_" + strconv.Itoa(n)))
+	return "call_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:15]))
 }
 
 // event renders one canonical event. An error is the client's (a write
@@ -225,7 +226,7 @@ func (e *encoder) blockStart(bs *canonical.BlockStart) error {
 		}
 		callID := bs.GetId()
 		if callID == "" {
-			callID = deriveID("call_", e.r.ID, n, 15)
+			callID = derivedCallID(e.r.ID, n)
 		}
 		if t.Type == "custom" {
 			e.block = "custom"
@@ -338,6 +339,13 @@ func (e *encoder) blockFinish() error {
 		}
 	}
 	return e.closeItem("completed")
+}
+
+// customArguments is a custom tool's input as the arguments of its call
+// as a function (decode.go customSpec); customInput reads it back.
+func customArguments(input string) string {
+	a, _ := json.Marshal(customArgs{Input: input})
+	return string(a)
 }
 
 // customInput is a custom tool's input out of the arguments of its call

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/interlingua-dev/interlingua/canonical"
-	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
 )
 
@@ -171,8 +170,7 @@ func storedEvents(r *response) []*canonical.Event {
 				out = b.ToolArgs(out, *it.Arguments)
 			}
 			if it.Input != nil {
-				a, _ := json.Marshal(customArgs{Input: *it.Input})
-				out = b.ToolArgs(out, string(a))
+				out = b.ToolArgs(out, customArguments(*it.Input))
 			}
 		}
 	}

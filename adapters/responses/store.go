@@ -33,8 +33,9 @@ func (r *record) conversation() []item {
 	return append(out, r.Response.Output...)
 }
 
-// item is the stored response's item id, from its conversation; false
-// when it has none of that id (or rec is nil).
+// item is the item of the stored response's conversation (its output,
+// input and context) whose id is id; false when there is none (or r is
+// nil).
 func (r *record) item(id string) (item, bool) {
 	if r == nil {
 		return item{}, false
