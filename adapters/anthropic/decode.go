@@ -153,7 +153,8 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 		prompt.Children = append(prompt.Children, n)
 	}
 	req.Inputs = []*canonical.NamedNode{{Name: canonical.InputPrompt, Node: prompt}}
-	if e := c.tools(req, referencedTools(prompt)); e != nil {
+	clientTools, e := c.tools(req, referencedTools(prompt))
+	if e != nil {
 		return nil, e
 	}
 	c.parameters(req)
@@ -164,7 +165,7 @@ func decodeRequest(body []byte) (*decoded, *canonical.Error) {
 		return nil, e
 	}
 	thinking := c.Thinking != nil && c.Thinking.Type != "disabled"
-	return &decoded{req: req, model: c.Model, stream: c.Stream, clientTools: c.toolNames(), thinking: thinking}, nil
+	return &decoded{req: req, model: c.Model, stream: c.Stream, clientTools: clientTools, thinking: thinking}, nil
 }
 
 // validate checks the members the frontend reads, naming the first bad
@@ -500,18 +501,6 @@ func toolResultLeaves(b *inputBlock, at string) ([]*canonical.Node, *canonical.E
 	return append([]*canonical.Node{text}, extra...), nil
 }
 
-// toolNames is the names of the tools the request declares.
-func (c *createRequest) toolNames() map[string]bool {
-	names := make(map[string]bool, len(c.Tools))
-	for _, raw := range c.Tools {
-		var t toolDef
-		if json.Unmarshal(raw, &t) == nil {
-			names[t.Name] = true
-		}
-	}
-	return names
-}
-
 // referencedTools is the names the conversation's tool_reference blocks
 // name.
 func referencedTools(prompt *canonical.Node) map[string]bool {
@@ -534,34 +523,38 @@ func referencedTools(prompt *canonical.Node) map[string]bool {
 // given to the backend only once a tool_reference in the conversation
 // names it, as Anthropic's tool search loads it
 // (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/tool-search-tool).
-func (c *createRequest) tools(req *canonical.Request, referenced map[string]bool) *canonical.Error {
+// It returns the names of every tool the request declares, deferred and
+// server tools too: the client's (encode.go).
+func (c *createRequest) tools(req *canonical.Request, referenced map[string]bool) (map[string]bool, *canonical.Error) {
 	var server []any
+	names := make(map[string]bool, len(c.Tools))
 	for i, raw := range c.Tools {
 		var t toolDef
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return invalid(fmt.Sprintf("tools.%d", i), "Input should be a valid tool definition")
+			return nil, invalid(fmt.Sprintf("tools.%d", i), "Input should be a valid tool definition")
 		}
+		names[t.Name] = true
 		if t.Type != "" && t.Type != "custom" {
 			var v any
 			if err := json.Unmarshal(raw, &v); err != nil {
-				return invalid(fmt.Sprintf("tools.%d", i), "Input should be a valid dictionary")
+				return nil, invalid(fmt.Sprintf("tools.%d", i), "Input should be a valid dictionary")
 			}
 			server = append(server, v)
 			continue
 		}
 		if t.Name == "" {
-			return invalid(fmt.Sprintf("tools.%d.custom.name", i), "Field required")
+			return nil, invalid(fmt.Sprintf("tools.%d.custom.name", i), "Field required")
 		}
 		if len(t.InputSchema) == 0 {
-			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Field required")
+			return nil, invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Field required")
 		}
 		var schema map[string]any
 		if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
-			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid dictionary")
+			return nil, invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid dictionary")
 		}
 		ps, err := structpb.NewStruct(schema)
 		if err != nil {
-			return invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid JSON Schema object")
+			return nil, invalid(fmt.Sprintf("tools.%d.custom.input_schema", i), "Input should be a valid JSON Schema object")
 		}
 		if t.DeferLoading && !referenced[t.Name] {
 			continue
@@ -573,7 +566,7 @@ func (c *createRequest) tools(req *canonical.Request, referenced map[string]bool
 			req.Extensions[extServerTools] = v
 		}
 	}
-	return nil
+	return names, nil
 }
 
 // knownMembers are the request members MessageCreateParamsBase defines;

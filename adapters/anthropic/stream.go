@@ -231,11 +231,8 @@ func (d *streamDecoder) blockStart(ev *streamEvent, out []*canonical.Event) ([]*
 		ub.kind = kindThinking
 	case "redacted_thinking":
 		ub.kind = kindRedacted
-	case "tool_use", "server_tool_use":
-		ub.kind = kindToolUse
-		if cb.Type == "server_tool_use" {
-			ub.kind = kindServer
-		}
+	case kindToolUse, kindServer: // the kinds are the wire's block types
+		ub.kind = cb.Type
 		if in := bytes.TrimSpace(cb.Input); len(in) > 0 && string(in) != "{}" {
 			ub.start = string(in)
 		}

@@ -1,10 +1,11 @@
 package driver
 
 import (
+	"slices"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/conformance/transcript"
 	cv1 "github.com/interlingua-dev/interlingua/gen/interlingua/conformance/v1"
-	"slices"
 )
 
 // Ideal is the transcript a lossless path delivers for r and a prompt: the
