@@ -73,6 +73,12 @@ func jsonEqual(t *testing.T, what string, want, got []byte) {
 	}
 }
 
+// aliceAndBob are two API keys, key-a (alice) and key-b (bob), for the
+// tests of what one key may not reach of the other's.
+func aliceAndBob() []bridge.APIKey {
+	return []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+}
+
 type client struct {
 	t    *testing.T
 	base string
@@ -235,7 +241,7 @@ func TestE2EChain(t *testing.T) {
 // another key gets 404 for it and 400 continuing it.
 func TestE2ETenancy(t *testing.T) {
 	cfg := bridge.DefaultConfig()
-	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	cfg.Auth.Keys = aliceAndBob()
 	inst := bridgetest.Start(t, &cfg)
 	alice := client{t: t, base: inst.URL, key: "key-a"}
 	bob := client{t: t, base: inst.URL, key: "key-b"}
@@ -399,7 +405,7 @@ func poll(t *testing.T, c client, id, status string) []byte {
 // id of no response, is not found.
 func TestE2EItemReference(t *testing.T) {
 	cfg := bridge.DefaultConfig()
-	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	cfg.Auth.Keys = aliceAndBob()
 	inst := bridgetest.Start(t, &cfg)
 	alice := client{t: t, base: inst.URL, key: "key-a"}
 	bob := client{t: t, base: inst.URL, key: "key-b"}

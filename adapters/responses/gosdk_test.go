@@ -11,7 +11,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 )
 
@@ -22,7 +21,7 @@ import (
 func TestGoSDK(t *testing.T) {
 	p := startPeer(t)
 	cfg := peerConfig(t, p)
-	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	cfg.Auth.Keys = aliceAndBob()
 	inst := bridgetest.Start(t, &cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 )
 
@@ -55,7 +54,7 @@ func TestNodeSDK(t *testing.T) {
 	dir := nodeSuite(t)
 	p := startPeer(t)
 	cfg := peerConfig(t, p)
-	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	cfg.Auth.Keys = aliceAndBob()
 	inst := bridgetest.Start(t, &cfg)
 	out := runIn(t, dir, 3*time.Minute, []string{"INTERLINGUA_URL=" + inst.URL, "INTERLINGUA_KEY=key-a", "INTERLINGUA_OTHER_KEY=key-b"}, "node", "--test", "test/")
 	t.Logf("node --test:\n%s", out)

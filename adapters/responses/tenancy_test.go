@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/interlingua-dev/interlingua/bridge"
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestTenancyEveryPath(t *testing.T) {
 	p := startPeer(t)
 	cfg := peerConfig(t, p)
-	cfg.Auth.Keys = []bridge.APIKey{{Name: "alice", Hash: bridge.KeyDigest("key-a")}, {Name: "bob", Hash: bridge.KeyDigest("key-b")}}
+	cfg.Auth.Keys = aliceAndBob()
 	inst := bridgetest.Start(t, &cfg)
 	alice := client{t: t, base: inst.URL, key: "key-a"}
 	bob := client{t: t, base: inst.URL, key: "key-b"}
