@@ -556,8 +556,13 @@ func (r *remoteStream) accept(ev *canonical.Event) {
 		return
 	case r.threadSeq != 0 && seq <= r.threadSeq:
 		return // delivered already (read from the log after a gap)
-	case (r.threadSeq != 0 || r.fromStart) && seq > r.threadSeq+1:
-		if !r.fill(seq) {
+	case (r.threadSeq != 0 || r.fromStart) && !canonical.Follows(ev, r.threadSeq):
+		// Those before it, or before the seqs it says are skipped.
+		next := seq
+		if ev.SkippedAfter != nil {
+			next = ev.GetSkippedAfter() + 1
+		}
+		if next > r.threadSeq+1 && !r.fill(next) {
 			return
 		}
 	}
@@ -670,7 +675,7 @@ func (r *remoteStream) ownerGone() {
 		}
 	}
 	r.b.log.Warn("run end not appended to the replay log", "thread", r.thread, "run", r.run, "err", err)
-	end := stampEnd(ended, r.thread, r.run, max(r.lastSeq, r.threadSeq), r.b.now())
+	end := r.b.stampOrphanEnd(ended, r.thread, r.run, max(r.lastSeq, r.threadSeq))
 	r.owed = append(r.owed, end...)
 	if n := len(end); n > 0 {
 		// The seqs this client got, which the log may lack, and the end
@@ -706,8 +711,24 @@ func (b *Bridge) appendEnd(ctx context.Context, thread, run string, ended []*can
 		if last < seen {
 			return nil
 		}
-		return stampEnd(ended, thread, run, last, b.now())
+		return b.stampOrphanEnd(ended, thread, run, last)
 	})
+}
+
+// stampOrphanEnd numbers the events that end a run whose owner went
+// silent after the thread's seq last, the last this instance knows given,
+// leaving the owner's run-ahead (Fabric.ownerAhead) unused between: the
+// owner gave a client on its own instance each event before the replay
+// log stored it, so seqs past last may be in that client's hands, and it
+// resumes elsewhere from the last it read. The first event says what it
+// skips (canonical.Follows), so readers read across with no hole.
+func (b *Bridge) stampOrphanEnd(evs []*canonical.Event, thread, run string, last uint64) []*canonical.Event {
+	if len(evs) == 0 {
+		return evs
+	}
+	stampEnd(evs, thread, run, last+b.fabric.ownerAhead(), b.now())
+	evs[0].SkippedAfter = proto.Uint64(last)
+	return evs
 }
 
 // stampEnd numbers the events that end a run after seq last.

@@ -543,6 +543,16 @@ const (
 	heldMax   = 64
 )
 
+// ownerAhead bounds how many seqs of a thread past the last the replay
+// log stored its owner may have given its own clients when it dies, so
+// far as nothing was dropped: a client on the owner reads each event
+// before the log stores it, and the events of the owner's runs wait held
+// (heldMax a run), queued (publish_queue messages of up to heldMax
+// events) and for the log's acknowledgement (publish_queue events). The
+// end another instance appends for its run is numbered past them
+// (Bridge.stampOrphanEnd).
+func (f *Fabric) ownerAhead() uint64 { return 2 * uint64(f.cfg.PublishQueue+1) * heldMax }
+
 func (f *Fabric) publisher(thread, run string, must bool) *publisher {
 	ids, _ := proto.Marshal(&canonical.EventBatch{ThreadId: thread, RunId: run}) // valid UTF-8: the bridge's ids
 	return &publisher{f: f, subject: f.EventSubject(thread, run), thread: thread, run: run, must: must, limit: f.EventLimit(), ids: ids}
@@ -637,7 +647,7 @@ func (p *publisher) appendEvent(b []byte, ev *canonical.Event) (elem, grown []by
 func shortDelta(ev *canonical.Event, thread, run string, short *canonical.BatchDelta) bool {
 	k, ok := ev.GetKind().(*canonical.KindBlockDelta)
 	if !ok || k.BlockDelta == nil || ev.GetThreadId() != thread || ev.GetRunId() != run ||
-		len(ev.GetNamespace()) > 0 || ev.GetGraphNode() != "" || len(ev.GetExtensions()) > 1 {
+		len(ev.GetNamespace()) > 0 || ev.GetGraphNode() != "" || ev.SkippedAfter != nil || len(ev.GetExtensions()) > 1 {
 		return false
 	}
 	d := k.BlockDelta

@@ -28,6 +28,7 @@ func TestAppendBatchElemIsEventBatch(t *testing.T) {
 	every := canonical.NewTextDelta(300, "héllo 😀")
 	every.ThreadId, every.RunId, every.Seq, every.TimeUnixNano, every.GraphNode = "t", "r", 1<<40, -5, "node"
 	every.Namespace = []string{"a", "", "b:c"}
+	every.SkippedAfter = proto.Uint64(1 << 39)
 	every.Extensions = map[string]*structpb.Value{"glide.id": structpb.NewStringValue("7")}
 	evs := []*canonical.Event{
 		canonical.NewTextDelta(0, ""),
@@ -435,6 +436,8 @@ func shortMix() (events []*canonical.Event, short []bool) {
 	}
 	withGraph, withNamespace, withExt := delta(0, "g"), delta(0, "n"), delta(0, "e")
 	withGraph.GraphNode = "node"
+	withSkip := delta(0, "s")
+	withSkip.SkippedAfter = proto.Uint64(0)
 	withNamespace.Namespace = []string{"sub"}
 	withExt.Extensions = map[string]*structpb.Value{"agent.wire": structpb.NewStringValue("1:1:...")}
 	numberExt, twoExts, unnamedExt := delta(0, "1"), delta(0, "2"), delta(0, "3")
@@ -455,7 +458,7 @@ func shortMix() (events []*canonical.Event, short []bool) {
 	}{
 		{delta(0, "héllo "), true}, {delta(0, "😀"), true}, {withGraph, false}, {delta(3, ""), true},
 		{withNamespace, false}, {withExt, true}, {numberExt, false}, {twoExts, false}, {unnamedExt, false},
-		{withData, false}, {otherRun, false},
+		{withData, false}, {otherRun, false}, {withSkip, false},
 		{unknown, false}, {unknownInDelta, false}, {delta(1, strings.Repeat("x", 300)), true}, {end, false},
 	} {
 		e.ev.Seq = uint64(len(events) + 1)
@@ -525,7 +528,7 @@ func TestShortDeltaFields(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	const event = "thread_id run_id seq namespace time_unix_nano graph_node lifecycle message_start message_finish block_start block_delta block_finish tool_started tool_output tool_finished tool_failed input_requested input_answered state_snapshot state_update checkpoint task custom error extensions"
+	const event = "thread_id run_id seq namespace time_unix_nano graph_node skipped_after lifecycle message_start message_finish block_start block_delta block_finish tool_started tool_output tool_finished tool_failed input_requested input_answered state_snapshot state_update checkpoint task custom error extensions"
 	if got := names(&canonical.Event{}); got != event {
 		t.Errorf("Event's fields are %q, shortDelta knows %q", got, event)
 	}

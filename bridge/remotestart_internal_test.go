@@ -68,6 +68,69 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 	}
 }
 
+// A client that missed a run's start (a NATS reconnect) gets, live, the
+// run's end that another instance appended for the owner that died, after
+// the seqs the owner may have given its own clients (Event.skipped_after):
+// it reads the start from the replay log, up to the seqs skipped, and
+// passes the end on, with no hole reported and no wait for the skipped.
+func TestRemoteStreamReadsAcrossASkip(t *testing.T) {
+	f, nc, _ := subscribedFabric(t, "unused")
+	b := fabricBridge(f)
+	bld := canonical.NewBuilder()
+	evs := bld.Lifecycle(nil, canonical.StatusRunning)
+	evs = bld.StartMessage(evs, "m", "assistant")
+	evs = bld.Text(evs, "stored")
+	numberRun(evs, "skip")
+	var g canonical.Guard
+	for _, ev := range evs {
+		if v := g.Observe(ev); v != nil {
+			t.Fatal(v)
+		}
+	}
+	end := b.stampOrphanEnd(g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone")), "skip", "skip", uint64(len(evs)))
+	p := f.publisher("skip", "skip", true)
+	for _, ev := range evs {
+		p.publish(ev)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if last, _ := f.LastSeq(context.Background(), "skip"); last == uint64(len(evs)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the start did not reach the replay log")
+		}
+	}
+	sub, err := nc.SubscribeSync(f.Prefix() + ".*.skip.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range end {
+		p.publish(ev)
+	}
+	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: "skip", run: "skip", runToken: "skip",
+		timeout: 2 * time.Second, stopWatch: func() bool { return true }, fromStart: true}
+	b.remotes[rs] = struct{}{}
+	got, err := canonical.Collect(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(evs, end...)
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d: %v", len(got), len(want), got)
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Fatalf("event %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	if end[0].GetSeq() != uint64(len(evs))+f.ownerAhead()+1 || end[0].GetSkippedAfter() != uint64(len(evs)) {
+		t.Fatalf("the end starts at seq %d, skipping after %d; want %d after %d", end[0].GetSeq(), end[0].GetSkippedAfter(), uint64(len(evs))+f.ownerAhead()+1, len(evs))
+	}
+}
+
 // A client whose run's owner went quiet after events the replay log never
 // got (the owner died before storing them) ends the run itself, after
 // them; those seqs, and its end's, are the thread's from then on: the next

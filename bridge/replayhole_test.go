@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/interlingua-dev/interlingua/bridge/bridgetest"
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -173,5 +175,68 @@ func TestReplayReaderOvertakenByTheLogsBound(t *testing.T) {
 	want := fmt.Sprintf("events %d to %d", read+1, firsts[1]-1)
 	if codeOf(err) != canonical.CodeOutOfRange || !strings.Contains(err.Error(), want) {
 		t.Fatalf("after the log let go of what the reader had not read: %v; want out_of_range naming %s", err, want)
+	}
+}
+
+// A run's end appended for an owner that died is numbered after the seqs
+// the owner may have given its own clients, and says it skips them
+// (canonical.Follows): a replay reads across them with no hole, live or
+// from the log; a reader resuming from a seq inside them (a client that
+// read from the dead owner what the log never got) reads that end next.
+// (TestClusterOwnerKilledItsClientResumesElsewhere: the thread's next run
+// numbers after it.)
+func TestReplayReadsAcrossAnOwnersSkip(t *testing.T) {
+	ns := natsServer(t)
+	inst := bridgetest.Start(t, clusterConfig(ns.ClientURL()))
+	const thread, skip = "skipped", 1000
+	evs, code := bridgetest.PostRun(t, inst.URL, `{"target":"stream","threadId":"`+thread+`","parameters":{"deltas":2},"inputs":[]}`)
+	if code != 200 || len(evs) == 0 {
+		t.Fatalf("status %d, %d events", code, len(evs))
+	}
+	last := evs[len(evs)-1].GetSeq()
+	js, stream := replayStream(t, ns.ClientURL())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	threadSubjects := "interlingua.events." + subject.Token(thread) + ".>"
+	waitFor(t, func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, threadSubjects)
+		return err == nil && m.Header.Get("Interlingua-Last-Seq") == strconv.FormatUint(last, 10)
+	})
+
+	live, err := inst.Bridge().Observe(ctx, thread, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	inside, err := inst.Bridge().Observe(ctx, thread, last+3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inside.Close()
+	end := &canonical.Event{ThreadId: thread, RunId: "dead", Seq: last + skip, SkippedAfter: proto.Uint64(last),
+		Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusFailed, Error: &canonical.ErrorProto{Code: uint32(canonical.CodeUnavailable), Message: "owner gone"}}}}
+	data, err := proto.Marshal(&canonical.EventBatch{Events: []*canonical.Event{end}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &nats.Msg{Subject: "interlingua.events." + subject.Token(thread) + ".dead", Data: data, Header: nats.Header{}}
+	msg.Header.Set("Interlingua-Last-Seq", strconv.FormatUint(end.Seq, 10))
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]canonical.Stream{"live after the log's last": live, "live from inside the skip": inside} {
+		if ev, err := s.Recv(); err != nil || ev.GetSeq() != end.Seq {
+			t.Fatalf("%s: %v, %v; want the end, seq %d", name, ev.GetSeq(), err, end.Seq)
+		}
+	}
+	live.Close()
+	inside.Close()
+
+	// A tail opened anew: readers catch up from the log.
+	if seqs, err := observe(t, inst, thread, 0, end.Seq); err != nil || !consecutive(seqs[:len(seqs)-1], 1, last) || seqs[len(seqs)-1] != end.Seq {
+		t.Fatalf("replay from the start: seqs %v, %v; want 1 to %d, then %d", seqs, err, last, end.Seq)
+	}
+	if seqs, err := observe(t, inst, thread, last+5, end.Seq); err != nil || len(seqs) != 1 {
+		t.Fatalf("resume from inside the skip: seqs %v, %v; want %d", seqs, err, end.Seq)
 	}
 }

@@ -349,7 +349,8 @@ func (t *threadTail) endQuiet(r *observedRun, seen uint64) {
 	t.b.log.Warn("run end not appended to the replay log; ending it for this instance's observers", "thread", t.thread, "run", run, "err", err)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	stampEnd(ended, t.thread, run, t.last, t.b.now())
+	t.b.stampOrphanEnd(ended, t.thread, run, t.last)
+	t.win.reset() // the window's seqs are consecutive: readers skip to the end from the log (read)
 	for _, ev := range ended {
 		t.win.push(ev, proto.Size(ev), t.b.tailBytesNow())
 	}
@@ -440,6 +441,9 @@ func (t *threadTail) read(ctx context.Context, r *tailReader, out []*canonical.E
 	}
 	t.mu.Lock()
 	first := t.last + 1 - uint64(t.win.len())
+	if r.next < first && t.win.len() > 0 && canonical.Follows(t.win.evs[t.win.head], r.next-1) {
+		r.next = first // r has every event before the seqs the window's first skips
+	}
 	if t.win.len() == 0 || r.next >= first {
 		if t.win.len() > 0 && r.next <= t.last {
 			n := min(uint64(max), t.last-r.next+1)
@@ -470,7 +474,7 @@ func (t *threadTail) catchUp(ctx context.Context, r *tailReader, before uint64, 
 	r.logNext = next
 	r.backlog = r.backlog[:0]
 	for _, ev := range evs {
-		if ev.GetSeq() != r.next {
+		if !canonical.Follows(ev, r.next-1) {
 			if r.err = t.hole(ctx, r, ev.GetSeq()); r.err != nil {
 				break
 			}
@@ -509,10 +513,11 @@ func (t *threadTail) readLog(ctx context.Context, r *tailReader, before uint64) 
 }
 
 // hole reports the events missing before seq, the next the log holds
-// after what r has. A thread's seqs are consecutive in the log, so a jump
-// means the log has let go of events (they aged out, replay_max_age, or
-// were discarded for replay_max_bytes, oldest first) or never got them (a
-// write given up on). The reader is told rather than given the events
+// after what r has. A thread's seqs are consecutive in the log but for
+// the seqs an orphaned run's end says it skips (canonical.Follows, read
+// as no hole), so a jump means the log has let go of events (they aged
+// out, replay_max_age, or were discarded for replay_max_bytes, oldest
+// first) or never got them (a write given up on). The reader is told rather than given the events
 // around the hole as if they followed each other: out_of_range when the
 // log holds none of the thread's events before seq (it let them go; a
 // reader that fell behind meets this too), data_loss when it holds

@@ -112,6 +112,20 @@ func TerminalOf(ev *Event) (RunStatus, bool) {
 	return lc.GetStatus(), true
 }
 
+// Follows reports whether ev comes right after the thread's seq prev, so
+// that a reader that has the thread's events up to prev misses none
+// reading ev next: ev's seq is prev's next, or ev says that no event has
+// the seqs between them (Event.skipped_after at or before prev: the end
+// of a run whose owner died, numbered after the seqs the owner may have
+// given its clients before the replay log stored them).
+func Follows(ev *Event, prev uint64) bool {
+	seq := ev.GetSeq()
+	if seq == prev+1 {
+		return true
+	}
+	return seq > prev && ev.SkippedAfter != nil && *ev.SkippedAfter <= prev
+}
+
 // Stamp sets the event's time to now if it is unset.
 func Stamp(ev *Event, now time.Time) {
 	if ev.TimeUnixNano == 0 {

@@ -111,3 +111,28 @@ func TestViolationNamesSeq(t *testing.T) {
 		t.Fatalf("message %q does not name seq 8", err)
 	}
 }
+
+func TestFollows(t *testing.T) {
+	skipping := func(n, after uint64) *Event { e := seq(n, lc(StatusFailed)); e.SkippedAfter = &after; return e }
+	for _, c := range []struct {
+		name string
+		ev   *Event
+		prev uint64
+		want bool
+	}{
+		{"next", seq(5, lc(StatusRunning)), 4, true},
+		{"first", seq(1, lc(StatusRunning)), 0, true},
+		{"jump", seq(7, lc(StatusRunning)), 4, false},
+		{"repeat", seq(4, lc(StatusRunning)), 4, false},
+		{"skip from prev", skipping(1004, 4), 4, true},
+		{"skip from before prev (prev inside the skip)", skipping(1004, 4), 900, true},
+		{"skip from after prev (events before it missing)", skipping(1004, 4), 3, false},
+		{"skip of none", skipping(5, 4), 4, true},
+		{"skip from 0", skipping(1000, 0), 0, true},
+		{"skip at prev", skipping(1004, 4), 1004, false},
+	} {
+		if got := Follows(c.ev, c.prev); got != c.want {
+			t.Errorf("%s: Follows(seq %d, skipped after %d; %d) = %v, want %v", c.name, c.ev.GetSeq(), c.ev.GetSkippedAfter(), c.prev, got, c.want)
+		}
+	}
+}

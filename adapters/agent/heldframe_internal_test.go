@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
@@ -105,3 +107,67 @@ func quietEndedRun(t *testing.T) (evs []*canonical.Event, ran int) {
 func newTestReader() *tailReader {
 	return &tailReader{f: &Frontend{cfg: Config{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}}}
 }
+
+// The end another instance appends for a run whose owner died is
+// numbered after the seqs the owner may have given its own clients, and
+// says it skips them (Event.skipped_after): the reader's first frame of
+// it says which seq came before it (prev_seq), so a client decoding every
+// event (Decoder.Contiguous) reads across with no loss. A reader resumed
+// from inside the skipped seqs (a client that read them from the dead
+// owner) is told its own last seq.
+func TestReaderAcrossAnOwnersSkipSaysPrevSeq(t *testing.T) {
+	evs, ran := quietEndedRun(t)
+	const skip = 1000
+	for _, ev := range evs[ran:] {
+		ev.Seq += skip
+	}
+	evs[ran].SkippedAfter = proto.Uint64(uint64(ran))
+	for _, c := range []struct {
+		name  string
+		at    uint64
+		polls []*canonical.Event
+	}{
+		{"reader of every event", 0, evs},
+		{"reader resumed inside the skip", uint64(ran) + 5, evs[ran:]},
+	} {
+		tr := newTestReader()
+		tr.ctx, tr.at, tr.obs = t.Context(), c.at, &fixedPoller{evs: c.polls}
+		recs, _, _, err := tr.readOnce(func(*record) bool { return true }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := c.at
+		for _, r := range recs {
+			if r.seq <= uint64(ran) {
+				prev = r.seq
+				continue
+			}
+			want := `"prev_seq":` + strconv.FormatUint(prev, 10) + `,`
+			if !strings.Contains(string(r.frame), want) {
+				t.Fatalf("%s: the first frame after the skip is %s, want %s", c.name, r.frame, want)
+			}
+			break
+		}
+		dec := &Decoder{Contiguous: true, AfterSeq: c.at}
+		var got []*canonical.Event
+		for _, r := range recs {
+			if got, err = dec.feed(r.frame, got); err != nil {
+				t.Fatalf("%s: a Contiguous decoder of the frames: %v", c.name, err)
+			}
+		}
+	}
+}
+
+// fixedPoller is an observer that has evs, then nothing.
+type fixedPoller struct {
+	canonical.Stream
+	evs []*canonical.Event
+}
+
+func (p *fixedPoller) Poll(out []*canonical.Event, max int) ([]*canonical.Event, error) {
+	n := min(max, len(p.evs))
+	out, p.evs = append(out, p.evs[:n]...), p.evs[n:]
+	return out, nil
+}
+
+func (p *fixedPoller) Notify(func()) {}

@@ -149,6 +149,12 @@ func (t *tailReader) readOnce(match func(*record) bool, out []record) (_ []recor
 		if t.lapsed {
 			g, t.lapsed = &gap{since: t.at, minAvail: ev.GetSeq()}, false
 		}
+		if ev.SkippedAfter != nil && ev.GetSeq()-1 > t.at {
+			// No event has the seqs between (the observer read up to
+			// those it skips, canonical.Follows): the next frame says which
+			// came before it, as after events it made no frame of.
+			t.unframed += int(ev.GetSeq() - 1 - t.at)
+		}
 		t.at = ev.GetSeq()
 		if ev.GetExtensions()[updateExt].GetBoolValue() && ev.GetLifecycle() != nil {
 			continue // an update run's lifecycle is not a run's

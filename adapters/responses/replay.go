@@ -104,7 +104,7 @@ func (s *replaySource) Recv() (*canonical.Event, error) {
 		ev, err := s.obs.Recv()
 		s.mu.Lock()
 		expired = s.expired && !s.got
-		if err == nil && !expired && (s.got || ev.GetSeq() == 1) {
+		if err == nil && !expired && (s.got || canonical.Follows(ev, 0)) {
 			s.got = true
 			s.mu.Unlock()
 			return ev, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -257,5 +258,70 @@ func TestClusterOwnerAndClientKilledRunEnded(t *testing.T) {
 	}
 	if first := next[0].GetSeq(); first != end.GetSeq()+1 {
 		t.Fatalf("the next run starts at seq %d, the killed run's end is at %d", first, end.GetSeq())
+	}
+}
+
+// A run's client is on its owner, which holds the events it gives the
+// client before the replay log stores them (nats.publish_delay), and is
+// killed: the client has read seqs the log never got. Resuming elsewhere
+// from its last seq, it reads the run's failed end, then the thread's next
+// run from its first event: no seq it read is given to another event, and
+// it misses nothing numbered after. A replay from the start reads across
+// the seqs the dead owner took (the end says it skips them) with no hole.
+func TestClusterOwnerKilledItsClientResumesElsewhere(t *testing.T) {
+	// The owner publishes every 300 ms: the log has the run's first
+	// events, not the latest the client read (unless the kill falls
+	// within a delta's 5 ms of a publish).
+	bin, n, a, b := clientAndOwner(t, "--set", "nats.publish_delay=300ms")
+	r := openStream(t, "POST", b.base+"/v1/runs", `{"target":"stream","threadId":"t-resume","parameters":{"deltas":1000,"delay_ms":5},"inputs":[]}`)
+	var read []*canonical.Event
+	for range 100 {
+		ev, ok := r.next()
+		if !ok {
+			t.Fatal("stream ended early")
+		}
+		read = append(read, ev)
+	}
+	b.kill9()
+	seen, run := read[len(read)-1].GetSeq(), read[0].GetRunId()
+	startDaemon(t, bin, n.URL()) // another instance hosting the backend
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/threads/t-resume/events?since=%d", a.base, seen), nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	resumed := &eventReader{t: t, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
+	rest := resumed.untilTerminal() // a stream cut at 30 s fails here
+	end, prev := rest[len(rest)-1], seen
+	var skip *canonical.Event // the first of the events that end the run
+	for _, ev := range rest {
+		if !canonical.Follows(ev, prev) || ev.GetRunId() != run {
+			t.Fatalf("resumed after seq %d, read %v after seq %d: want the killed run's events after it", seen, ev, prev)
+		}
+		if ev.SkippedAfter != nil {
+			skip = ev
+		}
+		prev = ev.GetSeq()
+	}
+	if lc := end.GetLifecycle(); lc.GetStatus() != canonical.StatusFailed || skip == nil {
+		t.Fatalf("the killed run ends %v (the skip: %v): want failed, numbered after the seqs its owner took", end, skip)
+	}
+	if skip.GetSkippedAfter() >= seen {
+		t.Logf("the log had every event the client read (to seq %d): the kill fell right after a publish", seen)
+	}
+	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-resume","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
+	if got := resumed.untilTerminal(); len(got) != len(next) || got[0].GetSeq() != end.GetSeq()+1 || got[0].GetSeq() != next[0].GetSeq() {
+		t.Fatalf("after the end, the resumed stream read %d events from seq %d; the next run has %d from seq %d", len(got), got[0].GetSeq(), len(next), next[0].GetSeq())
+	}
+
+	all := replayAll(t, a.base, "t-resume", 2)
+	for i, ev := range all[1:] {
+		if !canonical.Follows(ev, all[i].GetSeq()) {
+			t.Fatalf("replay: seq %d after %d (skipped after: %v)", ev.GetSeq(), all[i].GetSeq(), ev.SkippedAfter)
+		}
 	}
 }

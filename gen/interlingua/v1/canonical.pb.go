@@ -623,6 +623,14 @@ type Event struct {
 	TimeUnixNano int64    `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
 	// GraphNode is the agent-graph node that produced the event, if any.
 	GraphNode string `protobuf:"bytes,6,opt,name=graph_node,json=graphNode,proto3" json:"graph_node,omitempty"`
+	// SkippedAfter, when set, says that no event of the thread has the seqs
+	// after it and before this event's: this event begins the end of a run
+	// whose owner went silent, appended by another instance after every seq
+	// the owner may have given its own clients before the replay log stored
+	// them, so that no seq a client read is given to another event. A reader
+	// that has the thread's events up to skipped_after reads this one next,
+	// with no hole (canonical.Follows).
+	SkippedAfter *uint64 `protobuf:"varint,7,opt,name=skipped_after,json=skippedAfter,proto3,oneof" json:"skipped_after,omitempty"`
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*Event_Lifecycle
@@ -720,6 +728,13 @@ func (x *Event) GetGraphNode() string {
 		return x.GraphNode
 	}
 	return ""
+}
+
+func (x *Event) GetSkippedAfter() uint64 {
+	if x != nil && x.SkippedAfter != nil {
+		return *x.SkippedAfter
+	}
+	return 0
 }
 
 func (x *Event) GetKind() isEvent_Kind {
@@ -2423,7 +2438,7 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\x1aU\n" +
 	"\x0fExtensionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\xcb\v\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\x87\f\n" +
 	"\x05Event\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x10\n" +
@@ -2431,7 +2446,8 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\tnamespace\x18\x04 \x03(\tR\tnamespace\x12$\n" +
 	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
 	"\n" +
-	"graph_node\x18\x06 \x01(\tR\tgraphNode\x129\n" +
+	"graph_node\x18\x06 \x01(\tR\tgraphNode\x12(\n" +
+	"\rskipped_after\x18\a \x01(\x04H\x01R\fskippedAfter\x88\x01\x01\x129\n" +
 	"\tlifecycle\x18\n" +
 	" \x01(\v2\x19.interlingua.v1.LifecycleH\x00R\tlifecycle\x12C\n" +
 	"\rmessage_start\x18\v \x01(\v2\x1c.interlingua.v1.MessageStartH\x00R\fmessageStart\x12F\n" +
@@ -2463,7 +2479,8 @@ const file_interlingua_v1_canonical_proto_rawDesc = "" +
 	"\x0fExtensionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\"\xa3\x01\n" +
+	"\x04kindB\x10\n" +
+	"\x0e_skipped_after\"\xa3\x01\n" +
 	"\n" +
 	"EventBatch\x12-\n" +
 	"\x06events\x18\x01 \x03(\v2\x15.interlingua.v1.EventR\x06events\x12\x1b\n" +
