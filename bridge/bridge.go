@@ -82,6 +82,9 @@ type thread struct {
 	// (logchain.go): a new one as the thread's first run here starts (the
 	// messages of runs before keep theirs).
 	chain *logChain
+	// skipped, when set, is what the next event numbered says it skips
+	// after (thread.skip).
+	skipped *uint64
 }
 
 // NewBridge returns a bridge; fabric may be nil.
@@ -361,9 +364,11 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	}
 	// A thread named for this run takes its lease too (lease.go), while
 	// the backend starts: nobody else knows the thread until its first
-	// event, which waits for the lease.
+	// event, which waits for the lease. A lease taken is marked held
+	// before the first event too (markHeld).
 	newLease := lease == nil && !knownThread && b.leases != nil
-	if fromLog || claim != nil || newLease {
+	mark := lease != nil && lease.taken
+	if fromLog || claim != nil || newLease || mark {
 		// The replay log is asked for the thread's last seq while the
 		// backend starts (a JetStream request, up to a millisecond here,
 		// was part of every Evergreen action's time to first delta); the
@@ -371,8 +376,16 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 		r.seqReady = make(chan struct{})
 		go func() {
 			defer close(r.seqReady)
+			// Not the run's context: a run cancelled now still ends with
+			// an event, numbered after the thread's last; the requests are
+			// bounded by JetStream's default timeout.
+			nctx := context.WithoutCancel(runCtx)
 			if newLease { // while the claim, made since Run, is under way
-				r.startErr = r.takeLease(context.WithoutCancel(runCtx))
+				mark, r.startErr = r.takeLease(nctx)
+			}
+			var orphaned bool
+			if mark && r.startErr == nil {
+				orphaned, r.startErr = b.leases.markHeld(nctx, r.threadID)
 			}
 			if claim != nil {
 				if err := <-claim; r.startErr == nil {
@@ -380,10 +393,8 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 				}
 			}
 			if fromLog && r.startErr == nil {
-				// Not the run's context: a run cancelled now still ends
-				// with an event, numbered after the thread's last; the
-				// requests are bounded by JetStream's default timeout.
-				r.startErr = b.recoverSeq(context.WithoutCancel(runCtx), r.threadID, r.thread, lease != nil && lease.created)
+				created := lease != nil && lease.created
+				r.startErr = b.recoverSeq(nctx, r.threadID, r.thread, created, created && orphaned)
 			}
 		}()
 	}
@@ -463,13 +474,18 @@ func (b *Bridge) releaseThread(id string, t *thread) {
 // recoverSeq raises the thread's counter to the last seq in the replay log,
 // so a thread continues its seq whichever instance ran it before; with
 // orphans (this instance made the thread's lease entry anew) after ending
-// the run the log leaves unended, if any (endOrphanRun).
-func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread, orphans bool) error {
+// the run the log leaves unended, if any (endOrphanRun). With skip (the
+// lease's last holder died holding it, markHeld) and no such run, the
+// counter moves past the seqs that holder may have given its own clients
+// of a run the log has nothing of, and the next event says so, as an
+// orphaned run's end does (Bridge.stampOrphanEnd).
+func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread, orphans, skip bool) error {
 	m, err := b.fabric.lastThreadMsg(ctx, id)
 	var last uint64
 	if err == nil && orphans {
 		last = b.endOrphanRun(ctx, id, m) // numbered after the log's last and the floor
 	}
+	ended := last != 0 // an orphan's end, which skipped them
 	if err == nil && last == 0 {
 		last, err = b.fabric.lastSeqAfter(ctx, id, m)
 	}
@@ -478,8 +494,23 @@ func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread, orphans b
 		// another instance gave the thread since: the run fails instead.
 		return natsFailure(b.log.With("thread", id), canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log", err)
 	}
+	if skip && !ended {
+		b.log.Warn("thread's lease holder died holding it: the seqs it may have given are skipped", "thread", id, "after", last)
+		t.skip(last, b.fabric.ownerAhead())
+		return nil
+	}
 	t.raise(last)
 	return nil
+}
+
+// skip moves the thread's counter ahead past last (and what it holds), by
+// ahead, and has the next event numbered say that it skips the seqs
+// between (Event.skipped_after).
+func (t *thread) skip(last, ahead uint64) {
+	t.mu.Lock()
+	from := max(t.seq, last)
+	t.seq, t.skipped = from+ahead, &from
+	t.mu.Unlock()
 }
 
 // raise moves the thread's counter up to last, never down.
@@ -715,14 +746,15 @@ func (r *run) take() (*canonical.Event, error) {
 	t := r.thread
 	t.mu.Lock()
 	if r.unlogged { // numbered after the thread's events, taking none of their seqs
-		ev.Seq = t.seq + uint64(r.next)
+		ev.Seq, ev.SkippedAfter = t.seq+uint64(r.next), nil
 		t.mu.Unlock()
 		return r.taken(ev), nil
 	}
 	t.seq++
-	ev.Seq = t.seq
+	ev.Seq, ev.SkippedAfter, t.skipped = t.seq, t.skipped, nil
 	if r.pub != nil && !t.publishLocked(r.pub, ev) {
 		t.seq-- // published nowhere, delivered to no one: the seq is free
+		t.skipped = ev.SkippedAfter
 		t.mu.Unlock()
 		r.refuseTooLarge(ev)
 		return r.take()
@@ -752,13 +784,15 @@ func (r *run) ownEnd(ev *canonical.Event) *canonical.Event {
 }
 
 // takeLease takes the lease of the run's thread, new: another holder
-// would mean another instance runs a thread named for this run.
-func (r *run) takeLease(ctx context.Context) error {
-	_, err := r.b.leases.grant(ctx, r.threadID, 0)
+// would mean another instance runs a thread named for this run. taken
+// reports that this run took it (no run here held it).
+func (r *run) takeLease(ctx context.Context) (taken bool, err error) {
+	g, err := r.b.leases.grant(ctx, r.threadID, 0)
 	if err == nil {
 		r.leased = true // read by finish after seqReady
+		taken = g.taken
 	}
-	return err
+	return taken, err
 }
 
 // releaseLease releases the run's share of its thread's lease, if it has

@@ -114,7 +114,7 @@ func (b *Bridge) StartCluster(hosted []string, cfg NATSConfig) error {
 		// Half the start timeout: a run placed here by another instance
 		// is refused while its client's instance still waits for the
 		// answer.
-		b.leases = &leases{kv: kv, self: nuid.Next(), ttl: leaseTTL(cfg.Heartbeat), wait: cfg.StartTimeout / 2,
+		b.leases = &leases{kv: kv, marks: b.fabric.Threads(), self: nuid.Next(), ttl: leaseTTL(cfg.Heartbeat), wait: cfg.StartTimeout / 2,
 			log: b.log, lost: func(thread string) { b.endThreadHere(thread, errLeaseLost) }, settled: b.fabric.Settled, closing: make(chan struct{})}
 	}
 	if hosted != nil {

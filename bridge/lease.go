@@ -37,7 +37,9 @@ const LeasesBucket = "interlingua-thread-leases"
 // (aborted) if it is still held. A holder that dies stops renewing: its
 // lease expires after leaseTTL, or sooner when a client of its runs,
 // finding it gone, frees it (evict); the next holder continues from the
-// replay log.
+// replay log, past the seqs the dead holder may have given that the log
+// never got when the holder's mark of the thread is still there
+// (markHeld).
 //
 // A run on a thread named for it alone (thread id = run id) takes the
 // lease while its backend starts: nobody else knows the thread before its
@@ -46,12 +48,15 @@ const LeasesBucket = "interlingua-thread-leases"
 // An embedded server that does not listen has no other instance: no lease
 // is taken there.
 type leases struct {
-	kv   jetstream.KeyValue
-	self string // this instance's holder id
-	ttl  time.Duration
-	wait time.Duration // how long a run waits for another instance's lease
-	log  *slog.Logger
-	lost func(thread string) // a lease found taken at renewal: its runs here end failed
+	kv jetstream.KeyValue
+	// marks is the threads bucket, which does not age, where a holder
+	// marks the threads it holds until it frees them (markHeld).
+	marks jetstream.KeyValue
+	self  string // this instance's holder id
+	ttl   time.Duration
+	wait  time.Duration // how long a run waits for another instance's lease
+	log   *slog.Logger
+	lost  func(thread string) // a lease found taken at renewal: its runs here end failed
 	// settled, when not nil, is closed once the replay log has stored
 	// the thread's events queued so far (Fabric.Settled).
 	settled func(thread string) <-chan struct{}
@@ -72,6 +77,7 @@ type lease struct {
 	holder  string // another instance's, holding the lease: not taken
 	last    uint64 // the thread's last seq as the previous holder left it (0: unknown)
 	created bool   // the entry was made anew: no holder left it free
+	marked  uint64 // the revision of this instance's hold mark (markHeld); 0: none
 	rev     uint64 // the KV entry's revision, of this instance's last write
 	renewed time.Time
 }
@@ -135,7 +141,7 @@ func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration)
 	if h.err != nil || h.holder != "" {
 		l.release(thread, 0)
 	}
-	return leaseGrant{last: h.last, created: h.created}, h.holder, h.err
+	return leaseGrant{last: h.last, created: h.created, taken: h.err == nil && h.holder == ""}, h.holder, h.err
 }
 
 // take writes this instance into thread's lease entry: a new one, or one
@@ -247,7 +253,7 @@ func (l *leases) free(thread string, h *lease) {
 		return // taken back
 	}
 	delete(l.held, thread)
-	rev, last := h.rev, h.last
+	rev, last, marked := h.rev, h.last, h.marked
 	l.mu.Unlock()
 	free := leaseValue{Last: last}.bytes()
 	timeout := 5 * time.Second
@@ -265,9 +271,61 @@ func (l *leases) free(thread string, h *lease) {
 			_, err = l.kv.Update(ctx, leaseKey(thread), free, e.Revision())
 		}
 	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	switch {
+	case err == nil:
+		l.unmark(ctx, thread, marked)
+	case !errors.Is(err, jetstream.ErrKeyExists):
 		// It expires instead; the next holder reads the replay log.
 		l.log.Warn("thread lease not freed", "thread", thread, "err", err)
+	}
+}
+
+// holdMarkKey is the threads bucket's key of thread's hold mark.
+func holdMarkKey(thread string) string { return "held." + subject.Key(thread) }
+
+// markHeld marks thread, whose lease a run here has just taken, held by
+// this instance until free deletes the mark, before the run's first
+// event: a holder gives a client on its own instance each event before
+// the replay log stores it, so one that died holding the lease may have
+// given seqs past the log's last that nothing in the log tells of (a run
+// none of whose events the log got). It reports whether another
+// instance's mark was there: that instance never freed the thread.
+func (l *leases) markHeld(ctx context.Context, thread string) (orphaned bool, err error) {
+	key, mine := holdMarkKey(thread), []byte(l.self)
+	var rev uint64
+	for range 3 { // a mark deleted between the two requests: again
+		if rev, err = l.marks.Create(ctx, key, mine); !errors.Is(err, jetstream.ErrKeyExists) {
+			break
+		}
+		var e jetstream.KeyValueEntry
+		if e, err = l.marks.Get(ctx, key); err == nil {
+			orphaned = string(e.Value()) != l.self
+			if rev, err = l.marks.Update(ctx, key, mine, e.Revision()); err == nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return false, natsFailure(l.log.With("thread", thread), canonical.CodeUnavailable, "the thread's lease could not be marked held", err)
+	}
+	l.mu.Lock()
+	if h := l.held[thread]; h != nil {
+		h.marked = rev
+	}
+	l.mu.Unlock()
+	return orphaned, nil
+}
+
+// unmark deletes this instance's hold mark of a thread it freed, unless
+// the next holder's replaced it. One left (the request failed, or this
+// instance died between) costs the next holder that takes the lease anew
+// only seqs it skips.
+func (l *leases) unmark(ctx context.Context, thread string, rev uint64) {
+	if rev == 0 {
+		return
+	}
+	if err := l.marks.Delete(ctx, holdMarkKey(thread), jetstream.LastRevision(rev)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		l.log.Debug("thread hold mark not deleted", "thread", thread, "err", err)
 	}
 }
 
@@ -318,6 +376,7 @@ func (l *leases) evict(ctx context.Context, thread, holder string, last uint64) 
 type leaseGrant struct {
 	last    uint64
 	created bool
+	taken   bool // this run took the lease (no run here held it): it marks it held
 }
 
 // grant takes a share of thread's lease for a run, waiting up to wait for

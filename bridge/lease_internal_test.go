@@ -23,7 +23,7 @@ func testLeases(t *testing.T) (a, b *leases, lost chan string) {
 	}
 	lost = make(chan string, 4)
 	mk := func(self string) *leases {
-		return &leases{kv: kv, self: self, ttl: 4 * time.Second, wait: 100 * time.Millisecond,
+		return &leases{kv: kv, marks: f.Threads(), self: self, ttl: 4 * time.Second, wait: 100 * time.Millisecond,
 			log: slog.New(slog.DiscardHandler), lost: func(th string) { lost <- th }, closing: make(chan struct{})}
 	}
 	return mk("a"), mk("b"), lost
@@ -51,11 +51,41 @@ func TestLeaseSharesAndHandover(t *testing.T) {
 	a.release("th", 9)
 	a.frees.Wait() // the entry is freed in the background
 	g, holder, err := b.acquire(ctx, "th", 0)
-	if err != nil || holder != "" || g != (leaseGrant{last: 9}) {
+	if err != nil || holder != "" || g != (leaseGrant{last: 9, taken: true}) {
 		t.Fatalf("b after a's last share: %+v, holder %q, %v", g, holder, err)
 	}
 	if len(a.held) != 0 || len(b.held) != 1 {
 		t.Fatalf("held: a %d, b %d", len(a.held), len(b.held))
+	}
+}
+
+// A holder marks a lease it takes held, and deletes the mark when it
+// frees the lease: the next holder of a lease freed finds none, and the
+// next holder of one whose holder died holding it (never freed) finds
+// that holder's, which tells it the dead holder may have given seqs the
+// replay log has nothing of. Its own mark is no other's.
+func TestLeaseHoldMark(t *testing.T) {
+	a, b, _ := testLeases(t)
+	ctx := context.Background()
+	mark := func(l *leases, want bool) {
+		t.Helper()
+		g, holder, err := l.acquire(ctx, "th", 0)
+		if err != nil || holder != "" || !g.taken {
+			t.Fatalf("%s takes the lease: %+v, holder %q, %v", l.self, g, holder, err)
+		}
+		if orphaned, err := l.markHeld(ctx, "th"); err != nil || orphaned != want {
+			t.Fatalf("%s marks it held: orphaned %v, %v; want %v", l.self, orphaned, err, want)
+		}
+	}
+	mark(a, false)
+	a.release("th", 3)
+	a.frees.Wait()
+	mark(b, false) // a freed it and its mark
+	if orphaned, err := a.markHeld(ctx, "th"); err != nil || !orphaned {
+		t.Fatalf("a marks it while b's mark is there (b never freed it): orphaned %v, %v; want true", orphaned, err)
+	}
+	if orphaned, err := a.markHeld(ctx, "th"); err != nil || orphaned {
+		t.Fatalf("a marks it again: orphaned %v, %v; want false (its own)", orphaned, err)
 	}
 }
 
@@ -78,7 +108,7 @@ func TestLeaseRenewLostEvict(t *testing.T) {
 	}
 	b.evict(ctx, "th", "a", 12)
 	g, holder, err := b.acquire(ctx, "th", 0)
-	if err != nil || holder != "" || g != (leaseGrant{last: 12}) {
+	if err != nil || holder != "" || g != (leaseGrant{last: 12, taken: true}) {
 		t.Fatalf("b after a's eviction: %+v, holder %q, %v", g, holder, err)
 	}
 	a.renew(time.Now().Add(2 * time.Hour))
