@@ -72,7 +72,11 @@
 //     encoder, so the events after N are byte for byte those first sent.
 //     A finished response whose events have left the log (replay_max_age)
 //     is rendered from the stored response after replay_wait (3s); its
-//     sequence numbers then count one delta per part.
+//     sequence numbers then count one delta per part. When a response's
+//     owner died, the end another instance appended skips the seqs the
+//     owner may have given its own clients (README, Cluster), and the
+//     end's sequence numbers skip 16 for each, so that a client of the
+//     dead owner resuming from the last number it read reads the end.
 //   - background: true answers the queued response at once (or streams
 //     it, the run going on when the client leaves); the run ends and is
 //     recorded on the instance that started it. POST

@@ -72,6 +72,10 @@ func newEncoder(r *response, summary bool, maxOutput int, emit func(*streamEvent
 	return &encoder{r: r, summary: summary, maxOutput: maxOutput, emit: emit, open: -1, clientTools: tools}
 }
 
+// streamEventsPerEvent bounds the stream events one canonical event
+// renders (a block's start after an unfinished one renders about six).
+const streamEventsPerEvent = 16
+
 // send numbers ev and hands it on.
 func (e *encoder) send(ev *streamEvent) error {
 	ev.SequenceNumber = e.seq
@@ -138,6 +142,13 @@ func derivedCallID(respID string, n int) string {
 func (e *encoder) event(ev *canonical.Event) error {
 	if e.done || len(ev.GetNamespace()) != 0 {
 		return nil // nested runs' content is not the response's
+	}
+	if ev.SkippedAfter != nil && e.started {
+		// The run's owner died, and its own clients may have had stream
+		// events of the skipped seqs (canonical.Follows), which the log
+		// never got: numbers past them, so that a client resuming from
+		// the last it read (starting_after) still reads the end.
+		e.seq += int64(ev.GetSeq()-1-ev.GetSkippedAfter()) * streamEventsPerEvent
 	}
 	switch k := ev.GetKind().(type) {
 	case *canonical.KindBlockStart:

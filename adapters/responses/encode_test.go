@@ -354,3 +354,55 @@ func TestToolStrict(t *testing.T) {
 		t.Fatalf("upstream tools %s", body)
 	}
 }
+
+// The end another instance appended for a run whose owner died skips the
+// seqs the owner may have given its own clients (Event.skipped_after):
+// its stream events are numbered past as many stream events as those seqs
+// may have rendered, so a client of the dead owner resuming from the last
+// number it read (starting_after) still reads response.failed.
+func TestEncoderNumbersPastAnOwnersSkip(t *testing.T) {
+	b := canonical.NewBuilder()
+	evs := b.Lifecycle(nil, canonical.StatusRunning)
+	evs = b.StartMessage(evs, "m", "assistant")
+	evs = b.Text(evs, "partial")
+	var g canonical.Guard
+	for i, ev := range evs {
+		ev.Seq = uint64(i + 1)
+		if v := g.Observe(ev); v != nil {
+			t.Fatal(v)
+		}
+	}
+	const gap = 999 // seqs skipped
+	logged := uint64(len(evs))
+	end := g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone"))
+	for i, ev := range end {
+		ev.Seq = logged + gap + 1 + uint64(i)
+	}
+	end[0].SkippedAfter = &logged
+	var got []*streamEvent
+	enc := newEncoder(testResponse(), false, 1<<20, func(ev *streamEvent) error { got = append(got, ev); return nil })
+	if err := enc.start(); err != nil {
+		t.Fatal(err)
+	}
+	var before int64
+	for _, ev := range append(evs, end...) {
+		if ev == end[0] {
+			before = enc.seq
+		}
+		if err := enc.event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var jumped bool
+	for i, ev := range got[1:] {
+		switch prev := got[i].SequenceNumber; {
+		case ev.SequenceNumber == before+gap*streamEventsPerEvent && prev == before-1:
+			jumped = true
+		case ev.SequenceNumber != prev+1:
+			t.Fatalf("%s numbered %d after %d", ev.Type, ev.SequenceNumber, prev)
+		}
+	}
+	if last := got[len(got)-1]; !jumped || last.Type != "response.failed" {
+		t.Fatalf("jumped %v to the end's first number (%d); last event %s", jumped, before+gap*streamEventsPerEvent, last.Type)
+	}
+}
