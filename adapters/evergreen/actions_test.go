@@ -100,12 +100,7 @@ func TestActionRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			g, err := parseAction(st, tc.a, func(id string) (string, bool) {
-				if id == "" {
-					id = "default"
-				}
-				return id, id == "echo" || id == "default"
-			})
+			g, err := parseAction(st, tc.a, echoTargets)
 			if tc.code != canonical.CodeOK {
 				if codeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
 					t.Fatalf("got %v, want %s containing %q", err, tc.code, tc.msg)
@@ -120,6 +115,14 @@ func TestActionRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// echoTargets resolves the targets echo and default ("" names it).
+func echoTargets(id string) (string, bool) {
+	if id == "" {
+		id = "default"
+	}
+	return id, id == "echo" || id == "default"
 }
 
 // TestRefPolicy: http(s) refs pass, file refs and other schemes are

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,15 +86,8 @@ func conformanceMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, conformanceUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "interlingua conformance: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if status, ok := parseFlags(fs, args, stderr); !ok {
+		return status
 	}
 	switch *report {
 	case "", "junit", "markdown", "matrix", "json":

@@ -154,15 +154,8 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Usage: interlingua serve [flags]\n\nConfig precedence: file, then INTERLINGUA_* environment (e.g. INTERLINGUA_NATS_URL), then flags.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "interlingua serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if status, ok := parseFlags(fs, args, stderr); !ok {
+		return status
 	}
 	cfg := bridge.DefaultConfig()
 	if *configFile != "" {
@@ -246,4 +239,20 @@ func runServer(cfg bridge.Config, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseFlags parses a command's args; ok false, with the exit status, when
+// the command stops there: help asked (0), a bad flag or an argument (2).
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (status int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "interlingua %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
 }
