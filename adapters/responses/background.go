@@ -58,7 +58,8 @@ func (b *backgroundRuns) get(id string) *bgRun {
 }
 
 // Close cancels the frontend's background runs and waits for them to be
-// recorded, and stops its settlers.
+// recorded, ends its WebSockets (their responses recorded cancelled), and
+// stops its settlers.
 func (f *Frontend) Close() {
 	b := &f.bg
 	b.mu.Lock()
@@ -68,6 +69,7 @@ func (f *Frontend) Close() {
 	}
 	b.mu.Unlock()
 	b.wg.Wait()
+	f.sockets.close()
 	f.settling.close()
 }
 

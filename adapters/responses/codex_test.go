@@ -40,15 +40,16 @@ stream_max_retries = 0
 `
 
 // runCodex runs `codex exec` against base with model in a clean home and
-// returns its last message (--output-last-message).
-func runCodex(t *testing.T, bin, base, key, model, prompt string) string {
+// returns its last message (--output-last-message); extra is more of
+// the provider's config.
+func runCodex(t *testing.T, bin, base, key, model, prompt string, extra ...string) string {
 	t.Helper()
 	home := t.TempDir()
 	codexHome := filepath.Join(home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(strings.Replace(codexConfig, "BASE", base, 1)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(strings.Replace(codexConfig, "BASE", base, 1)+strings.Join(extra, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	last := filepath.Join(home, "last.txt")
@@ -110,5 +111,13 @@ func TestCodex(t *testing.T) {
 	}
 	if got := log.Take(); !slices.Equal(got, []string{ok}) {
 		t.Fatalf("demo-agent: requests %q, want one taken", got)
+	}
+	// A provider that supports WebSocket mode, as OpenAI's own: Codex
+	// keeps one socket, and never falls back to POST.
+	if got := runCodex(t, bin, log.URL, "codex-key", "gpt-5.5", "say hello", "supports_websockets = true"); !strings.HasSuffix(got, "say hello") {
+		t.Fatalf("gpt-5.5 over a WebSocket: last message %q, want the prompt echoed", got)
+	}
+	if got := log.Take(); !slices.Equal(got, []string{"GET /v1/responses 101 Switching Protocols"}) {
+		t.Fatalf("gpt-5.5 over a WebSocket: requests %q, want one socket", got)
 	}
 }

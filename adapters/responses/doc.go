@@ -77,6 +77,19 @@
 //     owner may have given its own clients (README, Cluster), and the
 //     end's sequence numbers skip 16 for each, so that a client of the
 //     dead owner resuming from the last number it read reads the end.
+//   - WebSocket mode (GET /v1/responses upgraded, as
+//     https://developers.openai.com/api/docs/guides/websocket-mode): each
+//     response.create message (a POST body, stream implied) is answered
+//     one at a time with the stream's events, one message each, the same
+//     bytes as the SSE data, no [DONE]. previous_response_id naming the
+//     response the socket answered last continues it even with store
+//     false (the socket keeps it); generate: false answers a response
+//     with no output and runs nothing, its input kept to continue. A
+//     request refused before its response begins is the message
+//     {"type":"error","status":<HTTP status>,"error":{...}}, as Codex
+//     reads it, and the socket goes on; background is refused so;
+//     response.processed (Codex's) is answered with nothing. At most
+//     max_websockets (1024) sockets are open; one more is refused 429.
 //   - background: true answers the queued response at once (or streams
 //     it, the run going on when the client leaves); the run ends and is
 //     recorded on the instance that started it. POST

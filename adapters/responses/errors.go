@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/interlingua-dev/interlingua/canonical"
@@ -105,23 +106,44 @@ func invalid(param, msg string) *apiError {
 	return &apiError{status: http.StatusBadRequest, param: param, msg: msg}
 }
 
-// body is the error's JSON.
-func (e *apiError) body() []byte {
-	b := errorBody{Error: errorBodyError{Message: e.msg, Type: e.typ}}
-	if b.Error.Type == "" {
-		b.Error.Type = errorType(e.status)
+// object is the error object of the error's JSON.
+func (e *apiError) object() errorBodyError {
+	o := errorBodyError{Message: e.msg, Type: e.typ}
+	if o.Type == "" {
+		o.Type = errorType(e.status)
 	}
 	if e.param != "" {
-		b.Error.Param = &e.param
+		o.Param = &e.param
 	}
 	if e.code != "" {
-		b.Error.Code = &e.code
+		o.Code = &e.code
 	}
-	out, err := json.Marshal(b)
+	return o
+}
+
+// body is the error's JSON.
+func (e *apiError) body() []byte {
+	out, err := json.Marshal(errorBody{Error: e.object()})
 	if err != nil {
 		return []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}`)
 	}
 	return out
+}
+
+// socketMessage is the error as a WebSocket's error message: the HTTP
+// error's object, with the status it would have been answered with.
+func (e *apiError) socketMessage() []byte {
+	out, err := json.Marshal(wsError{Type: "error", Status: e.status, Error: e.object()})
+	if err != nil {
+		return []byte(`{"type":"error","status":500,"error":{"message":"internal error","type":"server_error","param":null,"code":null}}`)
+	}
+	return out
+}
+
+// modelNotFound is OpenAI's answer for a model the caller cannot use.
+func modelNotFound(model string) *apiError {
+	return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+		msg: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)}
 }
 
 // write answers with the error.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 	"github.com/interlingua-dev/interlingua/internal/json"
 	"github.com/interlingua-dev/interlingua/internal/sse"
@@ -48,6 +50,9 @@ type FrontendConfig struct {
 	// a stored response left unfinished by an instance that stopped
 	// (settle.go). Default 30s.
 	SettleWait time.Duration `yaml:"settle_wait"`
+	// MaxWebSockets bounds the WebSockets open at once (WebSocket mode,
+	// websocket.go); one more is refused 429. Default 1024.
+	MaxWebSockets int `yaml:"max_websockets"`
 
 	// Runner starts the runs; required.
 	Runner canonical.Runner `yaml:"-"`
@@ -77,6 +82,7 @@ type Frontend struct {
 	bg    backgroundRuns
 	// settling ends the responses left unfinished by a stopped instance.
 	settling settlers
+	sockets  sockets
 }
 
 // NewFrontend returns the frontend.
@@ -101,6 +107,9 @@ func NewFrontend(cfg FrontendConfig) *Frontend {
 	}
 	if cfg.SettleWait <= 0 {
 		cfg.SettleWait = 30 * time.Second
+	}
+	if cfg.MaxWebSockets <= 0 {
+		cfg.MaxWebSockets = 1024
 	}
 	f := &Frontend{cfg: cfg, log: cfg.Logger}
 	if f.log == nil {
@@ -130,6 +139,8 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case rest == "" && r.Method == http.MethodPost:
 		f.create(w, r)
+	case rest == "" && r.Method == http.MethodGet && websocket.IsWebSocketUpgrade(r):
+		f.serveWebSocket(w, r)
 	case id != "" && sub == "" && r.Method == http.MethodGet:
 		f.retrieve(w, r, id)
 	case id != "" && sub == "" && r.Method == http.MethodDelete:
@@ -287,11 +298,10 @@ func (f *Frontend) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, ok := canonical.VisibleTarget(f.cfg.Runner, canonical.PrincipalFrom(r.Context()), c.Model); !ok {
-		(&apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
-			msg: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", c.Model)}).write(w)
+		modelNotFound(c.Model).write(w)
 		return
 	}
-	p, e := f.prepare(r.Context(), c)
+	p, e := f.prepare(r.Context(), c, nil)
 	if e != nil {
 		e.write(w)
 		return
@@ -309,12 +319,17 @@ type prepared struct {
 	rec *record // nil: not stored
 	rev uint64
 	r   *response
+	// conv is the response's conversation (its context and input, and
+	// its output once recorded), stored or not: a WebSocket keeps the
+	// last one for the next response to continue (wsSession).
+	conv *record
 }
 
-// prepare resolves previous_response_id, builds the run's request and, for
-// a stored response, claims its thread for the caller and writes the
-// in-progress record.
-func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *apiError) {
+// prepare resolves previous_response_id (from local, the response a
+// WebSocket answered last, when it names that one; else from the store),
+// builds the run's request and, for a stored response, claims its thread
+// for the caller and writes the in-progress record.
+func (f *Frontend) prepare(ctx context.Context, c *createRequest, local *record) (*prepared, *apiError) {
 	input, e := c.inputItems()
 	if e != nil {
 		return nil, e
@@ -323,7 +338,10 @@ func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *a
 		return nil, e
 	}
 	var history []item
-	if c.PreviousResponseID != nil {
+	switch {
+	case c.PreviousResponseID != nil && local != nil && local.Response.ID == *c.PreviousResponseID:
+		history = local.conversation()
+	case c.PreviousResponseID != nil:
 		prev, _, e := f.load(ctx, *c.PreviousResponseID)
 		if e != nil {
 			if e.status != http.StatusNotFound {
@@ -345,12 +363,13 @@ func (f *Frontend) prepare(ctx context.Context, c *createRequest) (*prepared, *a
 	}
 	store := f.store != nil && (c.Store == nil || *c.Store)
 	p := &prepared{req: c.canonicalRequest(append(history[:len(history):len(history)], input...)), r: newResponse(c, id, time.Now(), store)}
+	p.conv = &record{Owner: owner(ctx), Response: *p.r, Input: input, Context: history}
+	p.conv.Response.Output = []item{}
 	if !store {
 		return p, nil
 	}
 	p.req.ThreadId = id
-	p.rec = &record{Owner: owner(ctx), Response: *p.r, Input: input, Context: history}
-	p.rec.Response.Output = []item{}
+	p.rec = p.conv
 	sctx, cancel := f.storeCtx(ctx)
 	defer cancel()
 	if f.cfg.CheckThread != nil {
@@ -601,12 +620,22 @@ func (f *Frontend) forget(ctx context.Context, p *prepared) {
 	_ = f.store.remove(sctx, p.r.ID)
 }
 
-// writer writes one response's events: SSE (sw set), or nothing until
+// eventWire is where a streamed response's events are written: an SSE
+// stream (sse.Writer), or a WebSocket's messages (wsEvents).
+type eventWire interface {
+	QueueEvent(id, event string, data []byte) error
+	Queued() int
+	Flush() error
+	Comment(text string) error
+	Data(data []byte) error
+}
+
+// writer writes one response's events: SSE or WebSocket messages (sw set), or nothing until
 // the end (a non-streaming response). Its methods may be called from the
 // response's goroutine and its keepalive loop.
 type writer struct {
 	w      http.ResponseWriter
-	sw     *sse.Writer
+	sw     eventWire
 	mu     sync.Mutex
 	failed bool           // a write failed: the client is gone
 	ka     *sse.Keepalive // once keepalive started one, told of each write

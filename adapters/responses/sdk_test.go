@@ -49,7 +49,7 @@ func runIn(t *testing.T, dir string, timeout time.Duration, env []string, name s
 // whole instance: responses.create streamed and not, the responses.stream
 // helper, retrieve, inputItems.list, delete, multi-turn with
 // previous_response_id, a function call round trip, store:false, a second
-// API key refused, errors.
+// API key refused, errors; and its WebSocket mode client (ResponsesWS).
 func TestNodeSDK(t *testing.T) {
 	dir := nodeSuite(t)
 	p := startPeer(t)

@@ -37,6 +37,9 @@ type createRequest struct {
 	User               *string           `json:"user,omitzero"`
 	SafetyIdentifier   *string           `json:"safety_identifier,omitzero"`
 	PromptCacheKey     *string           `json:"prompt_cache_key,omitzero"`
+	// Generate false, over a WebSocket, warms up: the response is
+	// answered with no output, and only its input is kept to continue.
+	Generate *bool `json:"generate,omitzero"`
 }
 
 // tool is a function tool: flat, unlike Chat Completions'; a custom tool
@@ -216,6 +219,16 @@ type streamEvent struct {
 // errorBody is OpenAI's error form, {"error": {...}}.
 type errorBody struct {
 	Error errorBodyError `json:"error"`
+}
+
+// wsError is a WebSocket's error message (a request refused before its
+// response began), as OpenAI's WebSocket mode sends it: Codex reads the
+// status (codex-rs codex-api endpoint/responses_websocket.rs,
+// WrappedWebsocketErrorEvent).
+type wsError struct {
+	Type   string         `json:"type"`
+	Status int            `json:"status"`
+	Error  errorBodyError `json:"error"`
 }
 
 // errorBodyError is the error object inside it.
