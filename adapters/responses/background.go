@@ -97,7 +97,7 @@ func (f *Frontend) runBackground(w http.ResponseWriter, r *http.Request, c *crea
 		return
 	}
 	summary := c.Reasoning != nil && c.Reasoning.Summary != nil
-	out := &writer{w: w}
+	out := &writer{}
 	if c.Stream == nil || !*c.Stream {
 		writeJSON(w, http.StatusOK, p.r) // queued
 		enc := newEncoder(p.r, summary, f.cfg.MaxOutputBytes, out.event)

@@ -172,7 +172,7 @@ func BenchmarkEncodeDelta(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := &writer{w: rw, sw: sw}
+	out := &writer{sw: sw}
 	enc := newEncoder(testResponse(), false, 1<<40, out.event)
 	bl := canonical.NewBuilder()
 	for _, ev := range bl.StartMessage(nil, "m1", "assistant") {

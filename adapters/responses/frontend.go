@@ -519,7 +519,7 @@ func (f *Frontend) run(w http.ResponseWriter, r *http.Request, c *createRequest,
 	stream = canonical.AnswerStream(stream, f.cfg.MaxOutputBytes) // an agent's answer, on the root (doc.go)
 	defer stream.Close()                                          // cancels the run if the client left
 	streaming := c.Stream != nil && *c.Stream
-	out := &writer{w: w}
+	out := &writer{}
 	if streaming {
 		sw, err := sse.NewWriter(w)
 		if err != nil {
@@ -634,7 +634,6 @@ type eventWire interface {
 // the end (a non-streaming response). Its methods may be called from the
 // response's goroutine and its keepalive loop.
 type writer struct {
-	w      http.ResponseWriter
 	sw     eventWire
 	mu     sync.Mutex
 	failed bool           // a write failed: the client is gone

@@ -43,7 +43,7 @@ func (f *Frontend) replay(w http.ResponseWriter, r *http.Request, rec *record, a
 	sse.SetHeaders(w.Header())
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	out := &writer{w: w, sw: sw}
+	out := &writer{sw: sw}
 	resp := replayResponse(&rec.Response)
 	enc := newEncoder(resp, resp.Reasoning.Summary != nil, f.cfg.MaxOutputBytes, func(ev *streamEvent) error {
 		if ev.SequenceNumber <= after {
