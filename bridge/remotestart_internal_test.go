@@ -18,8 +18,6 @@ import (
 // client gets the run whole. (It used to take that message for the
 // start, and the run failed: a delta outside any block.)
 func TestRemoteStreamFillsALostStart(t *testing.T) {
-	f, nc, _ := subscribedFabric(t, "unused")
-	b := fabricBridge(f)
 	bld := canonical.NewBuilder()
 	evs := bld.Lifecycle(nil, canonical.StatusRunning)
 	evs = bld.StartMessage(evs, "m", "assistant")
@@ -28,44 +26,7 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 	evs = bld.FinishMessage(evs, canonical.FinishStop, nil)
 	evs = bld.End(evs, canonical.StatusCompleted, nil)
 	numberRun(evs, "own")
-	publish := func(evs []*canonical.Event) {
-		p := f.publisher("own", "own", true)
-		for _, ev := range evs {
-			p.publish(ev)
-		}
-	}
-	publish(evs[:3]) // the start, which the client will not get
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if last, _ := f.LastSeq(context.Background(), "own"); last == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the start did not reach the replay log")
-		}
-	}
-	sub, err := nc.SubscribeSync(f.Prefix() + ".*.own.*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	publish(evs[3:])
-	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: "own", run: "own", runToken: "own",
-		timeout: 2 * time.Second, stopWatch: func() bool { return true }, fromStart: true}
-	b.remotes[rs] = struct{}{}
-	got, err := canonical.Collect(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(evs) {
-		t.Fatalf("%d events, want %d: %v", len(got), len(evs), got)
-	}
-	for i := range evs {
-		if !proto.Equal(got[i], evs[i]) {
-			t.Fatalf("event %d: %v, want %v", i, got[i], evs[i])
-		}
-	}
+	collectMissingTheLogged(t, "own", evs[:3], func(*Bridge) []*canonical.Event { return evs[3:] }) // the start, which the client will not get
 }
 
 // A client that missed a run's start (a NATS reconnect) gets, live, the
@@ -74,8 +35,6 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 // it reads the start from the replay log, up to the seqs skipped, and
 // passes the end on, with no hole reported and no wait for the skipped.
 func TestRemoteStreamReadsAcrossASkip(t *testing.T) {
-	f, nc, _ := subscribedFabric(t, "unused")
-	b := fabricBridge(f)
 	bld := canonical.NewBuilder()
 	evs := bld.Lifecycle(nil, canonical.StatusRunning)
 	evs = bld.StartMessage(evs, "m", "assistant")
@@ -87,37 +46,58 @@ func TestRemoteStreamReadsAcrossASkip(t *testing.T) {
 			t.Fatal(v)
 		}
 	}
-	end := b.stampOrphanEnd(g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone")), "skip", "skip", uint64(len(evs)))
-	p := f.publisher("skip", "skip", true)
-	for _, ev := range evs {
+	var end []*canonical.Event
+	var ahead uint64
+	collectMissingTheLogged(t, "skip", evs, func(b *Bridge) []*canonical.Event {
+		ahead = b.fabric.ownerAhead()
+		end = b.stampOrphanEnd(g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone")), "skip", "skip", uint64(len(evs)))
+		return end
+	})
+	if want := uint64(len(evs)) + ahead + 1; end[0].GetSeq() != want || end[0].GetSkippedAfter() != uint64(len(evs)) {
+		t.Fatalf("the end starts at seq %d, skipping after %d; want %d after %d", end[0].GetSeq(), end[0].GetSkippedAfter(), want, len(evs))
+	}
+}
+
+// collectMissingTheLogged publishes logged, one run's (thread and run id
+// both id) first events, to the replay log and waits for it to store
+// them; then subscribes a remote stream of the run from the thread's
+// start, which so misses them live, and publishes live(b). The stream
+// must give the run whole: logged, then live.
+func collectMissingTheLogged(t *testing.T, id string, logged []*canonical.Event, live func(*Bridge) []*canonical.Event) {
+	t.Helper()
+	f, nc, _ := subscribedFabric(t, "unused")
+	b := fabricBridge(f)
+	p := f.publisher(id, id, true)
+	for _, ev := range logged {
 		p.publish(ev)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if last, _ := f.LastSeq(context.Background(), "skip"); last == uint64(len(evs)) {
+		if last, _ := f.LastSeq(context.Background(), id); last == logged[len(logged)-1].GetSeq() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the start did not reach the replay log")
+			t.Fatal("the run's first events did not reach the replay log")
 		}
 	}
-	sub, err := nc.SubscribeSync(f.Prefix() + ".*.skip.*")
+	sub, err := nc.SubscribeSync(f.Prefix() + ".*." + id + ".*")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range end {
+	rest := live(b)
+	for _, ev := range rest {
 		p.publish(ev)
 	}
-	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: "skip", run: "skip", runToken: "skip",
+	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: id, run: id, runToken: id,
 		timeout: 2 * time.Second, stopWatch: func() bool { return true }, fromStart: true}
 	b.remotes[rs] = struct{}{}
 	got, err := canonical.Collect(rs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(evs, end...)
+	want := append(logged[:len(logged):len(logged)], rest...)
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d: %v", len(got), len(want), got)
 	}
@@ -125,9 +105,6 @@ func TestRemoteStreamReadsAcrossASkip(t *testing.T) {
 		if !proto.Equal(got[i], want[i]) {
 			t.Fatalf("event %d: %v, want %v", i, got[i], want[i])
 		}
-	}
-	if end[0].GetSeq() != uint64(len(evs))+f.ownerAhead()+1 || end[0].GetSkippedAfter() != uint64(len(evs)) {
-		t.Fatalf("the end starts at seq %d, skipping after %d; want %d after %d", end[0].GetSeq(), end[0].GetSkippedAfter(), uint64(len(evs))+f.ownerAhead()+1, len(evs))
 	}
 }
 

@@ -38,6 +38,32 @@ func replayAll(t *testing.T, base, thread string, terminals int) []*canonical.Ev
 	return out
 }
 
+// observeFor30s opens base's stream of thread's events after seq since,
+// cut after 30 s: a read past that fails the test.
+func observeFor30s(t *testing.T, base, thread string, since uint64) *eventReader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/threads/%s/events?since=%d", base, thread, since), nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return &eventReader{t: t, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
+}
+
+// follows fails the test unless each of evs follows the one before it
+// (canonical.Follows: the next seq, or past the seqs it says it skips).
+func follows(t *testing.T, what string, evs []*canonical.Event) {
+	t.Helper()
+	for i, ev := range evs[1:] {
+		if !canonical.Follows(ev, evs[i].GetSeq()) {
+			t.Fatalf("%s: seq %d after %d (skipped after: %v)", what, ev.GetSeq(), evs[i].GetSeq(), ev.SkippedAfter)
+		}
+	}
+}
+
 // strictlyIncreasing fails the test unless evs' seqs strictly increase.
 func strictlyIncreasing(t *testing.T, what string, evs []*canonical.Event) {
 	t.Helper()
@@ -238,16 +264,7 @@ func TestClusterOwnerAndClientKilledRunEnded(t *testing.T) {
 	if st, _ := canonical.TerminalOf(next[len(next)-1]); st != canonical.StatusCompleted {
 		t.Fatalf("the thread's next run ended %v", next[len(next)-1])
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", a.base+"/v1/threads/t-orphan/events?since=0", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	replay := &eventReader{t: t, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
-	killed := replay.untilTerminal() // a stream cut at 30 s fails here
+	killed := observeFor30s(t, a.base, "t-orphan", 0).untilTerminal()
 	strictlyIncreasing(t, "replay", killed)
 	end := killed[len(killed)-1]
 	if lc := end.GetLifecycle(); end.GetRunId() == next[0].GetRunId() || lc.GetStatus() != canonical.StatusFailed || canonical.Code(lc.GetError().GetCode()) != canonical.CodeUnavailable {
@@ -286,16 +303,8 @@ func TestClusterOwnerKilledItsClientResumesElsewhere(t *testing.T) {
 	seen, run := read[len(read)-1].GetSeq(), read[0].GetRunId()
 	startDaemon(t, bin, n.URL()) // another instance hosting the backend
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/threads/t-resume/events?since=%d", a.base, seen), nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	resumed := &eventReader{t: t, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
-	rest := resumed.untilTerminal() // a stream cut at 30 s fails here
+	resumed := observeFor30s(t, a.base, "t-resume", seen)
+	rest := resumed.untilTerminal()
 	end, prev := rest[len(rest)-1], seen
 	var skip *canonical.Event // the first of the events that end the run
 	for _, ev := range rest {
@@ -320,12 +329,7 @@ func TestClusterOwnerKilledItsClientResumesElsewhere(t *testing.T) {
 		t.Fatalf("after the end, the resumed stream read %d events from seq %d; the next run has %d from seq %d", len(got), got[0].GetSeq(), len(next), next[0].GetSeq())
 	}
 
-	all := replayAll(t, a.base, "t-resume", 2)
-	for i, ev := range all[1:] {
-		if !canonical.Follows(ev, all[i].GetSeq()) {
-			t.Fatalf("replay: seq %d after %d (skipped after: %v)", ev.GetSeq(), all[i].GetSeq(), ev.SkippedAfter)
-		}
-	}
+	follows(t, "replay", replayAll(t, a.base, "t-resume", 2))
 }
 
 // The owner of a run is killed before the replay log stored any of the
@@ -351,28 +355,15 @@ func TestClusterOwnerKilledBeforeTheLogHadItsRun(t *testing.T) {
 	startDaemon(t, bin, n.URL()) // another instance hosting the backend
 	time.Sleep(3 * time.Second)  // the dead owner's lease expires (its TTL: 3 s)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/threads/t-unseen/events?since=%d", a.base, seen), nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	resumed := &eventReader{t: t, body: resp.Body, sc: bufio.NewScanner(resp.Body)}
+	resumed := observeFor30s(t, a.base, "t-unseen", seen)
 	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-unseen","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
 	logged := first[len(first)-1].GetSeq()
 	if start := next[0]; start.GetSeq() <= seen || start.SkippedAfter == nil || start.GetSkippedAfter() != logged {
 		t.Fatalf("the next run starts %v: want a seq after %d (read from the dead owner), skipping after %d (the log's last)", start, seen, logged)
 	}
-	got := resumed.untilTerminal() // a stream cut at 30 s fails here
+	got := resumed.untilTerminal()
 	if len(got) != len(next) || !canonical.Follows(got[0], seen) || got[0].GetSeq() != next[0].GetSeq() {
 		t.Fatalf("resumed after seq %d: %d events from seq %d; the next run has %d from seq %d", seen, len(got), got[0].GetSeq(), len(next), next[0].GetSeq())
 	}
-	all := replayAll(t, a.base, "t-unseen", 2)
-	for i, ev := range all[1:] {
-		if !canonical.Follows(ev, all[i].GetSeq()) {
-			t.Fatalf("replay: seq %d after %d (skipped after: %v)", ev.GetSeq(), all[i].GetSeq(), ev.SkippedAfter)
-		}
-	}
+	follows(t, "replay", replayAll(t, a.base, "t-unseen", 2))
 }
