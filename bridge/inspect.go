@@ -49,8 +49,8 @@ func (s *Server) inspectorHandler(cfg Config, mux *http.ServeMux, auth *authenti
 	s.bridge.inspect = newInspector(cfg, log)
 	in := s.bridge.inspect
 	if in == nil {
-		return withAuth(mux)
+		return withAuth(apiNotFound(mux))
 	}
 	in.Mount(mux)
-	return in.Page(withAuth(in.Tee(mux)))
+	return in.Page(withAuth(in.Tee(apiNotFound(mux))))
 }
