@@ -83,8 +83,11 @@ type thread struct {
 	// messages of runs before keep theirs).
 	chain *logChain
 	// skipped, when set, is what the next event numbered says it skips
-	// after (thread.skip).
+	// after (thread.resume).
 	skipped *uint64
+	// fencedAt is the last seq this instance gave before it found its
+	// writes of the thread fenced: given to its own clients, in no log.
+	fencedAt uint64
 }
 
 // NewBridge returns a bridge; fabric may be nil.
@@ -358,9 +361,11 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	}
 	b.mu.Unlock()
 	fromLog := knownThread && b.fabric != nil
-	if lease != nil && lease.last > 0 { // the previous holder's last seq: the log may lag it
+	if lease != nil && lease.last > 0 {
+		// The previous holder's last seq: the log may lag it. The log is
+		// read too: a holder whose writes were fenced leaves its own
+		// count, behind the end another instance appended.
 		r.thread.raise(lease.last)
-		fromLog = false
 	}
 	// A thread named for this run takes its lease too (lease.go), while
 	// the backend starts: nobody else knows the thread until its first
@@ -443,9 +448,10 @@ func (b *Bridge) acquireThread(id string) *thread {
 	if t.refs == 0 {
 		if t.chain != nil && t.chain.fenced.Load() {
 			// The seqs given here after the fence are in no log: the
-			// thread's next run numbers from the lease or the log.
+			// thread's next run numbers from the log, past them
+			// (thread.resume).
 			t.mu.Lock()
-			t.seq = 0
+			t.fencedAt, t.seq = max(t.fencedAt, t.seq), 0
 			t.mu.Unlock()
 		}
 		t.chain = &logChain{onFence: func() { b.endThreadHere(id, errFenced) }}
@@ -485,32 +491,55 @@ func (b *Bridge) recoverSeq(ctx context.Context, id string, t *thread, orphans, 
 	if err == nil && orphans {
 		last = b.endOrphanRun(ctx, id, m) // numbered after the log's last and the floor
 	}
-	ended := last != 0 // an orphan's end, which skipped them
+	var logged, floor uint64
 	if err == nil && last == 0 {
-		last, err = b.fabric.lastSeqAfter(ctx, id, m)
+		logged, floor, err = b.fabric.lastSeqs(ctx, id, m)
 	}
 	if err != nil {
 		// Numbering from what this instance last saw could reuse seqs
 		// another instance gave the thread since: the run fails instead.
 		return natsFailure(b.log.With("thread", id), canonical.CodeUnavailable, "the thread's last seq could not be read from the replay log", err)
 	}
-	if skip && !ended {
-		b.log.Warn("thread's lease holder died holding it: the seqs it may have given are skipped", "thread", id, "after", last)
-		t.skip(last, b.fabric.ownerAhead())
+	if last != 0 { // an orphan's end, which skipped what its owner may have given
+		t.raise(last)
 		return nil
 	}
-	t.raise(last)
+	if t.resume(logged, floor, b.fabric.ownerAhead(), skip) {
+		b.log.Warn("thread's seqs given but never stored are skipped", "thread", id, "logged", logged, "floor", floor, "holder_died", skip)
+	}
 	return nil
 }
 
-// skip moves the thread's counter ahead past last (and what it holds), by
-// ahead, and has the next event numbered say that it skips the seqs
-// between (Event.skipped_after).
-func (t *thread) skip(last, ahead uint64) {
+// resume sets the thread's counter from the replay log's last seq
+// (logged) and its floor for the thread's next run, past the seqs given
+// that no log holds: ahead more when the lease's last holder died holding
+// it (it may have given that many to its own clients), and past this
+// instance's own given after its writes were fenced (fencedAt). When it
+// moves past any, the next event numbered says it skips them
+// (Event.skipped_after), after the seq readers have the thread's events
+// up to. It reports whether it skips.
+func (t *thread) resume(logged, floor, ahead uint64, holderDied bool) bool {
 	t.mu.Lock()
-	from := max(t.seq, last)
-	t.seq, t.skipped = from+ahead, &from
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	base := max(logged, floor)
+	read := base // what readers have the thread's events up to
+	if logged > 0 && floor > logged && t.seq < floor {
+		// Another instance gave seqs to the floor that the log never got
+		// (the log lets go of the oldest, never the newest).
+		read = logged
+	}
+	next := base
+	if holderDied {
+		next += ahead
+	}
+	next = max(next, t.fencedAt)
+	t.fencedAt = 0
+	t.seq = max(t.seq, next)
+	if next == read {
+		return false
+	}
+	t.skipped = &read
+	return true
 }
 
 // raise moves the thread's counter up to last, never down.

@@ -643,10 +643,10 @@ func (r *remoteStream) deliver(ev *canonical.Event) {
 // failure made here alone.
 func (r *remoteStream) ownerGone() {
 	e := canonical.Errorf(canonical.CodeUnavailable, "run owner sent neither event nor heartbeat for %s", r.timeout)
+	ended := r.guard.End(nil, canonical.StatusFailed, e)
+	evs, err := r.appendOwnerGone(ended)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
 	defer cancel()
-	ended := r.guard.End(nil, canonical.StatusFailed, e)
-	evs, err := r.b.appendEnd(ctx, r.thread, r.run, ended, r.threadSeq)
 	switch {
 	case err == nil:
 		r.threadSeq = evs[len(evs)-1].GetSeq()
@@ -682,6 +682,25 @@ func (r *remoteStream) ownerGone() {
 		// made here are given: no later run of the thread gives them
 		// again (seqfloor.go).
 		r.b.fabric.NoteLastSeq(r.thread, end[n-1].GetSeq())
+	}
+}
+
+// appendOwnerGone appends ended to the replay log (appendEnd), trying
+// again, fillRetry apart, for as long as fill waits for the log
+// (fillTimeout) unless the log ends the run already: an instance that was
+// itself paused or cut off finds NATS slow to answer as it comes back, and
+// an end made here alone may differ from the log's (the owner, finding
+// this client gone, ends the run cancelled there).
+func (r *remoteStream) appendOwnerGone(ended []*canonical.Event) ([]*canonical.Event, error) {
+	deadline := r.b.now().Add(fillTimeout(r.timeout))
+	for {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
+		evs, err := r.b.appendEnd(ctx, r.thread, r.run, ended, r.threadSeq)
+		cancel()
+		if err == nil || errors.Is(err, errRunEnded) || !r.b.now().Before(deadline) {
+			return evs, err
+		}
+		time.Sleep(fillRetry)
 	}
 }
 

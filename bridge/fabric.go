@@ -1039,19 +1039,21 @@ func (f *Fabric) LastSeq(ctx context.Context, thread string) (uint64, error) {
 // lastSeqAfter is LastSeq with m, the thread's last message in the log
 // (nil: none), read already.
 func (f *Fabric) lastSeqAfter(ctx context.Context, thread string, m *jetstream.RawStreamMsg) (uint64, error) {
-	var last uint64
+	logged, floor, err := f.lastSeqs(ctx, thread, m)
+	return max(logged, floor), err
+}
+
+// lastSeqs is the seq of m, the thread's last message in the log (nil:
+// none, 0), and the thread's floor: the log may have let go of the
+// thread's events (seqfloor.go), or never got seqs given past its last.
+func (f *Fabric) lastSeqs(ctx context.Context, thread string, m *jetstream.RawStreamMsg) (logged, floor uint64, err error) {
 	if m != nil {
-		var err error
-		if last, err = lastSeqOf(m); err != nil {
-			return 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
+		if logged, err = lastSeqOf(m); err != nil {
+			return 0, 0, fmt.Errorf("replay log message %d: %w", m.Sequence, err)
 		}
 	}
-	// The log may have let go of the thread's events (seqfloor.go).
-	floor, err := f.floors.read(ctx, thread)
-	if err != nil {
-		return 0, err
-	}
-	return max(last, floor), nil
+	floor, err = f.floors.read(ctx, thread)
+	return logged, floor, err
 }
 
 // oldestSeq is the seq of the oldest event of thread the replay log

@@ -518,7 +518,9 @@ func (l *leases) renew(now time.Time) {
 			continue
 		}
 		l.mu.Lock()
-		if h := l.held[d.thread]; h != nil && h.rev == d.rev {
+		// Another lease of the thread may have replaced the one renewed,
+		// and be being taken still: take writes its fields until ready.
+		if h := l.held[d.thread]; h != nil && isReady(h.ready) && h.rev == d.rev {
 			h.rev, h.renewed = rev, now
 		}
 		l.mu.Unlock()

@@ -51,3 +51,38 @@ func TestSeqFloorsKeepTheHighest(t *testing.T) {
 		t.Errorf("thread 0: a lower note took the floor from %d to %d", highest[0], got)
 	}
 }
+
+// resume numbers a thread's next run past every seq given that readers
+// may not have, and says so (skipped_after) only when it passes seqs no
+// log holds: a dead holder's run-ahead, this instance's own seqs after
+// its writes were fenced, or another instance's seqs up to a floor the
+// log never got. The log's own last, a floor it let go of the events
+// under, and this instance's own count ahead of the log are no skip.
+func TestThreadResume(t *testing.T) {
+	const ahead = 1000
+	for _, c := range []struct {
+		name          string
+		seq, fencedAt uint64 // the thread's counter and fence before
+		logged, floor uint64
+		holderDied    bool
+		wantSeq       uint64
+		wantSkipped   bool
+		wantAfter     uint64
+	}{
+		{name: "from the log", logged: 40, floor: 30, wantSeq: 40},
+		{name: "the floor of events the log let go of", logged: 0, floor: 70, wantSeq: 70},
+		{name: "the counter ahead of the log (its events on their way)", seq: 55, logged: 40, floor: 50, wantSeq: 55},
+		{name: "a dead holder's run-ahead", logged: 40, floor: 30, holderDied: true, wantSeq: 1040, wantSkipped: true, wantAfter: 40},
+		{name: "a dead holder after the log let go", logged: 0, floor: 70, holderDied: true, wantSeq: 1070, wantSkipped: true, wantAfter: 70},
+		{name: "this instance's seqs after the fence", fencedAt: 48, logged: 40, wantSeq: 48, wantSkipped: true, wantAfter: 40},
+		{name: "a fence behind another's end", fencedAt: 48, logged: 1041, wantSeq: 1041},
+		{name: "another's seqs to a floor the log never got", logged: 40, floor: 45, wantSeq: 45, wantSkipped: true, wantAfter: 40},
+		{name: "a dead holder past a floor the log never got", logged: 40, floor: 45, holderDied: true, wantSeq: 1045, wantSkipped: true, wantAfter: 40},
+	} {
+		th := &thread{seq: c.seq, fencedAt: c.fencedAt}
+		skipped := th.resume(c.logged, c.floor, ahead, c.holderDied)
+		if th.seq != c.wantSeq || skipped != c.wantSkipped || (th.skipped != nil) != c.wantSkipped || (c.wantSkipped && *th.skipped != c.wantAfter) || th.fencedAt != 0 {
+			t.Errorf("%s: counter %d, skipped %v after %v, fencedAt %d; want %d, %v after %d, 0", c.name, th.seq, skipped, th.skipped, th.fencedAt, c.wantSeq, c.wantSkipped, c.wantAfter)
+		}
+	}
+}
