@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/interlingua-dev/interlingua/canonical"
 )
 
@@ -59,14 +61,20 @@ func TestClusterPausedOwnerWritesNoSecondHistory(t *testing.T) {
 // timeout while another instance observes the thread: the observers' end
 // of the run is appended to the replay log, so the owner, back, is fenced
 // (its run ends failed, never completed) and the log holds the end the
-// observer saw, under the seq it saw it, followed by the thread's next run.
+// observer saw, under the seq it saw it, followed by the thread's next
+// runs, one placed from another instance and one started on the owner.
+// No seq the owner's own client read, before the fence or after, is
+// another event's in the log.
 func TestClusterPausedOwnerObserverEndIsTheLogs(t *testing.T) {
 	_, _, a, b := clientAndOwner(t, "--set", "nats.heartbeat=500ms")
 	r := openStream(t, "POST", b.base+"/v1/runs", `{"target":"stream","threadId":"t-quiet","parameters":{"deltas":400,"delay_ms":20},"inputs":[]}`)
+	var read []*canonical.Event
 	for range 30 { // the observer comes after the run's message and block started
-		if _, ok := r.next(); !ok {
+		ev, ok := r.next()
+		if !ok {
 			t.Fatal("the run's stream ended early")
 		}
+		read = append(read, ev)
 	}
 	obs := openStream(t, "GET", a.base+"/v1/threads/t-quiet/events", "")
 	if _, ok := obs.next(); !ok {
@@ -87,11 +95,25 @@ func TestClusterPausedOwnerObserverEndIsTheLogs(t *testing.T) {
 	if lc := own[len(own)-1].GetLifecycle(); lc.GetStatus() != canonical.StatusFailed {
 		t.Fatalf("the owner's client's run ended %v after the log ended it, want failed", own[len(own)-1])
 	}
+	read = append(read, own...)
 	next := openStream(t, "POST", a.base+"/v1/runs", `{"target":"stream","threadId":"t-quiet","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
 	if st, _ := canonical.TerminalOf(next[len(next)-1]); st != canonical.StatusCompleted {
 		t.Fatalf("the thread's next run ended %v", next[len(next)-1])
 	}
-	all := replayAll(t, a.base, "t-quiet", 2)
+	onOwner := openStream(t, "POST", b.base+"/v1/runs", `{"target":"stream","threadId":"t-quiet","parameters":{"deltas":3},"inputs":[]}`).untilTerminal()
+	all := replayAll(t, a.base, "t-quiet", 3)
+	logged := map[uint64]*canonical.Event{}
+	for _, ev := range all {
+		logged[ev.GetSeq()] = ev
+	}
+	for _, ev := range read {
+		if l, ok := logged[ev.GetSeq()]; ok && !proto.Equal(l, ev) {
+			t.Fatalf("the owner's client read seq %d as %v; the log has %v", ev.GetSeq(), ev, l)
+		}
+	}
+	if first := onOwner[0].GetSeq(); first <= own[len(own)-1].GetSeq() {
+		t.Fatalf("the run started on the owner after the fence numbers from %d, not past the %d its client read", first, own[len(own)-1].GetSeq())
+	}
 	var paused []*canonical.Event
 	for i, ev := range all {
 		if ev.GetRunId() == end.GetRunId() {
@@ -107,7 +129,7 @@ func TestClusterPausedOwnerObserverEndIsTheLogs(t *testing.T) {
 	if err := canonical.Validate(paused); err != nil {
 		t.Fatalf("the paused run as the log ends it: %v", err)
 	}
-	if got := all[len(all)-1].GetRunId(); got != next[0].GetRunId() {
-		t.Fatalf("the replay's second end is run %s's, want the next run's %s", got, next[0].GetRunId())
+	if got := all[len(all)-1].GetRunId(); got != onOwner[0].GetRunId() {
+		t.Fatalf("the replay's third end is run %s's, want the run started on the owner %s", got, onOwner[0].GetRunId())
 	}
 }
