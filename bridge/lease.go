@@ -125,6 +125,12 @@ func (l *leases) acquire(ctx context.Context, thread string, wait time.Duration)
 		h.refs++
 		l.mu.Unlock()
 		<-h.ready
+		if h.err == nil && h.holder == "" {
+			if err := l.confirm(ctx, thread, h); err != nil {
+				l.release(thread, 0)
+				return leaseGrant{}, "", err
+			}
+		}
 		if h.err != nil || h.holder != "" {
 			l.release(thread, 0)
 		}
@@ -278,6 +284,34 @@ func (l *leases) free(thread string, h *lease) {
 		// It expires instead; the next holder reads the replay log.
 		l.log.Warn("thread lease not freed", "thread", thread, "err", err)
 	}
+}
+
+// confirm checks, when the renewals of thread's lease h, held here, are
+// late (more than half its TTL since the last: the process was paused, or
+// NATS slow), that the lease is still this instance's before a run shares
+// it: a run numbering the thread on a lease another instance has taken
+// since gives its client seqs that the other gives too (the log fences
+// its writes, not what its client reads). A lease found another's, or
+// gone, is lost: the thread's runs here end failed, as renew ends them.
+func (l *leases) confirm(ctx context.Context, thread string, h *lease) error {
+	l.mu.Lock()
+	late := time.Since(h.renewed) > l.ttl/2
+	l.mu.Unlock()
+	if !late {
+		return nil
+	}
+	e, err := l.kv.Get(ctx, leaseKey(thread))
+	switch {
+	case err == nil && l.mine(e):
+		return nil
+	case err == nil || errors.Is(err, jetstream.ErrKeyNotFound):
+		l.log.Error("thread lease lost: the thread's runs here end failed", "thread", thread, "found", "at a run's start, its renewals late")
+		if l.lost != nil {
+			l.lost(thread)
+		}
+		return canonical.Errorf(canonical.CodeUnavailable, "this instance's lease of thread %q lapsed while its renewals were late: try again", thread)
+	}
+	return natsFailure(l.log.With("thread", thread), canonical.CodeUnavailable, "the thread's lease could not be read", err)
 }
 
 // holdMarkKey is the threads bucket's key of thread's hold mark.

@@ -225,3 +225,48 @@ func TestAckedLogSettle(t *testing.T) {
 		t.Fatal("not settled once acknowledged")
 	}
 }
+
+// A run sharing a lease this instance holds, whose renewals are late (the
+// process was paused past half its TTL), first checks that the lease is
+// still its own: another instance's now, the share is refused and the
+// thread's runs here end (lost), before any seq is given on it. On time,
+// a share asks NATS nothing.
+func TestLeaseShareAfterLateRenewals(t *testing.T) {
+	a, b, lost := testLeases(t)
+	ctx := context.Background()
+	if _, holder, err := a.acquire(ctx, "th", 0); err != nil || holder != "" {
+		t.Fatalf("a takes it: %q %v", holder, err)
+	}
+	if _, holder, err := a.acquire(ctx, "th", 0); err != nil || holder != "" {
+		t.Fatalf("a shares it on time: %q %v", holder, err)
+	}
+	a.release("th", 0)
+	a.mu.Lock()
+	a.held["th"].renewed = time.Now().Add(-a.ttl) // paused for a TTL
+	a.mu.Unlock()
+	if _, holder, err := a.acquire(ctx, "th", 0); err != nil || holder != "" {
+		t.Fatalf("a shares it late, still its own: %q %v", holder, err)
+	}
+	a.release("th", 0)
+	if err := a.kv.Delete(ctx, leaseKey("th")); err != nil { // expired meanwhile
+		t.Fatal(err)
+	}
+	if _, holder, err := b.acquire(ctx, "th", 0); err != nil || holder != "" {
+		t.Fatalf("b takes it once expired: %q %v", holder, err)
+	}
+	a.mu.Lock()
+	a.held["th"].renewed = time.Now().Add(-a.ttl)
+	a.mu.Unlock()
+	_, holder, err := a.acquire(ctx, "th", 0)
+	if canonical.CodeOf(err) != canonical.CodeUnavailable || holder != "" {
+		t.Fatalf("a shares it late, b's now: %q %v; want unavailable", holder, err)
+	}
+	select {
+	case th := <-lost:
+		if th != "th" {
+			t.Fatalf("lost %q", th)
+		}
+	default:
+		t.Fatal("a's runs of the thread were not ended")
+	}
+}
