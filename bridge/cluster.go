@@ -513,21 +513,33 @@ func (r *remoteStream) Recv() (*canonical.Event, error) {
 // own end of a cancelled run is what the client gets: it holds the seq
 // the replay log gives it, which an end made here would reuse.
 func (r *remoteStream) next() (*nats.Msg, error) {
-	now := r.b.now()
-	if r.alive.IsZero() {
-		r.alive = now
-	}
-	wait := r.timeout - now.Sub(r.alive)
-	if r.ctx.Err() != nil {
-		if r.leftAt.IsZero() {
-			r.leftAt = now
+	for {
+		now := r.b.now()
+		if r.alive.IsZero() {
+			r.alive = now
 		}
-		wait = min(wait, r.timeout-now.Sub(r.leftAt))
+		wait := r.timeout - now.Sub(r.alive)
+		if r.ctx.Err() != nil {
+			if r.leftAt.IsZero() {
+				r.leftAt = now
+			}
+			wait = min(wait, r.timeout-now.Sub(r.leftAt))
+		}
+		if wait <= 0 {
+			return nil, nats.ErrTimeout
+		}
+		asked := time.Now()
+		msg, err := r.sub.NextMsg(wait)
+		if errors.Is(err, nats.ErrTimeout) && time.Since(asked) > wait+r.timeout/2 {
+			// The wait took far longer than asked: this instance was not
+			// running (paused, or starved), and the owner's messages of
+			// that time may still be on their way in. Its silence is not
+			// the owner's: the owner gets a timeout from now.
+			r.alive = r.b.now()
+			continue
+		}
+		return msg, err
 	}
-	if wait <= 0 {
-		return nil, nats.ErrTimeout
-	}
-	return r.sub.NextMsg(wait)
 }
 
 // receive takes one message of the thread: a heartbeat, or events.

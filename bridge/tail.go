@@ -224,6 +224,7 @@ func (t *threadTail) watch() {
 	// of its last sign of life (expire waits 1.5).
 	tick := time.NewTicker(t.timeout / 4)
 	defer tick.Stop()
+	ticked := time.Now()
 	for {
 		select {
 		case m := <-t.hb:
@@ -233,7 +234,15 @@ func (t *threadTail) watch() {
 			}
 			t.mu.Unlock()
 		case <-tick.C:
-			t.expire()
+			if late := time.Since(ticked) > t.timeout*3/4; late {
+				// This instance was not running (paused, or starved): the
+				// owners' heartbeats of that time may still be on their
+				// way in, and its silence is not theirs.
+				t.heardAll()
+			} else {
+				t.expire()
+			}
+			ticked = time.Now()
 		case <-t.stop:
 			return
 		}
@@ -283,6 +292,16 @@ func (t *threadTail) track(ev *canonical.Event, now time.Time) {
 	if r.guard.Ended() {
 		delete(t.runs, id)
 	}
+}
+
+// heardAll counts every run of the thread as heard from now.
+func (t *threadTail) heardAll() {
+	now := t.b.now()
+	t.mu.Lock()
+	for _, r := range t.runs {
+		r.lastSeen = now
+	}
+	t.mu.Unlock()
 }
 
 // expire ends the runs whose owner has gone quiet. The end is appended
