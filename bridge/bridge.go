@@ -372,36 +372,16 @@ func (b *Bridge) runLocal(ctx context.Context, rt Route, be canonical.Backend, r
 	// event, which waits for the lease. A lease taken is marked held
 	// before the first event too (markHeld).
 	newLease := lease == nil && !knownThread && b.leases != nil
-	mark := lease != nil && lease.taken
-	if fromLog || claim != nil || newLease || mark {
+	if fromLog || claim != nil || newLease || (lease != nil && lease.taken) {
 		// The replay log is asked for the thread's last seq while the
 		// backend starts (a JetStream request, up to a millisecond here,
 		// was part of every Evergreen action's time to first delta); the
 		// run's first event waits for the answer before it is numbered.
 		r.seqReady = make(chan struct{})
-		go func() {
-			defer close(r.seqReady)
-			// Not the run's context: a run cancelled now still ends with
-			// an event, numbered after the thread's last; the requests are
-			// bounded by JetStream's default timeout.
-			nctx := context.WithoutCancel(runCtx)
-			if newLease { // while the claim, made since Run, is under way
-				mark, r.startErr = r.takeLease(nctx)
-			}
-			var orphaned bool
-			if mark && r.startErr == nil {
-				orphaned, r.startErr = b.leases.markHeld(nctx, r.threadID)
-			}
-			if claim != nil {
-				if err := <-claim; r.startErr == nil {
-					r.startErr = err
-				}
-			}
-			if fromLog && r.startErr == nil {
-				created := lease != nil && lease.created
-				r.startErr = b.recoverSeq(nctx, r.threadID, r.thread, created, created && orphaned)
-			}
-		}()
+		// Not the run's context: a run cancelled now still ends with an
+		// event, numbered after the thread's last; the requests are
+		// bounded by JetStream's default timeout.
+		go r.readyThread(context.WithoutCancel(runCtx), lease, newLease, fromLog, claim)
 	}
 
 	up, err := b.start(runCtx, be, req)
@@ -810,6 +790,32 @@ func (r *run) ownEnd(ev *canonical.Event) *canonical.Event {
 		return canonical.Terminal(canonical.StatusCancelled, canonical.FromProto(ev.GetLifecycle().GetError()))
 	}
 	return ev
+}
+
+// readyThread readies the run's thread for its first event, then closes
+// seqReady: the lease of a thread named for the run taken (newLease), a
+// lease taken marked held (markHeld), the claim waited for, and the
+// thread's counter set from the replay log (fromLog). The first failure
+// is startErr.
+func (r *run) readyThread(ctx context.Context, lease *leaseGrant, newLease, fromLog bool, claim <-chan error) {
+	defer close(r.seqReady)
+	mark := lease != nil && lease.taken
+	if newLease { // while the claim, made since Run, is under way
+		mark, r.startErr = r.takeLease(ctx)
+	}
+	var orphaned bool
+	if mark && r.startErr == nil {
+		orphaned, r.startErr = r.b.leases.markHeld(ctx, r.threadID)
+	}
+	if claim != nil {
+		if err := <-claim; r.startErr == nil {
+			r.startErr = err
+		}
+	}
+	if fromLog && r.startErr == nil {
+		created := lease != nil && lease.created
+		r.startErr = r.b.recoverSeq(ctx, r.threadID, r.thread, created, created && orphaned)
+	}
 }
 
 // takeLease takes the lease of the run's thread, new: another holder

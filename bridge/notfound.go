@@ -1,21 +1,23 @@
 package bridge
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/interlingua-dev/interlingua/internal/json"
+	"github.com/interlingua-dev/interlingua/canonical"
+	"github.com/interlingua-dev/interlingua/protocol"
+	"github.com/interlingua-dev/interlingua/protocols"
 )
 
 // apiNotFound answers, in the error form of the SDK that called, a
 // request under /v1/ that no frontend serves (an OpenAI client's
-// /v1/embeddings, an Anthropic client's /v1/models/x): net/http's plain
+// /v1/embeddings, an Anthropic client's /v1/complete): net/http's plain
 // "404 page not found" reached the SDKs as an error with no message of
 // theirs. A request with an anthropic-version header (every Anthropic SDK
-// sends one) gets Anthropic's form, any other OpenAI's, as OpenAI answers
-// an unknown URL. A path that a frontend serves with other methods keeps
-// net/http's 405, and every other answer is mux's own.
+// sends one) gets the Anthropic frontend's refusal, any other the OpenAI
+// frontend's, as OpenAI answers an unknown URL ("Invalid URL"). A path
+// that a frontend serves with other methods keeps net/http's 405, and
+// every other answer is mux's own.
 func apiNotFound(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/v1/") {
@@ -30,7 +32,7 @@ func apiNotFound(mux *http.ServeMux) http.Handler {
 	})
 }
 
-// notFoundWriter replaces a 404 written through it with the API form.
+// notFoundWriter replaces a 404 written through it with the SDK's form.
 type notFoundWriter struct {
 	http.ResponseWriter
 	r        *http.Request
@@ -39,23 +41,21 @@ type notFoundWriter struct {
 
 // WriteHeader implements http.ResponseWriter.
 func (n *notFoundWriter) WriteHeader(status int) {
-	if status != http.StatusNotFound {
+	name := "openai"
+	if n.r.Header.Get("Anthropic-Version") != "" {
+		name = "anthropic"
+	}
+	p := protocols.Get(name)
+	if status != http.StatusNotFound || p == nil || p.WriteRefusal == nil {
 		n.ResponseWriter.WriteHeader(status)
 		return
 	}
 	n.replaced = true
-	what := n.r.Method + " " + n.r.URL.Path
-	var body any = openAIError{Error: openAIErrorObject{Message: fmt.Sprintf("Invalid URL (%s)", what), Type: "invalid_request_error"}}
-	if n.r.Header.Get("Anthropic-Version") != "" {
-		body = anthropicError{Type: "error", Error: anthropicErrorObject{Type: "not_found_error", Message: "Not found: " + what}}
-	}
-	data, _ := json.Marshal(body) // typed members: it cannot fail
 	h := n.ResponseWriter.Header()
 	h.Del("X-Content-Type-Options")
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", fmt.Sprint(len(data)+1))
-	n.ResponseWriter.WriteHeader(status)
-	_, _ = n.ResponseWriter.Write(append(data, '\n'))
+	h.Del("Content-Type")
+	p.WriteRefusal(n.ResponseWriter, n.r, protocol.Refusal{Status: status, Code: canonical.CodeNotFound,
+		Message: "Invalid URL (" + n.r.Method + " " + n.r.URL.Path + ")"})
 }
 
 // Write implements http.ResponseWriter: net/http's text after a replaced
@@ -65,27 +65,4 @@ func (n *notFoundWriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return n.ResponseWriter.Write(b)
-}
-
-// openAIError is OpenAI's error body.
-type openAIError struct {
-	Error openAIErrorObject `json:"error"`
-}
-
-type openAIErrorObject struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-// anthropicError is Anthropic's error body.
-type anthropicError struct {
-	Type  string               `json:"type"`
-	Error anthropicErrorObject `json:"error"`
-}
-
-type anthropicErrorObject struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
 }
