@@ -617,17 +617,29 @@ func fillTimeout(ownerTimeout time.Duration) time.Duration { return 5 * ownerTim
 const fillRetry = 250 * time.Millisecond
 
 // readMissed reads the thread's events between the last seen and next;
-// an error when the log has not them all.
+// an error when the log has not them all: each must follow the one
+// before (canonical.Follows: an orphaned run's end among them skips seqs),
+// the last right before next.
 func (r *remoteStream) readMissed(next uint64) ([]*canonical.Event, error) {
 	// Not the client's context: a client that left still gets the
 	// owner's end of the run, after the events before it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.timeout)
 	defer cancel()
 	missed, err := r.b.fabric.threadEventsBetween(ctx, r.thread, r.threadSeq, next)
-	if err == nil && uint64(len(missed)) != next-r.threadSeq-1 {
-		err = fmt.Errorf("the replay log has %d of them", len(missed))
+	if err != nil {
+		return nil, err
 	}
-	return missed, err
+	prev := r.threadSeq
+	for _, ev := range missed {
+		if !canonical.Follows(ev, prev) {
+			break
+		}
+		prev = ev.GetSeq()
+	}
+	if prev != next-1 {
+		return nil, fmt.Errorf("the replay log has them to %d only (%d events)", prev, len(missed))
+	}
+	return missed, nil
 }
 
 // deliver passes on an event of the thread that is the run's.

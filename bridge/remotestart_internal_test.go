@@ -26,7 +26,8 @@ func TestRemoteStreamFillsALostStart(t *testing.T) {
 	evs = bld.FinishMessage(evs, canonical.FinishStop, nil)
 	evs = bld.End(evs, canonical.StatusCompleted, nil)
 	numberRun(evs, "own")
-	collectMissingTheLogged(t, "own", evs[:3], func(*Bridge) []*canonical.Event { return evs[3:] }) // the start, which the client will not get
+	collectMissingTheLogged(t, "own", func(*Bridge) []*canonical.Event { return evs[:3] }, // the start, which the client will not get
+		func(*Bridge) []*canonical.Event { return evs[3:] })
 }
 
 // A client that missed a run's start (a NATS reconnect) gets, live, the
@@ -48,7 +49,7 @@ func TestRemoteStreamReadsAcrossASkip(t *testing.T) {
 	}
 	var end []*canonical.Event
 	var ahead uint64
-	collectMissingTheLogged(t, "skip", evs, func(b *Bridge) []*canonical.Event {
+	collectMissingTheLogged(t, "skip", func(*Bridge) []*canonical.Event { return evs }, func(b *Bridge) []*canonical.Event {
 		ahead = b.fabric.ownerAhead()
 		end = b.stampOrphanEnd(g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone")), "skip", "skip", uint64(len(evs)))
 		return end
@@ -58,15 +59,16 @@ func TestRemoteStreamReadsAcrossASkip(t *testing.T) {
 	}
 }
 
-// collectMissingTheLogged publishes logged, one run's (thread and run id
-// both id) first events, to the replay log and waits for it to store
+// collectMissingTheLogged publishes first(b), one run's (thread and run
+// id both id) first events, to the replay log and waits for it to store
 // them; then subscribes a remote stream of the run from the thread's
 // start, which so misses them live, and publishes live(b). The stream
-// must give the run whole: logged, then live.
-func collectMissingTheLogged(t *testing.T, id string, logged []*canonical.Event, live func(*Bridge) []*canonical.Event) {
+// must give the run whole: the first events, then the run's live ones.
+func collectMissingTheLogged(t *testing.T, id string, first, live func(*Bridge) []*canonical.Event) {
 	t.Helper()
 	f, nc, _ := subscribedFabric(t, "unused")
 	b := fabricBridge(f)
+	logged := first(b)
 	p := f.publisher(id, id, true)
 	for _, ev := range logged {
 		p.publish(ev)
@@ -88,7 +90,7 @@ func collectMissingTheLogged(t *testing.T, id string, logged []*canonical.Event,
 	}
 	rest := live(b)
 	for _, ev := range rest {
-		p.publish(ev)
+		f.publisher(id, ev.GetRunId(), true).publish(ev)
 	}
 	rs := &remoteStream{b: b, ctx: context.Background(), sub: sub, thread: id, run: id, runToken: id,
 		timeout: 2 * time.Second, stopWatch: func() bool { return true }, fromStart: true}
@@ -97,7 +99,12 @@ func collectMissingTheLogged(t *testing.T, id string, logged []*canonical.Event,
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(logged[:len(logged):len(logged)], rest...)
+	want := logged[:len(logged):len(logged)]
+	for _, ev := range rest {
+		if ev.GetRunId() == id { // another run's events are not this run's client's
+			want = append(want, ev)
+		}
+	}
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d: %v", len(got), len(want), got)
 	}
@@ -213,4 +220,33 @@ func numberRun(evs []*canonical.Event, id string) {
 	for i, ev := range evs {
 		ev.ThreadId, ev.RunId, ev.Seq, ev.TimeUnixNano = id, id, uint64(i+1), 1
 	}
+}
+
+// A client whose run's owner died, and that missed the end another
+// instance appended (its skip included), reads it from the replay log when
+// the thread's next run's first event arrives live: the missed events
+// follow one another across the skip (canonical.Follows), not one seq
+// each, and the run ends as the log ends it. (It failed data_loss, the
+// events between counted as if consecutive, in the fault harness.)
+func TestRemoteStreamFillsAcrossASkip(t *testing.T) {
+	bld := canonical.NewBuilder()
+	evs := bld.Lifecycle(nil, canonical.StatusRunning)
+	evs = bld.StartMessage(evs, "m", "assistant")
+	evs = bld.Text(evs, "stored")
+	numberRun(evs, "gap")
+	var g canonical.Guard
+	for _, ev := range evs {
+		if v := g.Observe(ev); v != nil {
+			t.Fatal(v)
+		}
+	}
+	var last uint64
+	collectMissingTheLogged(t, "gap", func(b *Bridge) []*canonical.Event {
+		end := b.stampOrphanEnd(g.End(nil, canonical.StatusFailed, canonical.Errorf(canonical.CodeUnavailable, "owner gone")), "gap", "gap", uint64(len(evs)))
+		last = end[len(end)-1].GetSeq()
+		return append(evs[:len(evs):len(evs)], end...)
+	}, func(*Bridge) []*canonical.Event {
+		return []*canonical.Event{{ThreadId: "gap", RunId: "after", Seq: last + 1, TimeUnixNano: 1,
+			Kind: &canonical.KindLifecycle{Lifecycle: &canonical.Lifecycle{Status: canonical.StatusRunning}}}}
+	})
 }
